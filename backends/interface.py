@@ -1,0 +1,97 @@
+"""The one interface every cost backend implements, and the workload it is evaluated under.
+
+`Backend.evaluate(genomes, workload) -> CostTable` costs a whole population at once. A genome that
+cannot run on the substrate (it does not fit memory, say) gets infinite costs, `feasible = False`
+and a reason; evaluate never raises for such a genome inside a search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from forge.genome import Genome
+from forge.workload import Precision
+
+
+class BackendError(ValueError):
+    """Bad backend input (unknown template, preset or workload); the message lists what is allowed."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Prefill L_p prompt tokens, then L_d decode steps with a growing KV cache, at a batch size.
+
+    Precisions are bits per element of weights, activations and the KV cache (bf16 on GPUs,
+    int8 on the accelerators; set per backend in conf/workload or on the command line).
+    """
+
+    prefill: int = 256
+    decode: int = 256
+    batch: int = 1
+    weight_bits: int = 16
+    act_bits: int = 16
+    kv_bits: int = 16
+
+    def __post_init__(self) -> None:
+        for k in ("prefill", "decode", "batch"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise BackendError(f"workload.{k} = {v!r} is invalid; allowed: a positive integer")
+        for k in ("weight_bits", "act_bits", "kv_bits"):
+            if getattr(self, k) not in (4, 8, 16, 32):
+                raise BackendError(f"workload.{k} = {getattr(self, k)!r} is invalid; allowed: 4, 8, 16, 32")
+
+    @property
+    def precision(self) -> Precision:
+        return Precision.from_bits(self.weight_bits, self.act_bits, self.kv_bits)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Workload":
+        d = {k: v for k, v in dict(cfg).items() if not str(k).startswith("_")}
+        unknown = set(d) - {"prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits", "name"}
+        if unknown:
+            raise BackendError(f"workload.{sorted(unknown)[0]} is unknown; allowed: prefill, decode, batch, weight_bits, act_bits, kv_bits")
+        d.pop("name", None)
+        return cls(**d)
+
+
+@dataclass
+class CostTable:
+    """One row per genome. Infeasible rows hold inf costs and a non-empty reason."""
+
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    energy_per_token_uj: np.ndarray
+    feasible: np.ndarray
+    reason: list[str]
+    extras: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ttft_ms)
+
+    def row(self, i: int) -> dict[str, Any]:
+        return {"ttft_ms": float(self.ttft_ms[i]), "tpot_ms": float(self.tpot_ms[i]),
+                "energy_per_token_uj": float(self.energy_per_token_uj[i]), "feasible": bool(self.feasible[i]),
+                "reason": self.reason[i], **(self.extras[i] if self.extras else {})}
+
+    def objective(self, name: str) -> np.ndarray:
+        """A named column: a core metric or a numeric backend extra (inf where missing or infeasible)."""
+        if name in ("ttft_ms", "tpot_ms", "energy_per_token_uj"):
+            return np.asarray(getattr(self, name), dtype=float)
+        vals = np.array([float(e.get(name, np.inf)) if e else np.inf for e in self.extras] or [np.inf] * len(self))
+        return np.where(self.feasible, vals, np.inf)
+
+    @classmethod
+    def infeasible(cls, n: int, reason: str) -> "CostTable":
+        inf = np.full(n, np.inf)
+        return cls(inf, inf.copy(), inf.copy(), np.zeros(n, bool), [reason] * n, [{} for _ in range(n)])
+
+
+class Backend(Protocol):
+    """A cost model of one substrate."""
+
+    name: str
+
+    def evaluate(self, genomes: Sequence[Genome], workload: Workload) -> CostTable: ...

@@ -1,0 +1,1 @@
+"""Hydra configs of Forge, installed as the package `forge_conf` (see pyproject.toml)."""

@@ -1,0 +1,1 @@
+"""Shipped assets (baseline genomes, surrogate checkpoints, labels), installed as `forge_data`."""

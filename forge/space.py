@@ -1,0 +1,248 @@
+"""Search spaces: per-field grids, uniform sampling, repair and the integer codec for pymoo.
+
+A genome is encoded as a flat integer vector of L_max × 7 grid *indices*, layer-major:
+`[active, attn, i_nh, i_nkv, i_dqk, i_dv, i_dmlp]` per slot. Repair works on that matrix, vectorized:
+it clips and rounds to the grid, snaps n_kv to the nearest divisor of n_h present in the n_kv grid
+(ties go to the smaller divisor: fewer KV heads, cheaper), and re-activates slot 0 when every layer
+is pruned. Repair is idempotent by construction (each step maps valid input to itself).
+
+`attention: gqa` restricts the space to grouped-query attention: n_h must divide d_model and
+d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and derived on decode.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from forge.arrays import PopArrays
+from forge.genome import Genome, GenomeError, LayerGene
+
+N_GENES = 7  # per layer slot
+GENE_NAMES = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
+GRID_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")
+
+
+def make_grid(spec: Any, name: str) -> tuple[int, ...]:
+    """`{start, stop, step}` (inclusive stop), a `[a, step, b]` triple string `"a:step:b"`, or explicit `values`."""
+    if isinstance(spec, Mapping) and "values" in spec:
+        vals = [int(v) for v in spec["values"]]
+    elif isinstance(spec, Mapping):
+        a, b, s = int(spec["start"]), int(spec["stop"]), int(spec.get("step", 1))
+        vals = list(range(a, b + 1, s))
+    elif isinstance(spec, str) and spec.count(":") == 2:
+        a, s, b = (int(x) for x in spec.split(":"))
+        vals = list(range(a, b + 1, s))
+    elif isinstance(spec, Sequence):
+        vals = [int(v) for v in spec]
+    else:
+        raise GenomeError(f"space.{name} = {spec!r} is invalid; allowed: {{start, stop, step}}, 'a:step:b' or a list")
+    if not vals or any(v < 1 for v in vals) or sorted(set(vals)) != vals:
+        raise GenomeError(f"space.{name} = {vals!r} is invalid; allowed: a strictly increasing list of positive ints")
+    return tuple(vals)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Grids and fixed globals of one search space (built from `conf/space/<name>.yaml`)."""
+
+    name: str
+    d_model: int
+    block_size: int
+    L_max: int
+    n_h: tuple[int, ...]
+    n_kv: tuple[int, ...]
+    d_qk: tuple[int, ...]
+    d_v: tuple[int, ...]
+    d_mlp: tuple[int, ...]
+    attention: str = "iha"  # iha | gqa
+    vocab_size: int = 50257
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    bias: str = "none"
+    tied: bool = True
+    pos: str = "rope"
+    p_active: float = 0.5
+    p_attn: float = 0.5
+    description: str = ""
+    _tables: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for k in GRID_FIELDS:
+            object.__setattr__(self, k, make_grid(getattr(self, k), k))
+        if self.attention not in ("iha", "gqa"):
+            raise GenomeError(f"space.attention = {self.attention!r} is invalid; allowed: iha | gqa")
+        if 1 not in self.n_kv:
+            raise GenomeError(f"space.n_kv = {self.n_kv} is invalid; allowed: a grid containing 1")
+        if self.attention == "gqa":
+            heads = tuple(h for h in self.n_h if self.d_model % h == 0)
+            if not heads:
+                raise GenomeError(f"space.n_h = {self.n_h}: no head count divides d_model={self.d_model}")
+            object.__setattr__(self, "n_h", heads)
+        self._tables["kv_snap"] = self._kv_snap_table()
+
+    # ------------------------------------------------------------ grids
+    def _kv_snap_table(self) -> np.ndarray:
+        """kv_snap[i_h, i_kv] = index of the n_kv divisor of n_h[i_h] nearest to n_kv[i_kv]."""
+        tab = np.zeros((len(self.n_h), len(self.n_kv)), dtype=np.int64)
+        kv = np.array(self.n_kv)
+        for ih, h in enumerate(self.n_h):
+            ok = np.flatnonzero(h % kv == 0)
+            for ik, v in enumerate(kv):
+                dist = np.abs(kv[ok] - v)
+                tab[ih, ik] = ok[np.argmin(dist)]  # argmin picks the first (smaller) on ties
+        return tab
+
+    @property
+    def n_var(self) -> int:
+        return self.L_max * N_GENES
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        hi = [1, 1, len(self.n_h) - 1, len(self.n_kv) - 1, len(self.d_qk) - 1, len(self.d_v) - 1, len(self.d_mlp) - 1]
+        if self.attention == "gqa":
+            hi[4] = hi[5] = 0
+        return np.zeros(self.n_var, dtype=np.int64), np.tile(np.array(hi, dtype=np.int64), self.L_max)
+
+    def configs_per_layer(self) -> dict[str, int]:
+        """Per-layer attention configurations (LLMForge App. A: 27 under GQA, 11,250 under IHA)."""
+        pairs = sum(1 for h in self.n_h for v in self.n_kv if h % v == 0)
+        gqa = sum(1 for h in self.n_h for v in self.n_kv if h % v == 0 and self.d_model % h == 0)
+        iha = pairs * len(self.d_qk) * len(self.d_v) if self.attention == "iha" else gqa
+        return {"gqa": gqa, "iha": iha}
+
+    # ------------------------------------------------------------ sampling / repair
+    def sample_x(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Uniform over every grid, Bernoulli masks; then repaired."""
+        xl, xu = self.bounds()
+        X = rng.integers(xl, xu + 1, size=(n, self.n_var))
+        X3 = X.reshape(n, self.L_max, N_GENES)
+        X3[:, :, 0] = rng.random((n, self.L_max)) < self.p_active
+        X3[:, :, 1] = rng.random((n, self.L_max)) < self.p_attn
+        return self.repair_x(X)
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Genome]:
+        return self.decode(self.sample_x(n, rng))
+
+    def repair_x(self, X: np.ndarray) -> np.ndarray:
+        """Vectorized, idempotent repair of an (n, n_var) matrix of grid indices."""
+        xl, xu = self.bounds()
+        X = np.clip(np.rint(np.asarray(X, dtype=float)), xl, xu).astype(np.int64)
+        X3 = X.reshape(X.shape[0], self.L_max, N_GENES)
+        X3[:, :, 3] = self._tables["kv_snap"][X3[:, :, 2], X3[:, :, 3]]
+        dead = X3[:, :, 0].sum(axis=1) == 0
+        X3[dead, 0, 0] = 1
+        return X3.reshape(X.shape[0], self.n_var)
+
+    def repair(self, genome: Genome) -> Genome:
+        return self.decode(self.repair_x(self.encode([genome])))[0]
+
+    # ------------------------------------------------------------ codec
+    @staticmethod
+    def _snap(grid: Sequence[int], values: np.ndarray) -> np.ndarray:
+        g = np.asarray(grid)
+        return np.abs(values[..., None] - g).argmin(axis=-1)
+
+    def encode(self, genomes: Sequence[Genome]) -> np.ndarray:
+        """Genomes → (n, n_var) grid indices; off-grid values snap to the nearest grid point."""
+        X = np.zeros((len(genomes), self.L_max, N_GENES), dtype=np.int64)
+        for p, g in enumerate(genomes):
+            if len(g.layers) > self.L_max:
+                raise GenomeError(f"layers has {len(g.layers)} slots; allowed: at most L_max={self.L_max} for space {self.name}")
+            raw = np.array([[gene.active, gene.attn, gene.n_h, gene.n_kv, gene.d_qk, gene.d_v, gene.d_mlp]
+                            for gene in g.layers], dtype=np.int64)
+            n = len(raw)
+            X[p, :n, 0:2] = raw[:, 0:2]
+            for j, k in enumerate(GRID_FIELDS, start=2):
+                X[p, :n, j] = self._snap(getattr(self, k), raw[:, j])
+        if self.attention == "gqa":
+            X[:, :, 4:6] = 0
+        return X.reshape(len(genomes), self.n_var)
+
+    def values(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """(n, n_var) indices → raw per-layer values, each (n, L_max), without building genomes."""
+        X3 = np.asarray(X, dtype=np.int64).reshape(-1, self.L_max, N_GENES)
+        out = {"active": X3[:, :, 0], "attn": X3[:, :, 1]}
+        for j, k in enumerate(GRID_FIELDS, start=2):
+            out[k] = np.asarray(getattr(self, k))[X3[:, :, j]]
+        if self.attention == "gqa":
+            out["d_qk"] = out["d_v"] = self.d_model // out["n_h"]
+        return out
+
+    def to_arrays(self, X: np.ndarray) -> PopArrays:
+        """The analyzer's struct-of-arrays straight from the codec (no Genome objects: fast path)."""
+        v = self.values(X)
+        P = v["active"].shape[0]
+        full = lambda x: np.full(P, x)  # noqa: E731
+        return PopArrays(**v, d_model=full(self.d_model), block_size=full(self.block_size),
+                         vocab_size=full(self.vocab_size), swiglu=full(self.mlp == "swiglu"),
+                         learned_pos=full(self.pos == "learned"), tied=full(self.tied),
+                         bias_qkv=full(self.bias in ("qkv", "all")), bias_all=full(self.bias == "all"),
+                         layernorm=full(self.norm == "layernorm")).masked()
+
+    def decode(self, X: np.ndarray) -> list[Genome]:
+        v = self.values(X)
+        out = []
+        for p in range(v["active"].shape[0]):
+            layers = tuple(LayerGene(active=bool(v["active"][p, i]), attn=bool(v["attn"][p, i]),
+                                     **{k: int(v[k][p, i]) for k in GRID_FIELDS}) for i in range(self.L_max))
+            out.append(self.genome(layers))
+        return out
+
+    def genome(self, layers: Sequence[LayerGene], name: str = "") -> Genome:
+        return Genome(d_model=self.d_model, block_size=self.block_size, layers=tuple(layers),
+                      vocab_size=self.vocab_size, mlp=self.mlp, norm=self.norm, bias=self.bias,
+                      tied=self.tied, pos=self.pos, name=name)
+
+    # ------------------------------------------------------------ validation
+    def validate(self, genome: Genome) -> None:
+        """Raise GenomeError naming the first field that lies outside this space."""
+        for k in ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos"):
+            if getattr(genome, k) != getattr(self, k):
+                raise GenomeError(f"{k} = {getattr(genome, k)!r} is invalid for space {self.name}; allowed: {getattr(self, k)!r}")
+        if len(genome.layers) > self.L_max:
+            raise GenomeError(f"layers has {len(genome.layers)} slots; allowed: at most {self.L_max}")
+        for i, gene in enumerate(genome.layers):
+            for k in GRID_FIELDS:
+                val, grid = getattr(gene, k), getattr(self, k)
+                if self.attention == "gqa" and k in ("d_qk", "d_v"):
+                    grid = (self.d_model // gene.n_h,)
+                if val not in grid:
+                    raise GenomeError(f"layers[{i}].{k} = {val} is invalid for space {self.name}; allowed: {_fmt(grid)}")
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "attention": self.attention, "d_model": self.d_model,
+                "block_size": self.block_size, "L_max": self.L_max, "vocab_size": self.vocab_size,
+                "mlp": self.mlp, "norm": self.norm, "bias": self.bias, "tied": self.tied, "pos": self.pos,
+                "ranges": {k: _fmt(getattr(self, k)) for k in GRID_FIELDS},
+                "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var}
+
+
+def _fmt(grid: Sequence[int]) -> str:
+    """Compact text of a grid: `64:32:512` when evenly spaced, else the list."""
+    g = list(grid)
+    if len(g) > 2 and len({b - a for a, b in zip(g, g[1:])}) == 1:
+        return f"{g[0]}:{g[1] - g[0]}:{g[-1]}"
+    return str(g)
+
+
+def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:
+    """Build from a plain mapping (a Hydra node converted to a container); `_target_` is ignored."""
+    d = {k: v for k, v in dict(cfg).items() if not k.startswith("_")}
+    try:
+        return SearchSpace(**d)
+    except TypeError as e:
+        raise GenomeError(f"space config: {e}") from None
+
+
+def load_space(name: str) -> SearchSpace:
+    """Load `conf/space/<name>.yaml` by name (used outside Hydra: tests, notebooks)."""
+    import yaml
+
+    from forge.config import conf_dir
+
+    path = conf_dir() / "space" / f"{name}.yaml"
+    if not path.is_file():
+        valid = sorted(p.stem for p in (conf_dir() / "space").glob("*.yaml"))
+        raise GenomeError(f"space = {name!r} is unknown; allowed: {', '.join(valid)}")
+    return space_from_config(yaml.safe_load(path.read_text()))

@@ -1,0 +1,226 @@
+"""Workload analyzer: the one source of truth for operators, FLOPs and bytes, used by every backend.
+
+For each active layer it lists the operators of one forward pass over `tokens` new tokens attending
+to `context` keys (prefill: tokens = context = L_p; one decode step: tokens = 1, context = c, the
+cache length *including* the new token). Conventions follow PLAS (paper 000, Appendix E):
+
+- A GEMM multiplies (M × K) by (K × N), `batch` times; FLOPs = 2·batch·M·K·N (Tables 8–12).
+- Projections: M = B·tokens. Attention score/value run per query head: batch = B·n_h,
+  score M = tokens, K = d_qk, N = context; value M = tokens, K = context, N = d_v.
+  Prefill counts the full square score matrix (no causal halving), as PLAS Table 10 does.
+- Softmax ≈ 5 FLOPs per score (Table 11); norms ≈ 5 per element; the MLP activation 5 per element.
+- Bytes: weights at `weight_bytes`, activations at `act_bytes`, K/V cache at `kv_bytes`. K and V
+  projections store into the cache (kv_write); score and value products read K and V of `context`
+  positions from it (kv_read), per KV group (Table 10's "Load K Cache"), shared by R = n_h/n_kv heads.
+- Identity-attention layers have no attention operators and no attention norm; pruned layers none.
+
+Everything is vectorized over a population (`PopArrays`): each field of `OpTable` is a (P, L, O)
+array, O = len(OP_NAMES); operators that do not exist (pruned layers, identity attention, the gate of
+a GELU MLP) are all-zero rows. The per-genome `describe()` is derived from the same arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Sequence
+
+import numpy as np
+
+from forge.arrays import PopArrays
+from forge.genome import Genome
+
+OP_NAMES = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", "attn_value", "o_proj",
+            "norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")
+OP_KINDS = ("elementwise", "gemm", "gemm", "gemm", "attn_score", "elementwise", "attn_value", "gemm",
+            "elementwise", "gemm", "gemm", "elementwise", "gemm")
+HEAD_OP_NAMES = ("embed", "final_norm", "lm_head")
+HEAD_OP_KINDS = ("elementwise", "elementwise", "gemm")
+OP_FIELDS = ("batch", "M", "K", "N", "flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes")
+ELEMENTWISE_FLOPS = 5.0  # per element: softmax (PLAS Table 11), norms and MLP activation
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of weights, activations and the KV cache (bf16 = 2, int8 = 1)."""
+
+    weight_bytes: float = 2.0
+    act_bytes: float = 2.0
+    kv_bytes: float = 2.0
+
+    @classmethod
+    def from_bits(cls, weight_bits: int = 16, act_bits: int = 16, kv_bits: int = 16) -> "Precision":
+        return cls(weight_bits / 8, act_bits / 8, kv_bits / 8)
+
+
+@dataclass
+class OpTable:
+    """Operator fields as (P, L, O) arrays; names/kinds describe the last axis."""
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]
+    batch: np.ndarray
+    M: np.ndarray
+    K: np.ndarray
+    N: np.ndarray
+    flops: np.ndarray
+    weight_bytes: np.ndarray
+    act_bytes: np.ndarray
+    kv_read_bytes: np.ndarray
+    kv_write_bytes: np.ndarray
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """All memory traffic of each operator (weights + activations + KV reads and writes)."""
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def exists(self) -> np.ndarray:
+        return self.flops > 0
+
+    def total(self, name: str) -> np.ndarray:
+        """Sum of one field over layers and operators → (P,)."""
+        return getattr(self, name).sum(axis=(1, 2))
+
+    def op(self, name: str) -> dict[str, np.ndarray]:
+        j = self.names.index(name)
+        return {f: getattr(self, f)[:, :, j] for f in OP_FIELDS}
+
+
+def _bcast(x: Any, P: int) -> np.ndarray:
+    """Scalar or (P,) → (P, 1) float array, broadcastable against (P, L)."""
+    return np.broadcast_to(np.asarray(x, dtype=np.float64), (P,)).reshape(P, 1)
+
+
+def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
+              prec: Precision = Precision()) -> OpTable:
+    """All per-layer operators of a forward pass of `tokens` tokens over `context` keys (vectorized)."""
+    P = pop.P
+    S, C, B = _bcast(tokens, P), _bcast(context, P), float(batch)
+    f = lambda a: a.astype(np.float64)  # noqa: E731
+    act, att = f(pop.active), f(pop.attn)
+    nh, nkv, dqk, dv, dm = f(pop.n_h), f(pop.n_kv), f(pop.d_qk), f(pop.d_v), f(pop.d_mlp)
+    d = _bcast(pop.d_model, P)
+    bw, ba, bkv = prec.weight_bytes, prec.act_bytes, prec.kv_bytes
+    bq, ball = _bcast(pop.bias_qkv, P), _bcast(pop.bias_all, P)
+    nbias = _bcast(pop.layernorm & pop.bias_all, P)  # norm bias vector
+    sw = _bcast(pop.swiglu, P)
+    rows = B * S * act  # activation rows of a projection, 0 on pruned layers
+    zero = np.zeros((P, pop.L))
+    ops: dict[str, dict[str, np.ndarray]] = {}
+
+    def gemm(name, M, K, N, wparams, kv_write=zero, batch_=None, act_bytes=None, kv_read=zero):
+        bt = np.ones_like(M) if batch_ is None else batch_
+        ops[name] = dict(batch=bt * (M > 0), M=M, K=K * (M > 0), N=N * (M > 0), flops=2 * bt * M * K * N,
+                         weight_bytes=wparams * bw,
+                         act_bytes=(M * K + M * N) * bt * ba if act_bytes is None else act_bytes,
+                         kv_read_bytes=kv_read, kv_write_bytes=kv_write)
+
+    def elementwise(name, elements, wparams, reads=1.0):
+        ops[name] = dict(batch=(elements > 0) * 1.0, M=elements, K=zero, N=zero, flops=ELEMENTWISE_FLOPS * elements,
+                         weight_bytes=wparams * bw, act_bytes=(reads + 1.0) * elements * ba,
+                         kv_read_bytes=zero, kv_write_bytes=zero)
+
+    r_att = rows * att
+    elementwise("norm_attn", r_att * d, att * d * (1 + nbias))
+    gemm("q_proj", r_att, d, nh * dqk, d * nh * dqk + bq * nh * dqk)
+    kdim, vdim = nkv * dqk, nkv * dv
+    gemm("k_proj", r_att, d, kdim, d * kdim + bq * kdim, kv_write=r_att * kdim * bkv,
+         act_bytes=r_att * d * ba)
+    gemm("v_proj", r_att, d, vdim, d * vdim + bq * vdim, kv_write=r_att * vdim * bkv,
+         act_bytes=r_att * d * ba)
+    heads = B * nh * att
+    s_att, c_att = S * att, C * att
+    scores = heads * s_att * c_att
+    gemm("attn_score", s_att, dqk, c_att, zero, batch_=heads,
+         act_bytes=(heads * s_att * dqk + scores) * ba, kv_read=B * c_att * kdim * bkv)
+    elementwise("softmax", scores, zero)
+    gemm("attn_value", s_att, c_att, dv, zero, batch_=heads,
+         act_bytes=(scores + heads * s_att * dv) * ba, kv_read=B * c_att * vdim * bkv)
+    gemm("o_proj", r_att, nh * dv, d, nh * dv * d + ball * d * att)
+    elementwise("norm_mlp", rows * d, act * d * (1 + nbias))
+    gemm("mlp_gate", rows * sw, d, dm, sw * d * dm + sw * ball * dm)
+    gemm("mlp_up", rows, d, dm, d * dm + ball * dm)
+    elementwise("mlp_act", rows * dm, zero, reads=1.0 + sw)
+    gemm("mlp_down", rows, dm, d, dm * d + ball * d * act)
+    return _stack(ops, OP_NAMES, OP_KINDS, P, pop.L)
+
+
+def head_ops(pop: PopArrays, tokens: Any, logits_tokens: Any = None, batch: int = 1,
+             prec: Precision = Precision()) -> OpTable:
+    """Model-level operators (L = 1): embedding lookup, final norm and LM head over `logits_tokens`."""
+    P = pop.P
+    S = _bcast(tokens, P)
+    St = S if logits_tokens is None else _bcast(logits_tokens, P)
+    d, V, B = _bcast(pop.d_model, P), _bcast(pop.vocab_size, P), float(batch)
+    nbias = _bcast(pop.layernorm & pop.bias_all, P)
+    z = np.zeros((P, 1))
+    emb_rows = B * S * d * (1 + _bcast(pop.learned_pos, P))  # token (+ position) rows gathered
+    ops = {
+        "embed": dict(batch=z + 1, M=B * S, K=z, N=z, flops=B * S * d * _bcast(pop.learned_pos, P),
+                      weight_bytes=emb_rows * prec.weight_bytes, act_bytes=B * S * d * prec.act_bytes,
+                      kv_read_bytes=z, kv_write_bytes=z),
+        "final_norm": dict(batch=z + 1, M=B * S * d, K=z, N=z, flops=ELEMENTWISE_FLOPS * B * S * d,
+                           weight_bytes=d * (1 + nbias) * prec.weight_bytes, act_bytes=2 * B * S * d * prec.act_bytes,
+                           kv_read_bytes=z, kv_write_bytes=z),
+        "lm_head": dict(batch=z + 1, M=B * St, K=d, N=V, flops=2 * B * St * d * V, weight_bytes=d * V * prec.weight_bytes,
+                        act_bytes=(B * St * d + B * St * V) * prec.act_bytes, kv_read_bytes=z, kv_write_bytes=z),
+    }
+    return _stack(ops, HEAD_OP_NAMES, HEAD_OP_KINDS, P, 1)
+
+
+def _stack(ops: dict, names: tuple, kinds: tuple, P: int, L: int) -> OpTable:
+    arrays = {fld: np.stack([np.broadcast_to(ops[n][fld], (P, L)) for n in names], axis=-1).astype(np.float64)
+              for fld in OP_FIELDS}
+    return OpTable(names=names, kinds=kinds, **arrays)
+
+
+# ---------------------------------------------------------------------------------------------- totals
+def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]:
+    """Whole-model figures per genome (P,): parameters, KV bytes per token and forward FLOPs per token.
+
+    params counts every weight and bias (analytic; equals `sum(p.numel())` of the built model).
+    flops_per_token is the forward cost of one token at the mean causal context (T+1)/2 of the block:
+    2 FLOPs per matmul weight (layers + LM head) plus the score/value products.
+    """
+    ops = layer_ops(pop, tokens=1, context=1, prec=Precision(1.0, 1.0, kv_bytes))
+    layer_params = ops.total("weight_bytes")  # weight bytes at 1 byte/param = parameter count
+    d, V, T = pop.d_model.astype(float), pop.vocab_size.astype(float), pop.block_size.astype(float)
+    emb = V * d * (2 - pop.tied) + pop.learned_pos * T * d
+    final_norm = d * (1 + (pop.layernorm & pop.bias_all))
+    params = layer_params + emb + final_norm
+    gemm = np.array([k == "gemm" for k in ops.kinds])
+    matmul_w = (ops.flops[:, :, gemm]).sum(axis=(1, 2)) / 2  # FLOPs at 1 token = 2 × matmul weights
+    attn_per_ctx = 2 * (pop.n_h * (pop.d_qk + pop.d_v)).sum(axis=1)  # score + value FLOPs per key
+    flops_tok = 2 * matmul_w + 2 * d * V + attn_per_ctx * (T + 1) / 2
+    kv = ops.total("kv_write_bytes")
+    return {"params": params, "non_embedding_params": params - emb, "kv_bytes_per_token": kv,
+            "flops_per_token": flops_tok, "n_active_layers": pop.active.sum(axis=1),
+            "n_attn_layers": pop.attn.sum(axis=1)}
+
+
+def analyze(genome: Genome, kv_bytes: float = 2.0) -> dict[str, Any]:
+    """Totals of one genome as plain Python numbers (for summaries and tests)."""
+    t = model_totals(PopArrays.from_genomes([genome]), kv_bytes=kv_bytes)
+    return {k: (int(v[0]) if k not in ("flops_per_token",) else float(v[0])) for k, v in t.items()}
+
+
+def describe(genome: Genome, phase: str = "prefill", tokens: int = 256, context: int | None = None,
+             batch: int = 1, prec: Precision = Precision()) -> list[dict[str, Any]]:
+    """Operator records of one genome: [{layer, name, kind, M, K, N, batch, flops, bytes...}], existing ops only."""
+    pop = PopArrays.from_genomes([genome])
+    if phase == "decode":
+        table = layer_ops(pop, tokens=1, context=context or tokens, batch=batch, prec=prec)
+    else:
+        table = layer_ops(pop, tokens=tokens, context=context or tokens, batch=batch, prec=prec)
+    out = []
+    slots = [i for i, g in enumerate(genome.layers)]
+    for i in slots:
+        for j, (n, k) in enumerate(zip(table.names, table.kinds)):
+            if table.flops[0, i, j] > 0:
+                rec = {"layer": i, "name": n, "kind": k}
+                rec.update({f: float(getattr(table, f)[0, i, j]) for f in OP_FIELDS})
+                out.append(rec)
+    return out
+
+
+def population_arrays(genomes: Sequence[Genome]) -> PopArrays:
+    return PopArrays.from_genomes(genomes)
