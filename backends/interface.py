@@ -95,3 +95,15 @@ class Backend(Protocol):
     name: str
 
     def evaluate(self, genomes: Sequence[Genome], workload: Workload) -> CostTable: ...
+
+
+def as_population(genomes: Any) -> "PopArrays":
+    """A list of Genomes or an already-built PopArrays (the fast path) → PopArrays."""
+    from forge.arrays import PopArrays
+
+    if isinstance(genomes, PopArrays):
+        return genomes
+    genomes = list(genomes)
+    if not genomes:
+        raise BackendError("evaluate() got an empty population; allowed: a non-empty list of Genomes or a PopArrays")
+    return PopArrays.from_genomes(genomes)

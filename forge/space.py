@@ -214,7 +214,8 @@ class SearchSpace:
         return {"name": self.name, "attention": self.attention, "d_model": self.d_model,
                 "block_size": self.block_size, "L_max": self.L_max, "vocab_size": self.vocab_size,
                 "mlp": self.mlp, "norm": self.norm, "bias": self.bias, "tied": self.tied, "pos": self.pos,
-                "ranges": {k: _fmt(getattr(self, k)) for k in GRID_FIELDS},
+                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else _fmt(getattr(self, k)))
+                           for k in GRID_FIELDS},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var}
 
 

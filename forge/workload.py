@@ -104,7 +104,7 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     nbias = _bcast(pop.layernorm & pop.bias_all, P)  # norm bias vector
     sw = _bcast(pop.swiglu, P)
     rows = B * S * act  # activation rows of a projection, 0 on pruned layers
-    zero = np.zeros((P, pop.L))
+    zero = 0.0  # an absent field: _stack leaves it zero
     ops: dict[str, dict[str, np.ndarray]] = {}
 
     def gemm(name, M, K, N, wparams, kv_write=zero, batch_=None, act_bytes=None, kv_read=zero):
@@ -168,9 +168,15 @@ def head_ops(pop: PopArrays, tokens: Any, logits_tokens: Any = None, batch: int 
 
 
 def _stack(ops: dict, names: tuple, kinds: tuple, P: int, L: int) -> OpTable:
-    arrays = {fld: np.stack([np.broadcast_to(ops[n][fld], (P, L)) for n in names], axis=-1).astype(np.float64)
-              for fld in OP_FIELDS}
-    return OpTable(names=names, kinds=kinds, **arrays)
+    """Fill one (field, op, P, L) block and expose (P, L, O) views: contiguous writes, no copies."""
+    data = np.zeros((len(OP_FIELDS), len(names), P, L))
+    for j, n in enumerate(names):
+        for fi, fld in enumerate(OP_FIELDS):
+            v = ops[n][fld]
+            if not (np.isscalar(v) and v == 0):
+                data[fi, j] = v
+    views = {fld: np.moveaxis(data[fi], 0, -1) for fi, fld in enumerate(OP_FIELDS)}
+    return OpTable(names=names, kinds=kinds, **views)
 
 
 # ---------------------------------------------------------------------------------------------- totals

@@ -1,0 +1,47 @@
+"""How long the vectorized workload analyzer takes for 50,000 sampled iha-paper genomes.
+
+Baseline in the same run: the per-genome path (PopArrays.from_genomes on Genome objects, one at a
+time) on a 500-genome subset, scaled to 50,000.
+    python bench/bench_workload.py [--n 50000]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from forge.arrays import PopArrays
+from forge.space import load_space
+from forge.workload import layer_ops, model_totals
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=50_000)
+    ap.add_argument("--chunk", type=int, default=5_000)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    s = load_space("iha-paper")
+    X = s.sample_x(a.n, np.random.default_rng(0))
+    t0 = time.perf_counter()
+    for i in range(0, a.n, a.chunk):
+        pop = s.to_arrays(X[i:i + a.chunk])
+        pre = layer_ops(pop, tokens=256, context=256)
+        dec = layer_ops(pop, tokens=1, context=384)
+        tot = model_totals(pop)
+        _ = pre.total("flops") + dec.total("weight_bytes") + tot["params"]
+    vec = time.perf_counter() - t0
+    sub = s.decode(X[:500])
+    t0 = time.perf_counter()
+    for g in sub:
+        pop = PopArrays.from_genomes([g])
+        layer_ops(pop, tokens=256, context=256), layer_ops(pop, tokens=1, context=384), model_totals(pop)
+    loop = (time.perf_counter() - t0) * a.n / len(sub)
+    print(f"vectorized: {a.n} genomes (prefill + one decode step + totals) in {vec:.2f} s "
+          f"({a.n / vec:,.0f} genomes/s); per-genome loop (extrapolated from 500): {loop:.1f} s; speed-up {loop / vec:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""CLI apps of the core: `forge-arch` (inspect one architecture) and `forge-space` (inspect a space).
+
+Each is a thin @hydra.main around a plain `run(cfg) -> dict` that tests call directly.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from forge.config import CONFIG_PATH, conf_dir, data_dir, to_container
+from forge.genome import Genome, GenomeError, load_genome
+from forge.io import atomic_write_json
+from forge.space import load_space
+from forge.workload import analyze
+
+
+def resolve_arch(arch: str) -> Genome:
+    """A baseline name from data/archs, or a path to a genome YAML/JSON (ours or LLMForge's)."""
+    p = Path(arch)
+    if p.suffix in (".yaml", ".yml", ".json") or p.exists():
+        return load_genome(p)
+    known = data_dir() / "archs" / f"{arch}.yaml"
+    if known.is_file():
+        return load_genome(known)
+    names = sorted(x.stem for x in (data_dir() / "archs").glob("*.yaml"))
+    raise GenomeError(f"arch = {arch!r} is neither a genome file nor a known baseline; allowed: {', '.join(names)} or a path")
+
+
+def output_dir(cfg: Any) -> Path:
+    """Hydra's run directory when under Hydra, else cfg.out_dir (tests), else the current folder."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return Path(cfg.get("out_dir") or ".")
+
+
+def arch_summary(genome: Genome) -> dict[str, Any]:
+    a = analyze(genome)
+    layers = genome.active_layers
+    return {"name": genome.name, "id": genome.id, **a, "d_model": genome.d_model, "block_size": genome.block_size,
+            "vocab_size": genome.vocab_size, "mlp": genome.mlp, "norm": genome.norm, "bias": genome.bias,
+            "tied": genome.tied, "pos": genome.pos,
+            "layers": [g.canonical() for g in layers]}
+
+
+def run_arch(cfg: Any) -> dict[str, Any]:
+    genome = resolve_arch(str(cfg["arch"]))
+    s = arch_summary(genome)
+    out = output_dir(cfg)
+    atomic_write_json(out / "summary.json", s)
+    if not cfg.get("quiet", False):
+        _print_arch(s)
+        Console().print(f"summary: {out / 'summary.json'}")
+    return s
+
+
+def _print_arch(s: dict[str, Any]) -> None:
+    c = Console()
+    c.print(f"[bold]{s['name'] or s['id']}[/]  id {s['id']}  d_model {s['d_model']}  T {s['block_size']}  "
+            f"vocab {s['vocab_size']}  {s['mlp']}/{s['norm']}/bias={s['bias']}/pos={s['pos']}/tied={s['tied']}")
+    c.print(f"params {s['params']:,}  non-embedding {s['non_embedding_params']:,}  active layers "
+            f"{s['n_active_layers']} ({s['n_attn_layers']} with attention)  KV {s['kv_bytes_per_token']:,} B/token (bf16)  "
+            f"{s['flops_per_token'] / 1e6:,.1f} MFLOP/token")
+    t = Table("#", "n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")
+    for i, g in enumerate(s["layers"]):
+        t.add_row(str(i), *(str(g[k]) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")), "yes" if g["attn"] else "identity")
+    c.print(t)
+
+
+def run_space(cfg: Any) -> dict[str, Any]:
+    space_cfg = to_container(cfg["space"])
+    from forge.space import space_from_config
+
+    space = space_from_config(space_cfg) if isinstance(space_cfg, dict) else load_space(str(space_cfg))
+    s = space.summary()
+    out = output_dir(cfg)
+    atomic_write_json(out / "summary.json", s)
+    if not cfg.get("quiet", False):
+        c = Console()
+        c.print(f"[bold]{s['name']}[/] ({s['attention']}): d_model {s['d_model']}, T {s['block_size']}, L_max {s['L_max']}")
+        t = Table("field", "range")
+        for k, v in s["ranges"].items():
+            t.add_row(k, v)
+        c.print(t)
+        cp = s["configs_per_layer"]
+        c.print(f"attention configurations per layer: GQA {cp['gqa']:,}  IHA {cp['iha']:,}")
+    return s
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-arch", version_base="1.3")
+def arch_main(cfg: DictConfig) -> None:
+    run_arch(cfg)
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-space", version_base="1.3")
+def space_main(cfg: DictConfig) -> None:
+    run_space(cfg)
+
+
+__all__ = ["run_arch", "run_space", "resolve_arch", "conf_dir"]

@@ -1,0 +1,274 @@
+"""The IHA decoder LM in PyTorch (nanoGPT-style), built from any `Genome`.
+
+Infinite-Head Attention (LLMForge §3.1): every layer has its own n_h query heads, n_kv K/V groups,
+query/key dim d_qk and value dim d_v; the only constraint is n_kv | n_h. Group g serves R = n_h/n_kv
+query heads under the grouped mapping g(h) = floor(h / R) (0-based form of the paper's
+g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` implements exactly that mapping.
+
+    Q = x W_q : d → n_h·d_qk      K = x W_k : d → n_kv·d_qk      V = x W_v : d → n_kv·d_v
+    head_h = softmax(Q_h K_g(h)^T / sqrt(d_qk)) V_g(h)           y = concat_h(head_h) W_o : n_h·d_v → d
+
+Identity-attention layers have no attention block and no attention norm; pruned layers are absent.
+The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
+and every cost backend agree on what a genome is.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from forge.genome import Genome, GenomeError, LayerGene
+
+
+@dataclass(frozen=True)
+class IHAConfig:
+    """A genome plus the few numerical choices the genome does not fix."""
+
+    genome: Genome
+    rope_base: float = 10000.0  # RoFormer / Llama default θ
+    norm_eps: float = 1e-5
+    init_std: float = 0.02  # GPT-2 / nanoGPT initialisation
+
+    def __post_init__(self) -> None:
+        if self.genome.pos == "rope":
+            for i, g in enumerate(self.genome.layers):
+                if g.active and g.attn and g.d_qk % 2:
+                    raise GenomeError(f"layers[{i}].d_qk = {g.d_qk} is invalid with pos='rope'; "
+                                      "allowed: an even d_qk (RoPE rotates pairs), or pos='learned'")
+
+
+@dataclass
+class KVCache:
+    """Pre-allocated K/V per active layer (None for identity attention); `length` = cached positions."""
+
+    k: list[torch.Tensor | None]  # (B, n_kv, max_len, d_qk), keys stored after RoPE
+    v: list[torch.Tensor | None]  # (B, n_kv, max_len, d_v)
+    max_len: int
+    length: int = 0
+
+    def reset(self) -> None:
+        self.length = 0
+
+
+def _norm(cfg: IHAConfig) -> nn.Module:
+    g = cfg.genome
+    if g.norm == "rmsnorm":  # RMSNorm has no bias in any variant
+        return nn.RMSNorm(g.d_model, eps=cfg.norm_eps)
+    return nn.LayerNorm(g.d_model, eps=cfg.norm_eps, bias=True)
+
+
+def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin (T, dim) for rotate-half RoPE (RoFormer eq. 34, GPT-NeoX/Llama layout)."""
+    inv_freq = base ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim)
+    ang = positions.float()[:, None] * inv_freq[None, :]  # (T, dim/2)
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, H, T, dim) rotated by position; computed in float32, returned in x's dtype."""
+    xf = x.float()
+    x1, x2 = xf.chunk(2, dim=-1)
+    return (xf * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
+
+
+def _causal_mask(q_len: int, past: int, device: torch.device) -> torch.Tensor | None:
+    """Bool mask (q_len, past+q_len): query i (at position past+i) sees keys j <= past+i."""
+    if q_len == 1:
+        return None
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(past + q_len, device=device)[None, :]
+    return j <= past + i
+
+
+class Attention(nn.Module):
+    """One IHA attention block with its own (n_h, n_kv, d_qk, d_v)."""
+
+    def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
+        super().__init__()
+        d, qkv_bias, all_bias = cfg.genome.d_model, cfg.genome.bias != "none", cfg.genome.bias == "all"
+        self.n_h, self.n_kv, self.d_qk, self.d_v = gene.n_h, gene.n_kv, gene.d_qk, gene.d_v
+        self.q_proj = nn.Linear(d, gene.n_h * gene.d_qk, bias=qkv_bias)
+        self.k_proj = nn.Linear(d, gene.n_kv * gene.d_qk, bias=qkv_bias)
+        self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
+        self.o_proj = nn.Linear(gene.n_h * gene.d_v, d, bias=all_bias)
+
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
+        k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)  # (B, n_kv, T, d_qk)
+        v = self.v_proj(x).view(B, T, self.n_kv, self.d_v).transpose(1, 2)  # (B, n_kv, T, d_v)
+        if rope is not None:
+            cos, sin = rope[self.d_qk]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        past = 0
+        if cache is not None:
+            past = cache.length
+            cache.k[li][:, :, past:past + T] = k
+            cache.v[li][:, :, past:past + T] = v
+            k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
+        if past == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=_causal_mask(T, past, x.device), enable_gqa=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
+
+
+class MLP(nn.Module):
+    """GELU: down(gelu(up x)) — 2 matrices; SwiGLU: down(silu(gate x) ⊙ up x) — 3 matrices."""
+
+    def __init__(self, cfg: IHAConfig, d_mlp: int) -> None:
+        super().__init__()
+        d, bias = cfg.genome.d_model, cfg.genome.bias == "all"
+        self.gate = nn.Linear(d, d_mlp, bias=bias) if cfg.genome.mlp == "swiglu" else None
+        self.up = nn.Linear(d, d_mlp, bias=bias)
+        self.down = nn.Linear(d_mlp, d, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.gate(x)) * self.up(x) if self.gate is not None else F.gelu(self.up(x))
+        return self.down(h)
+
+
+class Block(nn.Module):
+    """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
+
+    def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
+        super().__init__()
+        self.parallel = cfg.genome.parallel
+        self.ln_attn = _norm(cfg) if gene.attn else None
+        self.attn = Attention(cfg, gene) if gene.attn else None
+        self.ln_mlp = _norm(cfg)
+        self.mlp = MLP(cfg, gene.d_mlp)
+
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+        a = self.attn(self.ln_attn(x), rope, cache, li) if self.attn is not None else None
+        if self.parallel:
+            return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
+        x = x + a if a is not None else x
+        return x + self.mlp(self.ln_mlp(x))
+
+
+class IHAModel(nn.Module):
+    """Decoder LM: embeddings → active blocks → final norm → LM head (tied or untied)."""
+
+    def __init__(self, genome: Genome | IHAConfig) -> None:
+        super().__init__()
+        cfg = genome if isinstance(genome, IHAConfig) else IHAConfig(genome)
+        g = self.genome = cfg.genome
+        self.cfg = cfg
+        self.slots = [i for i, gene in enumerate(g.layers) if gene.active]  # genome slot of each block
+        self.wte = nn.Embedding(g.vocab_size, g.d_model)
+        self.wpe = nn.Embedding(g.block_size, g.d_model) if g.pos == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg, g.layers[i]) for i in self.slots)
+        self.ln_f = _norm(cfg)
+        self.lm_head = nn.Linear(g.d_model, g.vocab_size, bias=False)
+        if g.tied:
+            self.lm_head.weight = self.wte.weight
+
+    # ------------------------------------------------------------------ setup
+    def init_weights(self, seed: int = 0) -> "IHAModel":
+        """GPT-2 init from one seed: N(0, 0.02), residual outputs scaled by 1/sqrt(2·n_layers), zero biases."""
+        dev = self.wte.weight.device
+        if dev.type == "meta":
+            return self
+        gen = torch.Generator(device=dev).manual_seed(seed)
+        resid_std = self.cfg.init_std / math.sqrt(2 * max(1, len(self.blocks)))
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if p.dim() == 1:  # norm weights → 1, biases → 0
+                    p.fill_(1.0 if name.endswith("weight") else 0.0)
+                else:
+                    std = resid_std if name.endswith(("o_proj.weight", "down.weight")) else self.cfg.init_std
+                    p.normal_(0.0, std, generator=gen)
+        return self
+
+    def num_params(self) -> int:
+        """Unique parameters (a tied head counts once); equals workload.analyze(genome)['params']."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_kv_cache(self, batch: int, max_len: int | None = None) -> KVCache:
+        """Empty pre-allocated cache for `batch` sequences of up to `max_len` (default block_size) tokens."""
+        max_len = max_len or self.genome.block_size
+        w = self.wte.weight
+        ks, vs = [], []
+        for b in self.blocks:
+            a = b.attn
+            ks.append(None if a is None else w.new_zeros(batch, a.n_kv, max_len, a.d_qk))
+            vs.append(None if a is None else w.new_zeros(batch, a.n_kv, max_len, a.d_v))
+        return KVCache(ks, vs, max_len)
+
+    # ---------------------------------------------------------------- forward
+    def _positions(self, T: int, past: int, device: torch.device) -> torch.Tensor:
+        if self.wpe is not None and past + T > self.genome.block_size:
+            raise ValueError(f"sequence length {past + T} exceeds block_size={self.genome.block_size} "
+                             "of the learned position table; allowed: at most block_size positions")
+        return torch.arange(past, past + T, device=device)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                kv_cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx (B, T) → logits (B, T, V) and mean cross-entropy vs targets (B, T) (-1 = ignored)."""
+        B, T = idx.shape
+        past = kv_cache.length if kv_cache is not None else 0
+        if kv_cache is not None and past + T > kv_cache.max_len:
+            raise ValueError(f"KV cache overflow: {past} cached + {T} new > max_len={kv_cache.max_len}; "
+                             "allowed: allocate new_kv_cache(batch, max_len) large enough")
+        pos = self._positions(T, past, idx.device)
+        x = self.wte(idx)  # (B, T, d)
+        if self.wpe is not None:
+            x = x + self.wpe(pos)
+        rope = None
+        if self.genome.pos == "rope":  # one cos/sin table per distinct d_qk, shared by layers
+            dims = {b.attn.d_qk for b in self.blocks if b.attn is not None}
+            rope = {dim: rope_tables(pos, dim, self.cfg.rope_base) for dim in dims}  # float32
+        for li, block in enumerate(self.blocks):
+            x = block(x, rope, kv_cache, li)
+        if kv_cache is not None:
+            kv_cache.length = past + T
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    # ----------------------------------------------------------- inference
+    @torch.no_grad()
+    def prefill(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Run the prompt (B, T) into the cache; returns logits (B, T, V)."""
+        return self(idx, kv_cache=cache)[0]
+
+    @torch.no_grad()
+    def decode_step(self, token: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One new token per sequence ((B,) or (B, 1)) at position cache.length; returns logits (B, V)."""
+        return self(token.reshape(-1, 1), kv_cache=cache)[0][:, -1]
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, n: int, greedy: bool = True, temperature: float = 1.0,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Append n tokens to idx (B, T) using the KV cache; greedy argmax or temperature sampling."""
+        if n < 1:
+            return idx
+        cache = self.new_kv_cache(idx.size(0), idx.size(1) + n)
+        logits = self.prefill(idx, cache)[:, -1]
+        out = [idx]
+        for step in range(n):
+            if greedy:
+                nxt = logits.argmax(dim=-1)
+            else:
+                probs = F.softmax(logits.float() / temperature, dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            out.append(nxt[:, None])
+            if step < n - 1:
+                logits = self.decode_step(nxt, cache)
+        return torch.cat(out, dim=1)
+
+
+def build_model(genome: Genome | IHAConfig, dtype: torch.dtype = torch.float32,
+                device: str | torch.device = "cpu", seed: int = 0) -> IHAModel:
+    """Build and initialise the model; `device="meta"` allocates nothing (count llama-2-7b for free)."""
+    with torch.device(device):
+        model = IHAModel(genome)
+    return model.init_weights(seed).to(dtype=dtype)

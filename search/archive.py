@@ -1,0 +1,114 @@
+"""The Pareto archive of Algorithm 3 and the hypervolume used to compare searches.
+
+The archive keeps every feasible, non-dominated genome seen in any generation (LLMForge Algorithm 3,
+line 16: UPDATEPARETOSET over the feasible parent+offspring pool). Objective vectors are the ones
+the search minimized when the genome was evaluated (under co-evolution, the surrogate of that time).
+
+Hypervolume (documented, fixed normalization): each objective is divided by its value on a fixed
+*anchor* genome evaluated by the same evaluator and backend, and the reference point is
+`hv.ref` (default 2.0) in every normalized objective, i.e. "twice as bad as the anchor". The anchor
+defaults to a GPT-2-style uniform stack that lies in both the IHA and the GQA space (see
+`default_anchor`), so NSGA vs random vs GQA runs of one substrate share one scale. Our values are
+therefore not the paper's numbers (Figure 7 uses an undocumented normalization).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from pymoo.indicators.hv import HV
+from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+from forge.genome import Genome, LayerGene
+from forge.space import SearchSpace
+
+
+def non_dominated(F: np.ndarray) -> np.ndarray:
+    """Indices of the first front of F (minimization)."""
+    if len(F) == 0:
+        return np.zeros(0, dtype=int)
+    return np.asarray(NonDominatedSorting().do(np.asarray(F, float), only_non_dominated_front=True), dtype=int)
+
+
+@dataclass
+class ParetoArchive:
+    """Feasible non-dominated entries: {'id', 'genome', 'metrics', 'generation', ...} plus their F rows."""
+
+    objectives: list[str]
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    F: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.F is None:
+            self.F = np.zeros((0, len(self.objectives)))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def ids(self) -> set[str]:
+        return {e["id"] for e in self.entries}
+
+    def update(self, entries: Sequence[dict[str, Any]], F: np.ndarray) -> int:
+        """Merge feasible candidates (first occurrence of each new id) and keep the first front; returns #added."""
+        have, new, rows = self.ids, [], []
+        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), -1)):
+            if e["id"] not in have and np.all(np.isfinite(f)):
+                have.add(e["id"])
+                new.append(e)
+                rows.append(f)
+        if not new:
+            return 0
+        allF = np.vstack([self.F, np.array(rows)])
+        allE = self.entries + new
+        keep = np.sort(non_dominated(allF))
+        self.entries, self.F = [allE[i] for i in keep], allF[keep]
+        old = len(allE) - len(new)
+        return int((keep >= old).sum())
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        return [dict(e) for e in self.entries]
+
+    @classmethod
+    def from_rows(cls, objectives: list[str], rows: Sequence[dict[str, Any]]) -> "ParetoArchive":
+        F = np.array([[float(r["metrics"][o]) for o in objectives] for r in rows], dtype=float)
+        return cls(list(objectives), [dict(r) for r in rows], F.reshape(len(rows), len(objectives)))
+
+
+def default_anchor(space: SearchSpace) -> Genome:
+    """GPT-2-style uniform stack: round(0.3·L_max) layers, 64-wide heads, n_kv = n_h, d_mlp ≈ 4·d_model.
+
+    On iha-paper/gqa-paper this is GPT-2 small (12 layers, 12 heads of 64, d_mlp 3072), valid in both.
+    """
+    snap = lambda grid, v: min(grid, key=lambda g: (abs(g - v), g))  # noqa: E731
+    heads = [h for h in space.n_h if space.d_model % h == 0] or list(space.n_h)
+    n_h = snap(heads, max(1, space.d_model // 64))
+    d_head = snap(space.d_qk, space.d_model // n_h)
+    n_kv = max(k for k in space.n_kv if n_h % k == 0 and k <= n_h)
+    gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=d_head, d_v=snap(space.d_v, space.d_model // n_h),
+                     d_mlp=snap(space.d_mlp, 4 * space.d_model))
+    n = max(1, round(0.3 * space.L_max))
+    return space.repair(space.genome([gene] * n, name="hv-anchor"))
+
+
+@dataclass
+class Hypervolume:
+    """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator)."""
+
+    anchor: np.ndarray
+    ref: float = 2.0
+
+    def __post_init__(self) -> None:
+        self.anchor = np.asarray(self.anchor, float)
+        if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
+            raise ValueError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
+                             "set search.hv.anchor_values or pick another anchor genome")
+        self._hv = HV(ref_point=np.full(len(self.anchor), float(self.ref)))
+
+    def __call__(self, F: np.ndarray) -> float:
+        F = np.asarray(F, float).reshape(-1, len(self.anchor))
+        F = F[np.all(np.isfinite(F), axis=1)] / self.anchor
+        if len(F) == 0:
+            return 0.0
+        return float(self._hv(F))

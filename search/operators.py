@@ -1,0 +1,179 @@
+"""Genetic operators over the integer genome matrix (LLMForge §3.3.1), as pure numpy functions.
+
+Every function takes the random generator explicitly, so one seed drives the whole search. Rows of X
+are genomes encoded by `SearchSpace.encode` (L_max slots × 7 genes, layer-major); operators move whole
+layer slots or grid indices and never produce off-grid values. The pymoo classes at the bottom are
+thin adapters whose `_do` calls these functions with pymoo's own `random_state` (seeded from the run
+seed), and every offspring is repaired by `space.repair_x`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pymoo.core.crossover import Crossover
+from pymoo.core.mutation import Mutation
+from pymoo.core.repair import Repair
+from pymoo.core.sampling import Sampling
+
+from forge.genome import Genome
+from forge.space import N_GENES, SearchSpace
+
+# Gene columns inside one layer slot (see forge.space): active, attn, then five grid indices.
+ACTIVE, ATTN, FIRST_GRID = 0, 1, 2
+
+
+def _layers(X: np.ndarray, space: SearchSpace) -> np.ndarray:
+    """(n, L_max, 7) view-copy of X, so callers never alias their parents' rows."""
+    return np.array(X, dtype=np.int64).reshape(len(X), space.L_max, N_GENES)
+
+
+# ------------------------------------------------------------------ sampling
+def sample_uniform(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform over every grid with Bernoulli masks (the space's own sampler), repaired."""
+    return space.sample_x(n, rng)
+
+
+def sample_around(space: SearchSpace, seed: Genome, n: int, rng: np.random.Generator,
+                  max_step: int = 2) -> np.ndarray:
+    """n genomes near `seed`: row 0 is the seed itself, the others perturb it by ±max_step grid steps."""
+    base = space.encode([space.repair(seed)])
+    X = np.repeat(base, n, axis=0)
+    if n > 1:
+        X[1:] = perturb(X[1:], space, rng, max_step=max_step, p_gene=0.3)
+    return space.repair_x(X)
+
+
+# ------------------------------------------------------------------ crossover
+def layer_crossover(A: np.ndarray, B: np.ndarray, space: SearchSpace,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Single-point crossover at a layer boundary: child1 = A[:c] + B[c:], child2 = B[:c] + A[c:]."""
+    n, L = len(A), space.L_max
+    cut = rng.integers(1, L, size=n) if L > 1 else np.ones(n, dtype=np.int64)
+    left = (np.arange(L)[None, :] < cut[:, None])[:, :, None]
+    a, b = _layers(A, space), _layers(B, space)
+    c1, c2 = np.where(left, a, b), np.where(left, b, a)
+    return c1.reshape(n, -1), c2.reshape(n, -1)
+
+
+# ------------------------------------------------------------------ mutation (four operators)
+def delete(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
+    """Deletion: flip the mask of one random slot per row (with probability p); re-activation is allowed."""
+    Y = _layers(X, space)
+    rows = np.flatnonzero(rng.random(len(Y)) < p)
+    slots = rng.integers(0, space.L_max, size=len(rows))
+    Y[rows, slots, ACTIVE] = 1 - Y[rows, slots, ACTIVE]
+    return Y.reshape(len(Y), -1)
+
+
+def duplicate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
+    """Duplication: a random slot i > 0 becomes an active copy of the nearest active slot before it."""
+    Y = _layers(X, space)
+    rows = np.flatnonzero(rng.random(len(Y)) < p)
+    slots = rng.integers(1, max(space.L_max, 2), size=len(rows))
+    for r, i in zip(rows, slots):
+        i = min(int(i), space.L_max - 1)
+        prev = np.flatnonzero(Y[r, :i, ACTIVE])
+        if len(prev):
+            Y[r, i] = Y[r, prev[-1]].copy()  # a value copy: rows never share storage
+    return Y.reshape(len(Y), -1)
+
+
+def rotate_reflect(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
+    """Rotation/reflection: roll (by 1..len-1) or reverse a random contiguous block of ≥ 2 slots."""
+    Y = _layers(X, space)
+    L = space.L_max
+    if L < 2:
+        return Y.reshape(len(Y), -1)
+    rows = np.flatnonzero(rng.random(len(Y)) < p)
+    for r in rows:
+        a = int(rng.integers(0, L - 1))
+        b = int(rng.integers(a + 2, L + 1))
+        block = Y[r, a:b].copy()
+        if rng.random() < 0.5:
+            Y[r, a:b] = block[::-1]
+        else:
+            Y[r, a:b] = np.roll(block, int(rng.integers(1, b - a)), axis=0)
+    return Y.reshape(len(Y), -1)
+
+
+def perturb(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, max_step: int = 2,
+            p_gene: float = 0.1) -> np.ndarray:
+    """Numeric perturbation: each grid gene moves by ±1..max_step grid steps with probability p_gene."""
+    Y = _layers(X, space)
+    hit = rng.random(Y[:, :, FIRST_GRID:].shape) < p_gene
+    step = rng.integers(1, max_step + 1, size=hit.shape) * rng.choice([-1, 1], size=hit.shape)
+    Y[:, :, FIRST_GRID:] += np.where(hit, step, 0)
+    flip = rng.random(Y[:, :, ATTN].shape) < p_gene / 2  # the attention gate is a gene too
+    Y[:, :, ATTN] = np.where(flip, 1 - Y[:, :, ATTN], Y[:, :, ATTN])
+    _, xu = space.bounds()
+    return np.clip(Y.reshape(len(Y), -1), 0, xu)
+
+
+@dataclass(frozen=True)
+class MutationParams:
+    """Per-operator probabilities inside one mutation (the 0.3 rate itself is pymoo's `prob`)."""
+
+    p_delete: float = 0.5
+    p_duplicate: float = 0.5
+    p_rotate: float = 0.5
+    p_gene: float = 0.1
+    max_step: int = 2
+
+
+def mutate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator,
+           params: MutationParams = MutationParams()) -> np.ndarray:
+    """The four operators in sequence (deletion, duplication, rotation/reflection, perturbation), repaired."""
+    Y = delete(X, space, rng, params.p_delete)
+    Y = duplicate(Y, space, rng, params.p_duplicate)
+    Y = rotate_reflect(Y, space, rng, params.p_rotate)
+    Y = perturb(Y, space, rng, params.max_step, params.p_gene)
+    return space.repair_x(Y)
+
+
+# ------------------------------------------------------------------ pymoo adapters
+class SpaceSampling(Sampling):
+    """Uniform sampling, or `around` a seed genome (LLMForge's seeded rDXE searches)."""
+
+    def __init__(self, space: SearchSpace, seed_genome: Genome | None = None, max_step: int = 2):
+        super().__init__()
+        self.space, self.seed_genome, self.max_step = space, seed_genome, max_step
+
+    def _do(self, problem, n_samples, *args, random_state=None, **kwargs):
+        if self.seed_genome is None:
+            return sample_uniform(self.space, n_samples, random_state)
+        return sample_around(self.space, self.seed_genome, n_samples, random_state, self.max_step)
+
+
+class LayerCrossover(Crossover):
+    """Two parents → two children by single-point layer crossover; pymoo applies it with `prob`."""
+
+    def __init__(self, space: SearchSpace, prob: float = 0.6):
+        super().__init__(2, 2, prob=prob)
+        self.space = space
+
+    def _do(self, problem, X, *args, random_state=None, **kwargs):
+        c1, c2 = layer_crossover(X[0], X[1], self.space, random_state)
+        return np.stack([c1, c2])
+
+
+class LayerMutation(Mutation):
+    """The four-operator mutation; pymoo applies it to each offspring with probability `prob`."""
+
+    def __init__(self, space: SearchSpace, prob: float = 0.3, params: MutationParams = MutationParams()):
+        super().__init__(prob=prob)
+        self.space, self.params = space, params
+
+    def _do(self, problem, X, *args, random_state=None, **kwargs):
+        return mutate(X, self.space, random_state, self.params)
+
+
+class SpaceRepair(Repair):
+    """The space's vectorized, idempotent repair."""
+
+    def __init__(self, space: SearchSpace):
+        super().__init__()
+        self.space = space
+
+    def _do(self, problem, X, **kwargs):
+        return self.space.repair_x(X)

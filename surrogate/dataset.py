@@ -1,0 +1,83 @@
+"""Label sets and architecture-level splits, deterministic by seed.
+
+Splits are made over unique `genome.id`s, so duplicate architectures (same id, e.g. differing only in
+pruned slots) always land in the same split; the validation carve for model selection comes out of
+the training ids, never the test ids.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from forge.genome import Genome
+from forge.labels import Label, load_any
+
+
+class LabelSetError(ValueError):
+    """A label set is unusable (empty, NaN label); names what is wrong."""
+
+
+@dataclass
+class LabelSet:
+    genomes: list[Genome]
+    y: np.ndarray  # (n,) float64 validation losses
+    ids: list[str]
+    dropped: int = 0
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.genomes)
+
+    def take(self, idx: Sequence[int] | np.ndarray) -> "LabelSet":
+        idx = np.asarray(idx, dtype=np.int64)
+        return LabelSet([self.genomes[i] for i in idx], self.y[idx], [self.ids[i] for i in idx], 0, self.source)
+
+    def data_hash(self) -> str:
+        """Order-independent hash of (id, label) pairs: identifies the training data in a checkpoint."""
+        pairs = sorted(f"{i}:{v:.6f}" for i, v in zip(self.ids, self.y))
+        return hashlib.sha256("\n".join(pairs).encode()).hexdigest()[:16]
+
+
+def from_labels(labels: Sequence[Label], dropped: int = 0, source: str = "") -> LabelSet:
+    y = np.array([lab.label for lab in labels], dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise LabelSetError(f"label #{int(bad[0])} of {source or 'the label set'} is {y[bad[0]]}; allowed: finite losses")
+    genomes = [lab.genome for lab in labels]
+    return LabelSet(genomes, y, [g.id for g in genomes], dropped, source)
+
+
+def load_labelset(path: str | Path) -> LabelSet:
+    """LLMForge CSV or our JSONL; non-finite rows are dropped and counted in `.dropped`."""
+    labels, dropped = load_any(path)
+    if not labels:
+        raise LabelSetError(f"{path}: no finite labels (dropped {dropped})")
+    return from_labels(labels, dropped, str(path))
+
+
+def split_ids(ids: Sequence[str], frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rest, held) row indices; `frac` of the unique ids (at least one) go to `held`."""
+    uniq = np.array(sorted(set(ids)))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(uniq))
+    n_held = max(1, int(math.floor(frac * len(uniq) + 0.5)))
+    if n_held >= len(uniq):
+        raise LabelSetError(f"cannot hold out {frac:.0%} of {len(uniq)} architectures; need at least 2")
+    held_ids = set(uniq[perm[:n_held]].tolist())
+    held = np.array([i for i, x in enumerate(ids) if x in held_ids], dtype=np.int64)
+    rest = np.array([i for i, x in enumerate(ids) if x not in held_ids], dtype=np.int64)
+    return rest, held
+
+
+def train_val_test(data: LabelSet, seed: int, test_frac: float = 0.2,
+                   val_frac: float = 0.1) -> tuple[LabelSet, LabelSet, LabelSet]:
+    """80/20 architecture-level train/test split, then a validation carve of the train part."""
+    rest, test = split_ids(data.ids, test_frac, seed)
+    train_all = data.take(rest)
+    tr, va = split_ids(train_all.ids, val_frac, seed + 7919)
+    return train_all.take(tr), train_all.take(va), data.take(test)

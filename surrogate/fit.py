@@ -1,0 +1,81 @@
+"""Train a Forge-Former predictor on a label set, and replay-fine-tune one from a frozen base.
+
+`train_forgeformer` normalizes fields with train-split statistics only (App. C), selects each
+member's epoch on the validation carve, and returns a `ForgeFormerPredictor`. `finetune` always
+reloads the base checkpoint from disk (App. C.2: refits never compound earlier refits).
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from forge.labels import Label
+from surrogate.dataset import LabelSet, from_labels, load_labelset
+from surrogate.features import MinMax, featurize, field_names
+from surrogate.forgeformer import FFConfig
+from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_checkpoint
+from surrogate.training import Recipe, finetune_member, fit_member
+
+
+def _arrays(p: ForgeFormerPredictor | None, data: LabelSet, norm: MinMax, field_set: str, L_max: int,
+            y_mean: float, y_std: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if p is not None:
+        p.check(data.genomes)
+    pk = featurize(data.genomes, field_set, L_max)
+    return norm.apply(pk), pk.mask, ((data.y - y_mean) / y_std).astype(np.float32)
+
+
+def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, space_name: str = "iha-paper",
+                      L_max: int = 40, cfg: FFConfig | None = None) -> ForgeFormerPredictor:
+    """Fit `recipe.n_members` members (seeds recipe.seed + k) and wrap them in a predictor."""
+    from surrogate.predictor import _space_of
+
+    names = field_names(recipe.field_set)
+    cfg = cfg or FFConfig(n_fields=len(names), L_max=L_max)
+    norm = MinMax.fit(featurize(train.genomes, recipe.field_set, L_max))  # TRAIN split only
+    y_mean, y_std = (float(train.y.mean()), float(train.y.std()) or 1.0) if recipe.standardize else (0.0, 1.0)
+    tr = _arrays(None, train, norm, recipe.field_set, L_max, y_mean, y_std)
+    va = _arrays(None, val, norm, recipe.field_set, L_max, y_mean, y_std) if val is not None and len(val) else None
+    members, infos = [], []
+    for k in range(recipe.n_members):
+        m, info = fit_member(cfg, recipe, tr, va, recipe.seed + k, y_std)
+        members.append(m)
+        infos.append(info)
+    meta = {"recipe": recipe.to_dict(), "data_hash": train.data_hash(), "n_train": len(train),
+            "n_val": len(val) if val is not None else 0, "members": infos}
+    return ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max),
+                                y_mean, y_std, meta)
+
+
+def _as_labelset(data: LabelSet | Sequence[Label] | str | Path) -> LabelSet:
+    if isinstance(data, LabelSet):
+        return data
+    if isinstance(data, (str, Path)):
+        return load_labelset(data)
+    return from_labels(list(data))
+
+
+def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str | Path,
+             replay_data: LabelSet | Sequence[Label] | str | Path, ratio: float = 5.0, epochs: int = 10,
+             lr: float = 1e-4, batch: int = 32, seed: int = 0) -> ForgeFormerPredictor:
+    """A new predictor fine-tuned from the frozen base checkpoint (re-read from disk every call)."""
+    if ratio < 0 or epochs < 1 or batch < 2:
+        raise ValueError(f"finetune: ratio={ratio}, epochs={epochs}, batch={batch}; allowed: ratio >= 0, "
+                         "epochs >= 1, batch >= 2")
+    stem = resolve_checkpoint(base_ckpt)
+    base = load_predictor(stem)
+    new, old = _as_labelset(new_labels), _as_labelset(replay_data)
+    if len(new) == 0:
+        raise ValueError("finetune: no new labels; allowed: at least one finite label")
+    args = (base.norm, base.field_set, base.L_max, base.y_mean, base.y_std)
+    new_a, old_a = _arrays(base, new, *args), _arrays(base, old, *args)
+    members = [finetune_member(m, new_a, old_a, ratio, epochs, lr, batch, seed + k, base.y_std)
+               for k, m in enumerate(base.members)]
+    base_hash = hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest()[:16]
+    meta = {**base.meta, "finetune": {"base": str(stem), "base_weights_hash": base_hash, "n_new": len(new),
+                                      "n_replay": len(old), "ratio": ratio, "epochs": epochs, "lr": lr,
+                                      "batch": batch, "seed": seed, "new_data_hash": new.data_hash()}}
+    return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.y_mean, base.y_std, meta)

@@ -1,0 +1,168 @@
+"""The Forge-Former predictor the search uses: train, predict (MC-dropout), save/load, replay fine-tune.
+
+A checkpoint is `<stem>.safetensors` (member weights, `m<k>.<param>` keys) plus `<stem>.json` (format,
+encoder config, field layout, train-split normalization statistics, target scaling, the space/globals
+it was trained for, data hash, recipe and metrics). Loading reads tensors with safetensors and the
+sidecar with json: nothing is ever unpickled.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from forge.config import data_dir
+from forge.genome import Genome
+from forge.io import atomic_write_bytes, atomic_write_json
+from surrogate.dataset import LabelSet
+from surrogate.features import FeatureError, MinMax, featurize, field_names
+from surrogate.forgeformer import FFConfig, ForgeFormer
+
+FORMAT = "forge-surrogate/forgeformer-v1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, corrupt or does not match the field layout / space it is used with."""
+
+
+def _space_of(data: LabelSet, name: str, L_max: int) -> dict[str, Any]:
+    g = data.genomes
+    glob = {k: sorted({getattr(x, k) for x in g}) for k in ("d_model", "block_size", "vocab_size")}
+    mixed = [k for k, v in glob.items() if len(v) > 1]
+    if mixed:
+        raise FeatureError(f"training labels mix several {mixed[0]} values {glob[mixed[0]]}; allowed: one space")
+    return {"name": name, "L_max": L_max, **{k: int(v[0]) for k, v in glob.items()}}
+
+
+@dataclass
+class ForgeFormerPredictor:
+    """Implements `surrogate.interface.Predictor` for one space; an ensemble averages its members."""
+
+    members: list[ForgeFormer]
+    norm: MinMax
+    field_set: str
+    space: dict[str, Any]
+    y_mean: float = 0.0
+    y_std: float = 1.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def L_max(self) -> int:
+        return int(self.space["L_max"])
+
+    def check(self, genomes: Sequence[Genome]) -> None:
+        """Refuse genomes from another space (globals or depth) with a clear message."""
+        for i, g in enumerate(genomes):
+            for k in ("d_model", "block_size", "vocab_size"):
+                if getattr(g, k) != self.space[k]:
+                    raise FeatureError(f"genome #{i} has {k}={getattr(g, k)}; this surrogate was trained for "
+                                       f"space {self.space['name']!r} with {k}={self.space[k]}")
+            if g.n_active > self.L_max or len(g.layers) > self.L_max:
+                raise FeatureError(f"genome #{i} has {len(g.layers)} layer slots ({g.n_active} active); "
+                                   f"allowed: at most {self.L_max} (space {self.space['name']!r})")
+
+    def tensors(self, genomes: Sequence[Genome]) -> tuple[torch.Tensor, torch.Tensor]:
+        self.check(genomes)
+        p = featurize(genomes, self.field_set, self.L_max)
+        return torch.from_numpy(self.norm.apply(p)), torch.from_numpy(p.mask)
+
+    @torch.no_grad()
+    def predict(self, genomes: Sequence[Genome], n_mc: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, sigma) in loss units; n_mc > 0 = one batched forward of n_mc dropout passes per member."""
+        if len(genomes) == 0:
+            return np.zeros(0), np.zeros(0)
+        x, mask = self.tensors(genomes)
+        n = x.shape[0]
+        if n_mc <= 0:
+            outs = [m.eval()(x, mask) for m in self.members]
+            mu = torch.stack(outs).mean(0).double().numpy() * self.y_std + self.y_mean
+            return mu, np.zeros(n)
+        xr, mr = x.repeat(n_mc, 1, 1), mask.repeat(n_mc, 1)
+        samples = []
+        for m in self.members:
+            samples.append(m.train()(xr, mr).view(n_mc, n))
+            m.eval()
+        s = torch.cat(samples).double().numpy() * self.y_std + self.y_mean
+        return s.mean(0), s.std(0)
+
+    # ------------------------------------------------------------------ persistence
+    def sidecar(self) -> dict[str, Any]:
+        return {"format": FORMAT, "config": self.members[0].cfg.to_dict(), "n_members": len(self.members),
+                "field_set": self.field_set, "fields": list(field_names(self.field_set)),
+                "norm": self.norm.to_dict(), "target": {"mean": self.y_mean, "std": self.y_std},
+                "space": self.space, **self.meta}
+
+    def save(self, stem: str | Path) -> Path:
+        """Write `<stem>.safetensors` + `<stem>.json` atomically; returns the sidecar path."""
+        stem = _stem(stem)
+        tensors = {f"m{k}.{n}": t.detach().contiguous().clone() for k, m in enumerate(self.members)
+                   for n, t in m.state_dict().items()}
+        tmp = stem.with_name(stem.name + ".tmp.safetensors")
+        save_file(tensors, str(tmp))
+        atomic_write_bytes(stem.with_suffix(".safetensors"), tmp.read_bytes())
+        tmp.unlink()
+        atomic_write_json(stem.with_suffix(".json"), self.sidecar())
+        return stem.with_suffix(".json")
+
+
+def _stem(path: str | Path) -> Path:
+    p = Path(path)
+    return p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
+
+
+def resolve_checkpoint(path_or_name: str | Path) -> Path:
+    """A path (with or without extension) or a shipped name such as 'forgeformer-iha-paper'."""
+    stem = _stem(path_or_name)
+    if stem.with_suffix(".json").is_file():
+        return stem
+    shipped = data_dir() / "surrogate" / Path(str(path_or_name)).name
+    if _stem(shipped).with_suffix(".json").is_file():
+        return _stem(shipped)
+    avail = sorted(p.stem for p in (data_dir() / "surrogate").glob("*.json"))
+    raise CheckpointError(f"checkpoint {path_or_name!s} not found (no {stem}.json); shipped: {', '.join(avail) or 'none'}")
+
+
+def _read_sidecar(stem: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(stem.with_suffix(".json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{stem}.json: unreadable sidecar: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
+                              f"allowed: {FORMAT}")
+    fs = meta.get("field_set")
+    if fs not in ("paper", "derived") or meta.get("fields") != list(field_names(fs)):
+        raise CheckpointError(f"{stem}.json: field layout {meta.get('fields')} does not match this code's "
+                              f"layout for field_set={fs!r}")
+    if meta["config"].get("n_fields") != len(meta["fields"]) or len(meta["norm"]["lo"]) != len(meta["fields"]):
+        raise CheckpointError(f"{stem}.json: config/normalization sizes do not match its {len(meta['fields'])} fields")
+    return meta
+
+
+def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeFormerPredictor:
+    """Load a checkpoint written by `save` (safetensors + JSON only; nothing unpickled)."""
+    stem = resolve_checkpoint(path_or_name)
+    meta = _read_sidecar(stem)
+    try:
+        tensors = load_file(str(stem.with_suffix(".safetensors")))
+    except Exception as e:  # safetensors raises its own error types
+        raise CheckpointError(f"{stem}.safetensors: unreadable weights: {e}") from None
+    cfg = FFConfig(**meta["config"])
+    members = []
+    for k in range(int(meta["n_members"])):
+        m = ForgeFormer(cfg)
+        sd = {n[len(f"m{k}."):]: t for n, t in tensors.items() if n.startswith(f"m{k}.")}
+        try:
+            m.load_state_dict(sd)
+        except RuntimeError as e:
+            raise CheckpointError(f"{stem}.safetensors: member {k} does not match its config: {e}") from None
+        members.append(m.eval())
+    rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields",
+                                                         "norm", "target", "space")}
+    return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
+                                float(meta["target"]["mean"]), float(meta["target"]["std"]), rest)

@@ -1,0 +1,101 @@
+"""Fitting Forge-Former members through Lightning: from-scratch training and replay fine-tuning.
+
+Recipes (App. C of LLMForge and the faster one measured in bench/): the paper trains on raw targets
+with L1, AdamW lr 1e-4, wd 0, batch 32, 200 epochs. Model selection here is on a validation carve of
+the training split (the paper picked on test, which leaks). Fine-tuning (App. C.2) restarts from the
+frozen base weights and mixes `ratio` replay rows per new row in every batch.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from surrogate.forgeformer import FFConfig, FFModule, ForgeFormer
+
+for _name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
+
+
+@dataclass
+class Recipe:
+    """How to train; `paper` = App. C exactly, the defaults come from conf/surrogate/*.yaml."""
+
+    field_set: str = "paper"
+    epochs: int = 200
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    batch: int = 32
+    standardize: bool = False  # train on (y - mean) / std instead of raw losses
+    rank_weight: float = 0.0  # pairwise ranking loss mixed with L1
+    n_members: int = 1  # seed ensemble
+    val_frac: float = 0.1  # validation carve of the training split (model selection)
+    seed: int = 100  # App. C uses seed 100
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _trainer(epochs: int, with_val: bool) -> L.Trainer:
+    return L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                     limit_val_batches=1.0 if with_val else 0)
+
+
+def _tensors(x: np.ndarray, mask: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, ...]:
+    return (torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(mask, dtype=torch.bool),
+            torch.as_tensor(y, dtype=torch.float32))
+
+
+def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, seed: int,
+               y_std: float) -> tuple[ForgeFormer, dict]:
+    """Train one member from scratch; returns the best-validation weights (last epoch without val)."""
+    torch.manual_seed(seed)
+    module = FFModule(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std)
+    gen = torch.Generator().manual_seed(seed)
+    tl = DataLoader(TensorDataset(*_tensors(*train)), batch_size=recipe.batch, shuffle=True, generator=gen)
+    vl = DataLoader(TensorDataset(*_tensors(*val)), batch_size=max(1, len(val[2]))) if val is not None else None
+    _trainer(recipe.epochs, vl is not None).fit(module, tl, vl)
+    if module.best_state is not None:
+        module.model.load_state_dict(module.best_state)
+    info = {"best_epoch": module.best_epoch, "best_val_mae": module.best_val if vl is not None else None,
+            "val_curve": [round(v, 5) for v in module.history]}
+    return module.model.eval(), info
+
+
+class ReplayBatches(IterableDataset):
+    """Each batch: k new rows plus round(ratio·k) replay rows (App. C.2: 5 old rows per new row)."""
+
+    def __init__(self, new: tuple, replay: tuple, ratio: float, batch: int, seed: int) -> None:
+        self.new, self.replay, self.ratio = new, replay, ratio
+        self.k = max(1, int(round(batch / (1.0 + ratio))))
+        self.rng = np.random.default_rng(seed)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        n_new, n_old = len(self.new[2]), len(self.replay[2])
+        order = self.rng.permutation(n_new)
+        for s in range(0, n_new, self.k):
+            idx = order[s:s + self.k]
+            old = self.rng.choice(n_old, size=min(n_old, int(round(self.ratio * len(idx)))), replace=False)
+            parts = [np.concatenate([a[idx], b[old]]) for a, b in zip(self.new, self.replay)]
+            yield _tensors(*parts)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.new[2]) / self.k)
+
+
+def finetune_member(model: ForgeFormer, new: tuple, replay: tuple, ratio: float, epochs: int, lr: float,
+                    batch: int, seed: int, y_std: float) -> ForgeFormer:
+    """Continue training a copy of `model` on replay-mixed batches (L1, AdamW, wd 0)."""
+    torch.manual_seed(seed)
+    module = FFModule(model.cfg, lr, 0.0, 0.0, y_std)
+    module.model.load_state_dict(model.state_dict())
+    loader = DataLoader(ReplayBatches(new, replay, ratio, batch, seed), batch_size=None)
+    _trainer(epochs, False).fit(module, loader)
+    return module.model.eval()
