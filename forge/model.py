@@ -58,7 +58,7 @@ def _norm(cfg: IHAConfig) -> nn.Module:
     g = cfg.genome
     if g.norm == "rmsnorm":  # RMSNorm has no bias in any variant
         return nn.RMSNorm(g.d_model, eps=cfg.norm_eps)
-    return nn.LayerNorm(g.d_model, eps=cfg.norm_eps, bias=True)
+    return nn.LayerNorm(g.d_model, eps=cfg.norm_eps, bias=g.bias == "all")
 
 
 def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,6 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator, Mapping
 
-import numpy as np
 import torch
 
 from forge.corpus import Corpus
@@ -221,7 +220,3 @@ def failure_label(genome: Genome, reason: str, provenance: Mapping[str, Any] | N
     """The inf label a failed or lost run gets (consumers drop it; the reason says why)."""
     return Label(genome=genome, label=float("inf"), provenance=dict(provenance or {}), reason=reason)
 
-
-def genome_seed(genome: Genome, seed: int) -> int:
-    """Not used for training (one seed per protocol keeps labels comparable); handy for sampling."""
-    return int(np.random.default_rng([seed, int(genome.id, 16) % 2**32]).integers(2**31))

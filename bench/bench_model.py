@@ -1,0 +1,130 @@
+"""Training-step throughput of IHA models vs FLOPs-matched standard GQA models (same code path).
+
+For each IHA genome (sampled from a space, plus a "dense" variant with every slot active and attending)
+the script builds a homogeneous GQA genome — n_h | d_model, d_qk = d_v = d_model / n_h, the same
+n_kv, d_mlp and attention in every layer — whose analytic forward FLOPs per token
+(`forge.workload.analyze`) is closest to the IHA one, preferring the same depth. Both run a plain
+forward + backward + AdamW step in float32 on identical random batches; runs are interleaved
+(IHA, GQA, IHA, GQA, ...) so machine load hits both alike, and the median tokens/s is reported.
+
+    nice -n 10 .venv/bin/python bench/bench_model.py --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from forge.arrays import PopArrays
+from forge.genome import Genome, LayerGene
+from forge.model import build_model
+from forge.space import SearchSpace, load_space
+from forge.workload import analyze, model_totals
+
+
+def gqa_candidates(space: SearchSpace, template: Genome) -> list[Genome]:
+    """Every homogeneous GQA genome of the space's globals: depth × n_h | d_model × n_kv | n_h × d_mlp."""
+    d = template.d_model
+    out = []
+    for n_h in (h for h in space.n_h if d % h == 0):
+        for n_kv in (k for k in space.n_kv if n_h % k == 0):
+            for d_mlp in space.d_mlp:
+                gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=d // n_h, d_v=d // n_h, d_mlp=d_mlp)
+                out += [replace(template, layers=(gene,) * L, name=f"gqa-L{L}-h{n_h}-kv{n_kv}-m{d_mlp}")
+                        for L in range(1, space.L_max + 1)]
+    return out
+
+
+def flops_matched_gqa(space: SearchSpace, iha: Genome, tol: float = 0.02) -> Genome:
+    """The candidate closest in FLOPs/token; among those within `tol`, the one of the same depth."""
+    cands = gqa_candidates(space, iha)
+    flops = model_totals(PopArrays.from_genomes(cands))["flops_per_token"]
+    target = analyze(iha)["flops_per_token"]
+    rel = np.abs(flops - target) / target
+    depth_gap = np.array([abs(len(c.layers) - iha.n_active) for c in cands])
+    ok = rel <= max(tol, rel.min())
+    best = min(np.flatnonzero(ok), key=lambda i: (depth_gap[i], rel[i]))
+    return cands[best]
+
+
+def step_rate(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+              steps: int) -> float:
+    """Tokens per second of `steps` full training steps (forward, backward, AdamW)."""
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return steps * x.numel() / (time.perf_counter() - t0)
+
+
+def compare(iha: Genome, gqa: Genome, args: argparse.Namespace) -> dict:
+    """Interleaved median tokens/s of the two models on the same batches."""
+    gen = torch.Generator().manual_seed(args.seed)
+    V, T = iha.vocab_size, args.seq or iha.block_size
+    x = torch.randint(0, V, (args.batch, T), generator=gen)
+    y = torch.randint(0, V, (args.batch, T), generator=gen)
+    runs = {}
+    for key, g in (("iha", iha), ("gqa", gqa)):
+        m = build_model(g, seed=args.seed).train()
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.1)
+        step_rate(m, opt, x, y, args.warmup)
+        runs[key] = (m, opt, [])
+    for _ in range(args.repeats):
+        for m, opt, rates in runs.values():
+            rates.append(step_rate(m, opt, x, y, args.steps))
+    med = {k: statistics.median(r[2]) for k, r in runs.items()}
+    return {"iha": iha, "gqa": gqa, "iha_tok_s": med["iha"], "gqa_tok_s": med["gqa"],
+            "ratio": med["iha"] / med["gqa"]}
+
+
+def iha_genomes(space: SearchSpace, seeds: list[int]) -> list[Genome]:
+    """Per seed: one genome sampled from the space and its dense twin (all slots active, attention on)."""
+    out = []
+    for s in seeds:
+        g = space.sample(1, np.random.default_rng(s))[0]
+        dense = g.with_layers(replace(x, active=True, attn=True) for x in g.layers)
+        out += [replace(g, name=f"sampled-s{s}"), replace(dense, name=f"dense-s{s}")]
+    return out
+
+
+def describe(g: Genome) -> str:
+    a = analyze(g)
+    return f"{a['n_active_layers']}L/{a['n_attn_layers']}attn, {a['params'] / 1e6:.2f}M params, " \
+           f"{a['flops_per_token'] / 1e6:.2f} MFLOP/tok"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--space", default="iha-tiny")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=0, help="tokens per sequence (0 = block_size)")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per repeat")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    space = load_space(args.space)
+    print(f"torch {torch.__version__}, {args.threads} threads, float32 CPU, batch {args.batch} x "
+          f"{args.seq or space.block_size} tokens, median of {args.repeats} x {args.steps} steps")
+    print("| IHA genome | IHA | FLOPs-matched GQA | GQA | IHA tok/s | GQA tok/s | IHA/GQA |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    ratios = []
+    for iha in iha_genomes(space, args.seeds):
+        r = compare(iha, flops_matched_gqa(space, iha), args)
+        ratios.append(r["ratio"])
+        print(f"| {iha.name} | {describe(iha)} | {r['gqa'].name} | {describe(r['gqa'])} | "
+              f"{r['iha_tok_s']:.0f} | {r['gqa_tok_s']:.0f} | {r['ratio']:.2f} |", flush=True)
+    print(f"geometric-mean IHA/GQA throughput ratio: {float(np.exp(np.mean(np.log(ratios)))):.3f}")
+
+
+if __name__ == "__main__":
+    main()

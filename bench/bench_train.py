@@ -1,0 +1,66 @@
+"""cpu-proxy budget by self-consistency, and throughput.
+
+Trains the same random sample of iha-tiny genomes at several token budgets (seed fixed) and reports
+the Spearman rank correlation of labels between consecutive budgets (B vs 2B), plus tokens/s and wall
+time per label. Results go to bench/results/train_selfconsistency.json (rewritten after each label).
+
+    nice -n 10 .venv/bin/python bench/bench_train.py --n 16 --budgets 32768 65536 131072
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from forge.corpus import stdlib_corpus
+from forge.io import atomic_write_json
+from forge.space import load_space
+from forge.train import Protocol, train_genome
+
+
+def summarize(rows: dict, budgets: list[int]) -> dict:
+    out = {}
+    for a, b in zip(budgets, budgets[1:]):
+        ids = [i for i in rows if str(a) in rows[i] and str(b) in rows[i]
+               and np.isfinite(rows[i][str(a)]["label"]) and np.isfinite(rows[i][str(b)]["label"])]
+        if len(ids) >= 3:
+            rho = spearmanr([rows[i][str(a)]["label"] for i in ids], [rows[i][str(b)]["label"] for i in ids])[0]
+            out[f"{a}->{b}"] = {"spearman": round(float(rho), 3), "n": len(ids)}
+    for B in budgets:
+        r = [rows[i][str(B)] for i in rows if str(B) in rows[i]]
+        if r:
+            out[f"budget_{B}"] = {"n": len(r), "median_wall_s": float(np.median([x["wall_s"] for x in r])),
+                                  "median_tokens_per_s": float(np.median([x["tokens_per_s"] for x in r])),
+                                  "mean_label": float(np.mean([x["label"] for x in r]))}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[32768, 65536, 131072])
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--out", default="bench/results/train_selfconsistency.json")
+    a = ap.parse_args()
+    space, corpus = load_space("iha-tiny"), stdlib_corpus()
+    genomes = space.sample(a.n, np.random.default_rng(a.seed))
+    rows: dict = {}
+    for g in genomes:
+        rows[g.id] = {}
+        for B in a.budgets:
+            p = Protocol(tokens=B, batch=a.batch, lr=2e-3, warmup_steps=10, schedule="cosine", val_tokens=16384,
+                         threads=1, seed=0)
+            lab = train_genome(g, p, corpus)
+            rows[g.id][str(B)] = {"label": lab.label, "wall_s": lab.provenance["wall_s"],
+                                  "tokens_per_s": lab.provenance["tokens_per_s"], "params": lab.provenance["params"]}
+            atomic_write_json(a.out, {"args": vars(a), "rows": rows, "summary": summarize(rows, a.budgets)})
+        print(g.id, rows[g.id], flush=True)
+    print(json.dumps(summarize(rows, a.budgets), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Search state for resume: one atomic JSON checkpoint per generation, plus append-only JSONL logs.
+
+`state/checkpoint.json` holds everything the next generation depends on: the survived population
+(X, F, G, CV, rank, crowding), pymoo's random-generator state, the Pareto archive, the loss cache
+(so MC-dropout σ is not redrawn), the surrogate version and label buffer, counters and timers, and
+the resolved config. It is replaced atomically after the generation's logs are flushed, so a kill at
+any point leaves a consistent checkpoint; on resume, log lines newer than it are dropped
+(`truncate_jsonl`), so resumed and uninterrupted runs write the same files.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from forge.io import atomic_write_json, atomic_write_text
+
+CHECKPOINT = "state/checkpoint.json"
+# Keys that may differ between a run and its resume: they steer the process, not the search.
+RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress")
+
+
+class ResumeError(ValueError):
+    """A resume that cannot continue (missing/corrupt state, or a different config)."""
+
+
+def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
+    atomic_write_json(Path(run_dir) / CHECKPOINT, state)
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ResumeError(f"{path}: corrupt checkpoint ({e})") from None
+
+
+def config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs (runtime keys ignored)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            key = f"{prefix}{k}"
+            if not prefix and k in RUNTIME_KEYS:
+                continue
+            if k not in old or k not in new:
+                out.append(key)
+            else:
+                out += config_diff(old[k], new[k], key + ".")
+        return out
+    return [] if old == new else [prefix.rstrip(".") or "<root>"]
+
+
+def check_same_config(saved: dict[str, Any], cfg: dict[str, Any], run_dir: Path) -> None:
+    diff = config_diff(saved, cfg)
+    if diff:
+        raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}; "
+                          "resume with the same overrides (or start a new run)")
+
+
+def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Append rows and fsync (the checkpoint written afterwards marks them as committed)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for r in rows:
+            f.write(json.dumps(r, sort_keys=True, default=_default) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not Path(path).is_file():
+        return []
+    out = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ResumeError(f"{path}:{n}: corrupt line ({e})") from None
+    return out
+
+
+def truncate_jsonl(path: Path, last_generation: int) -> None:
+    """Drop lines written after the checkpoint (generation > last_generation), atomically."""
+    if not Path(path).is_file():
+        return
+    keep = [r for r in read_jsonl(path) if int(r.get("generation", -1)) <= last_generation]
+    atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
+
+
+def rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    return rng.bit_generator.state
+
+
+def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    rng.bit_generator.state = state
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
