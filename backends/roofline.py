@@ -105,7 +105,7 @@ class RooflineBackend:
 
     def __init__(self, hardware: Any = "a100-40gb", eta_compute: float = 0.6, eta_memory: float = 0.8,
                  launch_us: float = 5.0, layer_us: float = 0.0, ideal: bool = False, mem_usable: float = 0.9,
-                 precision: dict | None = None, breakdown_max: int = 32, chunk: int = 2048,
+                 precision: dict | None = None, breakdown_max: int = 32, chunk: int = 256,
                  name: str = "roofline") -> None:
         self.name = name
         self.hw = load_hardware(hardware)
@@ -126,7 +126,7 @@ class RooflineBackend:
     # ------------------------------------------------------------------ public
     def evaluate(self, genomes: Sequence[Any] | PopArrays, workload: Workload = Workload()) -> CostTable:
         pop = as_population(genomes)
-        parts = [self._evaluate_chunk(pop.take(np.arange(s, min(s + self.chunk, pop.P))), workload)
+        parts = [self._evaluate_chunk(self.compact(pop.take(np.arange(s, min(s + self.chunk, pop.P)))), workload)
                  for s in range(0, pop.P, self.chunk)]
         cat = lambda k: np.concatenate([p[k] for p in parts])  # noqa: E731
         ttft, tpot, e_tok, feas = cat("ttft_ms"), cat("tpot_ms"), cat("energy_per_token_uj"), cat("feasible")
@@ -135,42 +135,61 @@ class RooflineBackend:
         inf = np.where(feas, 1.0, np.inf)
         return CostTable(ttft * inf, tpot * inf, e_tok * inf, feas, reasons, extras)
 
+    @staticmethod
+    def compact(pop: PopArrays) -> PopArrays:
+        """Move active layers to the front and drop all-pruned trailing slots (costs sum over layers)."""
+        order = np.argsort(~pop.active.astype(bool), axis=1, kind="stable")
+        L = max(int(pop.active.sum(axis=1).max()), 1)
+        kw = {f.name: getattr(pop, f.name) for f in fields(PopArrays)}
+        for k in ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp"):
+            kw[k] = np.take_along_axis(kw[k], order, axis=1)[:, :L]
+        return PopArrays(**kw)
+
     def rates(self, workload: Workload) -> tuple[float, float]:
         """Effective FLOP/s and bytes/s under the workload's precision."""
         peak = self.hw.peak_flops(workload.weight_bits, workload.act_bits)
         return peak * self.eta_compute, self.hw.mem_bw_gbs * 1e9 * self.eta_memory
 
     # ------------------------------------------------------------------ internals
-    def _op_seconds(self, t: OpTable, flops_s: float, bytes_s: float) -> np.ndarray:
-        return np.maximum(t.flops / flops_s, t.bytes / bytes_s) + t.exists * self.launch_us * 1e-6
+    def _op_seconds(self, t: OpTable, byt: np.ndarray, flops_s: float, bytes_s: float) -> np.ndarray:
+        return np.maximum(t.flops / flops_s, byt / bytes_s) + t.exists * self.launch_us * 1e-6
 
     def _prefill(self, pop: PopArrays, wl: Workload, fs: float, bs: float) -> dict[str, np.ndarray]:
         prec, Lp = wl.precision, wl.prefill
         lay = layer_ops(pop, Lp, Lp, wl.batch, prec)
         head = head_ops(pop, Lp, 1, wl.batch, prec)  # logits of the last prompt token only
-        ops = np.concatenate([self._op_seconds(lay, fs, bs).sum(axis=1), self._op_seconds(head, fs, bs)[:, 0]], axis=1)
+        lb, hb = lay.bytes, head.bytes
+        ops = np.concatenate([self._op_seconds(lay, lb, fs, bs).sum(axis=1),
+                              self._op_seconds(head, hb, fs, bs)[:, 0]], axis=1)
         seconds = ops.sum(axis=1) + pop.active.sum(axis=1) * self.layer_us * 1e-6
         return {"s": seconds, "ops": ops, "flops": lay.total("flops") + head.total("flops"),
-                "bytes": lay.bytes.sum(axis=(1, 2)) + head.bytes.sum(axis=(1, 2)),
+                "bytes": lb.sum(axis=(1, 2)) + hb.sum(axis=(1, 2)),
                 "weight_bytes": lay.total("weight_bytes") + head.op("lm_head")["weight_bytes"][:, 0]
                 + head.op("final_norm")["weight_bytes"][:, 0]}
 
     def _decode(self, pop: PopArrays, wl: Workload, fs: float, bs: float) -> dict[str, np.ndarray]:
-        """Exact sums over decode steps c = L_p+1 … L_p+L_d of per-op max(compute, memory) times."""
+        """Exact sums over decode steps c = L_p+1 … L_p+L_d of per-op max(compute, memory) times.
+
+        Operators whose FLOPs/bytes do not change with the context (all but attention) are n × one step;
+        the others are affine in c and go through `sum_max_affine`.
+        """
         prec, n, lo = wl.precision, wl.decode, wl.prefill + 1
         t0 = layer_ops(pop, 1, lo, wl.batch, prec)
         t1 = layer_ops(pop, 1, lo + 1, wl.batch, prec)
-        f0, b0 = t0.flops / fs, t0.bytes / bs
-        sum_t = sum_max_affine(f0, t1.flops / fs - f0, b0, t1.bytes / bs - b0, n)
-        sum_t = sum_t + n * t0.exists * self.launch_us * 1e-6
+        b0, b1 = t0.bytes, t1.bytes
+        df, db = t1.flops - t0.flops, b1 - b0
+        var = np.flatnonzero((df != 0).any(axis=(0, 1)) | (db != 0).any(axis=(0, 1)))
+        f0, g0 = t0.flops / fs, b0 / bs
+        sum_t = n * np.maximum(f0, g0)
+        sum_t[:, :, var] = sum_max_affine(f0[:, :, var], df[:, :, var] / fs, g0[:, :, var], db[:, :, var] / bs, n)
+        sum_t += n * t0.exists * self.launch_us * 1e-6
         head = head_ops(pop, 1, 1, wl.batch, prec)
-        head_s = self._op_seconds(head, fs, bs)[:, 0] * n
-        ops = np.concatenate([sum_t.sum(axis=1), head_s], axis=1)
+        hb = head.bytes
+        ops = np.concatenate([sum_t.sum(axis=1), self._op_seconds(head, hb, fs, bs)[:, 0] * n], axis=1)
         seconds = ops.sum(axis=1) + n * pop.active.sum(axis=1) * self.layer_us * 1e-6
         tri = n * (n - 1) / 2.0  # Σ u over the steps: quantities are affine in the context
-        flops = n * t0.total("flops") + tri * (t1.total("flops") - t0.total("flops")) + n * head.total("flops")
-        byt = (n * t0.bytes.sum(axis=(1, 2)) + tri * (t1.bytes.sum(axis=(1, 2)) - t0.bytes.sum(axis=(1, 2)))
-               + n * head.bytes.sum(axis=(1, 2)))
+        flops = n * t0.total("flops") + tri * df.sum(axis=(1, 2)) + n * head.total("flops")
+        byt = n * b0.sum(axis=(1, 2)) + tri * db.sum(axis=(1, 2)) + n * hb.sum(axis=(1, 2))
         kv_per_token = t0.total("kv_write_bytes")  # per new token (all of the batch)
         return {"s": seconds, "ops": ops, "flops": flops, "bytes": byt, "kv_per_token": kv_per_token}
 

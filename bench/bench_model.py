@@ -6,6 +6,8 @@ n_kv, d_mlp and attention in every layer — whose analytic forward FLOPs per to
 (`forge.workload.analyze`) is closest to the IHA one, preferring the same depth. Both run a plain
 forward + backward + AdamW step in float32 on identical random batches; runs are interleaved
 (IHA, GQA, IHA, GQA, ...) so machine load hits both alike, and the median tokens/s is reported.
+The IHA model is also timed without the d_qk/d_v padding (`IHAConfig.pad_attn=False`, SDPA's math
+fallback on CPU) to show what the padding buys.
 
     nice -n 10 .venv/bin/python bench/bench_model.py --threads 2
 """
@@ -21,7 +23,7 @@ import torch
 
 from forge.arrays import PopArrays
 from forge.genome import Genome, LayerGene
-from forge.model import build_model
+from forge.model import IHAConfig, build_model
 from forge.space import SearchSpace, load_space
 from forge.workload import analyze, model_totals
 
@@ -40,15 +42,17 @@ def gqa_candidates(space: SearchSpace, template: Genome) -> list[Genome]:
 
 
 def flops_matched_gqa(space: SearchSpace, iha: Genome, tol: float = 0.02) -> Genome:
-    """The candidate closest in FLOPs/token; among those within `tol`, the one of the same depth."""
+    """Among candidates within `tol` of the IHA FLOPs/token (or the closest), the one of the nearest
+    depth, then the nearest query-head count per attention layer, then the closest FLOPs."""
     cands = gqa_candidates(space, iha)
     flops = model_totals(PopArrays.from_genomes(cands))["flops_per_token"]
     target = analyze(iha)["flops_per_token"]
     rel = np.abs(flops - target) / target
-    depth_gap = np.array([abs(len(c.layers) - iha.n_active) for c in cands])
+    att = [x for x in iha.active_layers if x.attn]
+    heads = np.mean([x.n_h for x in att]) if att else 0.0
     ok = rel <= max(tol, rel.min())
-    best = min(np.flatnonzero(ok), key=lambda i: (depth_gap[i], rel[i]))
-    return cands[best]
+    key = lambda i: (abs(len(cands[i].layers) - iha.n_active), abs(cands[i].layers[0].n_h - heads), rel[i])  # noqa: E731
+    return cands[min(np.flatnonzero(ok), key=key)]
 
 
 def step_rate(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
@@ -64,13 +68,13 @@ def step_rate(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tenso
 
 
 def compare(iha: Genome, gqa: Genome, args: argparse.Namespace) -> dict:
-    """Interleaved median tokens/s of the two models on the same batches."""
+    """Interleaved median tokens/s of IHA (padded fused SDPA), IHA (unpadded) and GQA on the same batches."""
     gen = torch.Generator().manual_seed(args.seed)
     V, T = iha.vocab_size, args.seq or iha.block_size
     x = torch.randint(0, V, (args.batch, T), generator=gen)
     y = torch.randint(0, V, (args.batch, T), generator=gen)
     runs = {}
-    for key, g in (("iha", iha), ("gqa", gqa)):
+    for key, g in (("iha", IHAConfig(iha)), ("iha_nopad", IHAConfig(iha, pad_attn=False)), ("gqa", IHAConfig(gqa))):
         m = build_model(g, seed=args.seed).train()
         opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.1)
         step_rate(m, opt, x, y, args.warmup)
@@ -79,8 +83,8 @@ def compare(iha: Genome, gqa: Genome, args: argparse.Namespace) -> dict:
         for m, opt, rates in runs.values():
             rates.append(step_rate(m, opt, x, y, args.steps))
     med = {k: statistics.median(r[2]) for k, r in runs.items()}
-    return {"iha": iha, "gqa": gqa, "iha_tok_s": med["iha"], "gqa_tok_s": med["gqa"],
-            "ratio": med["iha"] / med["gqa"]}
+    return {"iha": iha, "gqa": gqa, **{f"{k}_tok_s": v for k, v in med.items()},
+            "ratio": med["iha"] / med["gqa"], "pad_speedup": med["iha"] / med["iha_nopad"]}
 
 
 def iha_genomes(space: SearchSpace, seeds: list[int]) -> list[Genome]:
@@ -103,11 +107,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--space", default="iha-tiny")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=0, help="tokens per sequence (0 = block_size)")
-    p.add_argument("--steps", type=int, default=3, help="timed steps per repeat")
+    p.add_argument("--steps", type=int, default=1, help="timed steps per repeat")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
@@ -115,15 +119,19 @@ def main() -> None:
     space = load_space(args.space)
     print(f"torch {torch.__version__}, {args.threads} threads, float32 CPU, batch {args.batch} x "
           f"{args.seq or space.block_size} tokens, median of {args.repeats} x {args.steps} steps")
-    print("| IHA genome | IHA | FLOPs-matched GQA | GQA | IHA tok/s | GQA tok/s | IHA/GQA |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    ratios = []
+    print("| IHA genome | IHA | FLOPs-matched GQA | GQA | IHA tok/s | GQA tok/s | IHA/GQA "
+          "| IHA unpadded tok/s | padded/unpadded |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ratios, pads = [], []
     for iha in iha_genomes(space, args.seeds):
         r = compare(iha, flops_matched_gqa(space, iha), args)
         ratios.append(r["ratio"])
+        pads.append(r["pad_speedup"])
         print(f"| {iha.name} | {describe(iha)} | {r['gqa'].name} | {describe(r['gqa'])} | "
-              f"{r['iha_tok_s']:.0f} | {r['gqa_tok_s']:.0f} | {r['ratio']:.2f} |", flush=True)
-    print(f"geometric-mean IHA/GQA throughput ratio: {float(np.exp(np.mean(np.log(ratios)))):.3f}")
+              f"{r['iha_tok_s']:.0f} | {r['gqa_tok_s']:.0f} | {r['ratio']:.2f} | "
+              f"{r['iha_nopad_tok_s']:.0f} | {r['pad_speedup']:.2f} |", flush=True)
+    gm = lambda xs: float(np.exp(np.mean(np.log(xs))))  # noqa: E731
+    print(f"geometric mean: IHA/GQA throughput {gm(ratios):.3f}, padded/unpadded SDPA {gm(pads):.3f}")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,8 @@ def text_corpus(path: str | None = None, tokenizer: str = "byte", val_fraction: 
     if not path:
         raise CorpusError("corpus=text needs path=<a text file or a folder of text files>")
     p = Path(path).expanduser()
+    if not 0.0 < val_fraction < 1.0:
+        raise CorpusError(f"val_fraction = {val_fraction} is invalid; allowed: strictly between 0 and 1")
     if not p.exists():
         raise CorpusError(f"corpus=text: path {p} does not exist")
     key = ("text", str(p.resolve()), tokenizer, val_fraction, pattern, max_bytes)
@@ -172,10 +174,15 @@ CORPORA = {"stdlib": stdlib_corpus, "text": text_corpus, "hf": hf_corpus}
 
 
 def build_corpus(cfg: dict[str, Any]) -> Corpus:
-    """From a plain config `{kind: stdlib|text|hf, ...options}` (conf/corpus/*.yaml)."""
+    """From a plain config (conf/corpus/*.yaml): `_target_: forge.corpus.<x>_corpus` plus its options,
+    or the short form `{kind: stdlib|text|hf, ...}`."""
     cfg = dict(cfg)
-    kind = cfg.pop("kind", None)
-    cfg.pop("_target_", None)
+    target, kind = cfg.pop("_target_", None), cfg.pop("kind", None)
+    if target is not None:
+        kind = {f"forge.corpus.{f.__name__}": k for k, f in CORPORA.items()}.get(target)
+        if kind is None:
+            allowed = ", ".join(f"forge.corpus.{f.__name__}" for f in CORPORA.values())
+            raise CorpusError(f"corpus _target_ = {target!r} is unknown; allowed: {allowed}")
     if kind not in CORPORA:
         raise CorpusError(f"corpus kind = {kind!r} is unknown; allowed: {', '.join(CORPORA)}")
     try:

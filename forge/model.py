@@ -32,8 +32,12 @@ class IHAConfig:
     rope_base: float = 10000.0  # RoFormer / Llama default θ
     norm_eps: float = 1e-5
     init_std: float = 0.02  # GPT-2 / nanoGPT initialisation
+    pad_attn: bool = True  # zero-pad d_qk/d_v to a common width so the fused SDPA kernel applies
 
     def __post_init__(self) -> None:
+        if not isinstance(self.genome, Genome):
+            raise GenomeError(f"model genome = {type(self.genome).__name__} is invalid; allowed: a forge.genome.Genome "
+                              "(build one with genome_from_dict or load_genome)")
         if self.genome.pos == "rope":
             for i, g in enumerate(self.genome.layers):
                 if g.active and g.attn and g.d_qk % 2:
@@ -85,6 +89,23 @@ def _causal_mask(q_len: int, past: int, device: torch.device) -> torch.Tensor | 
     return j <= past + i
 
 
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, pad: bool) -> torch.Tensor:
+    """SDPA under the grouped mapping (enable_gqa: head h reads group floor(h/R)), scale 1/sqrt(d_qk).
+
+    The fused CPU kernel needs d_qk == d_v and otherwise falls back to the slow math path, so with
+    `pad` the narrower side is zero-padded: zeros add nothing to q·k, and padded value columns are
+    sliced off, so the result is exact (bench/RESULTS.md, issue 2, has the speed-up).
+    """
+    d_qk, d_v = q.size(-1), v.size(-1)
+    causal = mask is None and q.size(-2) > 1
+    if pad and d_qk != d_v:
+        w = max(d_qk, d_v)
+        q, k, v = F.pad(q, (0, w - d_qk)), F.pad(k, (0, w - d_qk)), F.pad(v, (0, w - d_v))
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True,
+                                       scale=1.0 / math.sqrt(d_qk))
+    return y[..., :d_v]
+
+
 class Attention(nn.Module):
     """One IHA attention block with its own (n_h, n_kv, d_qk, d_v)."""
 
@@ -92,6 +113,7 @@ class Attention(nn.Module):
         super().__init__()
         d, qkv_bias, all_bias = cfg.genome.d_model, cfg.genome.bias != "none", cfg.genome.bias == "all"
         self.n_h, self.n_kv, self.d_qk, self.d_v = gene.n_h, gene.n_kv, gene.d_qk, gene.d_v
+        self.pad = cfg.pad_attn
         self.q_proj = nn.Linear(d, gene.n_h * gene.d_qk, bias=qkv_bias)
         self.k_proj = nn.Linear(d, gene.n_kv * gene.d_qk, bias=qkv_bias)
         self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
@@ -111,10 +133,8 @@ class Attention(nn.Module):
             cache.k[li][:, :, past:past + T] = k
             cache.v[li][:, :, past:past + T] = v
             k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
-        if past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=_causal_mask(T, past, x.device), enable_gqa=True)
+        mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
+        y = attend(q, k, v, mask, self.pad)  # (B, n_h, T, d_v)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
 
 

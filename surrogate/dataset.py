@@ -76,8 +76,12 @@ def split_ids(ids: Sequence[str], frac: float, seed: int) -> tuple[np.ndarray, n
 
 def train_val_test(data: LabelSet, seed: int, test_frac: float = 0.2,
                    val_frac: float = 0.1) -> tuple[LabelSet, LabelSet, LabelSet]:
-    """80/20 architecture-level train/test split, then a validation carve of the train part."""
-    rest, test = split_ids(data.ids, test_frac, seed)
+    """80/20 architecture-level train/test split, then a validation carve of the train part.
+    `test_frac = 0` trains on everything but the carve (the test set is then empty)."""
+    if test_frac > 0:
+        rest, test = split_ids(data.ids, test_frac, seed)
+    else:
+        rest, test = np.arange(len(data)), np.zeros(0, dtype=np.int64)
     train_all = data.take(rest)
     tr, va = split_ids(train_all.ids, val_frac, seed + 7919)
     return train_all.take(tr), train_all.take(va), data.take(test)

@@ -15,7 +15,7 @@ from typing import Iterator
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
 
 from surrogate.forgeformer import FFConfig, FFModule, ForgeFormer
 
@@ -37,6 +37,7 @@ class Recipe:
     n_members: int = 1  # seed ensemble
     val_frac: float = 0.1  # validation carve of the training split (model selection)
     seed: int = 100  # App. C uses seed 100
+    bucket: bool = False  # length-bucketed batches (same rows per epoch, far less padding on CPU)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -53,13 +54,39 @@ def _tensors(x: np.ndarray, mask: np.ndarray, y: np.ndarray) -> tuple[torch.Tens
             torch.as_tensor(y, dtype=torch.float32))
 
 
+class BucketBatches(Sampler):
+    """Shuffle, cut into pools of 8 batches, sort each pool by depth, batch it, shuffle batch order.
+    Every row is seen once per epoch at the same batch size, but padding drops ~1.7× on the IHA set
+    (mean 17 active layers vs a typical batch maximum of 30)."""
+
+    def __init__(self, lengths: np.ndarray, batch: int, seed: int, pool: int = 8) -> None:
+        self.lengths, self.batch, self.pool = np.asarray(lengths), batch, pool * batch
+        self.rng = np.random.default_rng(seed)
+
+    def __iter__(self):
+        perm = self.rng.permutation(len(self.lengths))
+        batches = []
+        for s in range(0, len(perm), self.pool):
+            chunk = perm[s:s + self.pool]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches += [chunk[i:i + self.batch].tolist() for i in range(0, len(chunk), self.batch)]
+        for j in self.rng.permutation(len(batches)):
+            yield batches[j]
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.batch)
+
+
 def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, seed: int,
                y_std: float) -> tuple[ForgeFormer, dict]:
     """Train one member from scratch; returns the best-validation weights (last epoch without val)."""
     torch.manual_seed(seed)
     module = FFModule(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std)
-    gen = torch.Generator().manual_seed(seed)
-    tl = DataLoader(TensorDataset(*_tensors(*train)), batch_size=recipe.batch, shuffle=True, generator=gen)
+    ds = TensorDataset(*_tensors(*train))
+    if recipe.bucket:
+        tl = DataLoader(ds, batch_sampler=BucketBatches(train[1].sum(axis=1), recipe.batch, seed))
+    else:
+        tl = DataLoader(ds, batch_size=recipe.batch, shuffle=True, generator=torch.Generator().manual_seed(seed))
     vl = DataLoader(TensorDataset(*_tensors(*val)), batch_size=max(1, len(val[2]))) if val is not None else None
     _trainer(recipe.epochs, vl is not None).fit(module, tl, vl)
     if module.best_state is not None:

@@ -12,7 +12,7 @@ import torch
 
 from forge.config import data_dir
 from forge.genome import Genome, GenomeError, LayerGene, load_genome
-from forge.model import IHAModel, build_model
+from forge.model import IHAConfig, IHAModel, build_model
 from forge.space import load_space
 from forge.workload import analyze
 
@@ -183,6 +183,15 @@ def test_sampling_is_reproducible_from_a_generator_seed():
     assert torch.equal(a, b)
 
 
+def test_padded_fused_attention_equals_unpadded_math_path():
+    g = VARIANTS[1]  # layers with d_qk < d_v and d_qk > d_v
+    idx = tokens(2, T, seed=3)
+    with torch.no_grad():
+        a = build_model(IHAConfig(g, pad_attn=True), seed=1)(idx)[0]
+        b = build_model(IHAConfig(g, pad_attn=False), seed=1)(idx)[0]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 # ------------------------------------------------------------------------------ grouped mapping
 @pytest.mark.parametrize("n_h,n_kv", [(6, 3), (8, 2), (4, 4)])
 def test_query_head_h_reads_kv_group_floor_h_over_R(n_h, n_kv):
@@ -239,6 +248,11 @@ def test_odd_d_qk_with_rope_is_a_clear_error_but_fine_with_learned_positions():
     with pytest.raises(GenomeError, match=r"layers\[0\]\.d_qk = 7.*even"):
         IHAModel(tiny(layers=layers))
     assert build_model(tiny(layers=layers, pos="learned")).num_params() == analyze(tiny(layers=layers, pos="learned"))["params"]
+
+
+def test_a_plain_dict_is_rejected_with_a_pointer_to_the_loader():
+    with pytest.raises(GenomeError, match="genome_from_dict"):
+        build_model(tiny().to_dict())
 
 
 def test_overflows_are_clear_errors():

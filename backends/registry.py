@@ -1,0 +1,67 @@
+"""Build any backend from its config (`conf/backend/<name>.yaml`, chosen by `_target_`) and resolve the workload.
+
+Nothing here knows the individual backends: a new `conf/backend/*.yaml` (rdxe, a user's accelerator)
+plugs in without code changes.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from backends.interface import Backend, BackendError, Workload
+from forge.config import conf_dir, to_container
+
+BITS = ("weight_bits", "act_bits", "kv_bits")
+
+
+def list_backends() -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
+
+
+def backend_config(name: str) -> dict[str, Any]:
+    """The resolved config of a shipped backend, standalone (no top-level hardware group)."""
+    from omegaconf import OmegaConf
+
+    path = conf_dir() / "backend" / f"{name}.yaml"
+    if not path.is_file():
+        raise BackendError(f"backend {name!r} is unknown; allowed: {', '.join(list_backends())}")
+    root = OmegaConf.create({"backend": OmegaConf.load(path)})
+    return to_container(root)["backend"]
+
+
+def build_backend(spec: Any, **overrides: Any) -> Backend:
+    """A backend from a name in conf/backend, or a config mapping with `_target_` (plus overrides)."""
+    cfg = backend_config(spec) if isinstance(spec, str) else dict(to_container(spec))
+    cfg.update(overrides)
+    target = cfg.get("_target_")
+    if not target:
+        raise BackendError(f"backend config has no _target_; allowed backends: {', '.join(list_backends())}")
+    from hydra.utils import get_class
+
+    try:
+        cls = get_class(target)
+    except Exception as e:  # noqa: BLE001 - hydra wraps import errors in several types
+        raise BackendError(f"backend _target_ {target!r} cannot be imported ({e}); "
+                           f"allowed backends: {', '.join(list_backends())}") from None
+    _check_kwargs(cls, cfg)
+    kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
+    return cls(**kwargs)
+
+
+def _check_kwargs(cls: type, cfg: dict[str, Any]) -> None:
+    params = inspect.signature(cls).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    bad = sorted(set(cfg) - set(params) - {"_target_"})
+    if bad:
+        raise BackendError(f"backend.{bad[0]} is not an option of {cls.__name__}; allowed: {', '.join(params)}")
+
+
+def resolve_workload(cfg: Any, backend: Any = None) -> Workload:
+    """Workload from config; precision bits left null follow the backend's `default_bits`."""
+    d = dict(to_container(cfg) or {})
+    defaults = getattr(backend, "default_bits", (16, 16, 16))
+    for k, v in zip(BITS, defaults):
+        if d.get(k) is None:
+            d[k] = int(v)
+    return Workload.from_config(d)

@@ -1,0 +1,83 @@
+"""pymoo algorithms for the two search recipes, and (re)storing their population.
+
+`nsga`: pymoo's NSGA-II (binary tournament on constraint-dominance, rank and crowding; RankAndCrowding
+survival) with the layer operators of `search.operators` and duplicate elimination by genome id.
+`random`: the same loop, but offspring are drawn uniformly from the space (LLMForge Figure 7's
+Random + IHA): the evaluation budget (N + G·λ) and survival are identical, only direction is lost.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from pymoo.algorithms.moo.nsga2 import NSGA2
+from pymoo.core.population import Population
+from pymoo.core.termination import NoTermination
+
+from forge.genome import Genome
+from forge.space import SearchSpace
+from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
+                              sample_uniform)
+from search.problem import ForgeProblem, IdDuplicateElimination, SearchConfigError
+
+ALGORITHMS = ("nsga", "random")
+POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
+
+
+class RandomSearch(NSGA2):
+    """NSGA-II bookkeeping with undirected offspring: λ fresh uniform samples per generation."""
+
+    def _infill(self):
+        X = sample_uniform(self.space, 2 * self.n_offsprings, self.random_state)
+        off = self.eliminate_duplicates.do(Population.new("X", X), self.pop)
+        return off[: self.n_offsprings]
+
+
+def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
+                   seed_genome: Genome | None = None) -> NSGA2:
+    kind = s.get("algorithm", "nsga")
+    if kind not in ALGORITHMS:
+        raise SearchConfigError(f"search.algorithm = {kind!r} is unknown; allowed: {' | '.join(ALGORITHMS)}")
+    mut = dict(s.get("mutation") or {})
+    rate = float(mut.pop("rate", 0.3))
+    try:
+        params = MutationParams(**mut)
+    except TypeError:
+        raise SearchConfigError(f"search.mutation keys {sorted(mut)} are invalid; allowed: rate, "
+                                + ", ".join(MutationParams.__dataclass_fields__)) from None
+    for k in ("pop_size", "offspring", "generations"):
+        if int(s.get(k, 1)) < (0 if k == "generations" else 1):
+            raise SearchConfigError(f"search.{k} = {s.get(k)!r} is invalid; allowed: a positive integer")
+    cls = NSGA2 if kind == "nsga" else RandomSearch
+    algo = cls(pop_size=int(s.get("pop_size", 24)), n_offsprings=int(s.get("offspring", 48)),
+               sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s.get("crossover", 0.6))),
+               mutation=LayerMutation(space, rate, params), repair=SpaceRepair(space),
+               eliminate_duplicates=IdDuplicateElimination(problem.ids))
+    algo.space = space
+    algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
+    return algo
+
+
+def pop_state(pop: Population) -> dict[str, Any]:
+    """JSON-able columns of a population (floats round-trip exactly through JSON)."""
+    out = {}
+    for k in POP_KEYS:
+        v = pop.get(k)
+        out[k] = np.asarray(v).tolist() if v is not None else None
+    return out
+
+
+def restore(algo: NSGA2, st: Mapping[str, Any], n_iter: int, rng_state: Mapping[str, Any]) -> None:
+    """Put a checkpointed population and generator state back into a freshly set-up algorithm."""
+    algo._initialize()
+    cols = {k: np.asarray(st[k]) for k in POP_KEYS if st.get(k) is not None}
+    cols["X"] = cols["X"].astype(np.int64)
+    cols.pop("feas", None)  # derived by pymoo from CV
+    for k in ("rank", "fgen"):
+        if k in cols:
+            cols[k] = cols[k].astype(int)
+    pop = Population.new("X", cols.pop("X"))
+    for k, v in cols.items():
+        pop.set(k, v)
+    algo.pop, algo.is_initialized, algo.n_iter = pop, True, n_iter
+    algo.random_state.bit_generator.state = dict(rng_state)

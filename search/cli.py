@@ -1,0 +1,87 @@
+"""CLI apps of the search: `forge-search`, `forge-report`, `forge-export` (thin Hydra mains around run()).
+
+    forge-search                                   # Table 6 defaults on iha-paper + roofline (~1 min CPU)
+    forge-search -m seed=0,1,2,3,4 search=nsga,random
+    forge-search resume=outputs/search/<stamp>     # continue a killed or interrupted run
+    forge-report runs='[multirun/search/<stamp>]'  # PNGs + one self-contained report.html
+    forge-export run=<dir> select=knee format=safetensors out=exported/
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from forge.config import CONFIG_PATH, to_container
+from forge.io import atomic_write_text
+from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
+                               build_workload)
+from search.runner import Search
+from search.state import check_same_config, load_checkpoint
+
+
+def output_dir(cfg: Any) -> Path:
+    """Hydra's run directory under Hydra, else cfg.out_dir (tests), else ./outputs/search."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return Path(cfg.get("out_dir") or "outputs/search")
+
+
+def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution."""
+    c = to_container(cfg)
+    resume = c.get("resume")
+    run_dir = Path(resume) if resume else output_dir(c)
+    if resume:
+        check_same_config(load_checkpoint(run_dir)["config"], c, run_dir)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        import yaml
+
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(c, sort_keys=False))
+    parts = dict(components or {})
+    space = parts.get("space") or build_space(c)
+    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db")
+    backend = parts.get("backend") or build_backend(c)
+    workload = parts.get("workload") or build_workload(c, backend)
+    coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
+    search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
+    if resume:
+        search.load()
+    summary = search.run(c.get("stop_after"))
+    if summary["status"] != "complete":
+        print(f"search {summary['status']} after generation {summary['generations_done']}; continue with: "
+              f"forge-search resume={run_dir}", file=sys.stderr)
+    return summary
+
+
+def _brief(s: dict[str, Any]) -> dict[str, Any]:
+    keys = ("status", "run_dir", "space", "backend", "algorithm", "seed", "generations_done", "evaluations",
+            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s")
+    return {k: s[k] for k in keys if k in s}
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-search", version_base="1.3")
+def search_main(cfg: DictConfig) -> None:
+    print(json.dumps(_brief(run(cfg)), indent=2))
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-report", version_base="1.3")
+def report_main(cfg: DictConfig) -> None:
+    from search.report import run as run_report
+
+    print(json.dumps(run_report(cfg), indent=2))
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-export", version_base="1.3")
+def export_main(cfg: DictConfig) -> None:
+    from search.export import run as run_export
+
+    print(json.dumps(run_export(cfg), indent=2))

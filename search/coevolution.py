@@ -1,0 +1,148 @@
+"""Surrogate co-evolution (LLMForge §3.3.1, Appendix C.2, Algorithm 3 lines 17–27).
+
+After generation g with g mod K = 0: score the survived population with n_mc MC-dropout passes,
+pick b/2 *exploit* genomes (lowest μ on the first front, capped by its size) and the rest as
+*explore* genomes (highest σ off the front), never re-picking a genome already labelled. They are
+really trained through the dispatcher; non-finite labels are dropped; the predictor is fine-tuned
+from the frozen base checkpoint on the whole label buffer with ρ:1 replay of its original corpus,
+and hot-swapped so the next generation is evaluated by it. Every event is logged with the
+surrogate's error on the picks before and after the refit.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from forge.labels import Label
+from search.archive import non_dominated
+from search.problem import _seed_torch
+from search.state import append_jsonl
+
+
+def first_front(F: np.ndarray, CV: np.ndarray) -> np.ndarray:
+    """Boolean mask of the first front under constraint-dominance (least-violating set when none is feasible)."""
+    CV = np.asarray(CV, float).reshape(-1)
+    mask = np.zeros(len(CV), dtype=bool)
+    feas = np.flatnonzero(CV <= 0)
+    if len(feas):
+        mask[feas[non_dominated(np.asarray(F)[feas])]] = True
+    elif len(CV):
+        mask[CV == CV.min()] = True
+    return mask
+
+
+def pick(mu: np.ndarray, sigma: np.ndarray, front: np.ndarray, b: int,
+         taken: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(exploit, explore) indices: min(b//2, |front|) lowest-μ front members, then highest-σ others."""
+    taken = np.zeros(len(mu), dtype=bool) if taken is None else np.asarray(taken, bool)
+    cand_f = np.flatnonzero(front & ~taken)
+    cand_r = np.flatnonzero(~front & ~taken)
+    n_exp = min(b // 2, len(cand_f))
+    exploit = cand_f[np.argsort(mu[cand_f], kind="stable")[:n_exp]]
+    explore = cand_r[np.argsort(-sigma[cand_r], kind="stable")[: min(b - n_exp, len(cand_r))]]
+    return exploit, explore
+
+
+def _mae(pred: np.ndarray, y: np.ndarray) -> float | None:
+    return float(np.mean(np.abs(pred - y))) if len(y) else None
+
+
+class CoEvolution:
+    """State and events of the co-evolving surrogate; plugged into `search.runner.Search`."""
+
+    def __init__(self, every: int, trainer: Any, finetune: Callable[..., Any], base: Any, replay: Any,
+                 batch: int = 8, n_mc: int = 10, ratio: float = 5.0, epochs: int = 10, lr: float = 1e-4,
+                 batch_size: int = 32, seed: int = 0, load: Callable[[str], Any] | None = None):
+        self.every, self.trainer, self.finetune, self.base, self.replay = int(every), trainer, finetune, base, replay
+        self.b, self.n_mc, self.seed, self.load = int(batch), int(n_mc), int(seed), load
+        self.ft_args = {"ratio": float(ratio), "epochs": int(epochs), "lr": float(lr), "batch": int(batch_size)}
+        self.buffer: list[Label] = []  # finite real labels, grown across events
+        self.events: list[dict[str, Any]] = []
+        self.predictor_path: str | None = None
+
+    def due(self, g: int) -> bool:
+        return self.every > 0 and g > 0 and g % self.every == 0
+
+    def fire(self, g: int, search: Any) -> dict[str, Any]:
+        problem, ev = search.problem, search.problem.evaluator
+        pop = search.algo.pop
+        genomes = problem.genomes(pop.get("X"))
+        _seed_torch(self.seed + 104729 * g)
+        mu, sigma = (np.asarray(a, float) for a in ev.predictor.predict(genomes, n_mc=self.n_mc))
+        front = first_front(pop.get("F"), pop.get("CV"))
+        have = {lab.genome.id for lab in self.buffer} | {i for e in self.events for i in e["picked"]}
+        exploit, explore = pick(mu, sigma, front, self.b, np.array([x.id in have for x in genomes]))
+        idx = np.concatenate([exploit, explore]).astype(int)
+        picks = [genomes[i] for i in idx]
+        labels = self.trainer.train(picks) if picks else []
+        append_jsonl(search.run_dir / "labels.jsonl",
+                     [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
+        fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
+        self.buffer += [lab for _, lab in fin]
+        event = self._refit(g, search, mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
+        event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
+                     explore=[genomes[i].id for i in explore], labels=[_num(lab.label) for lab in labels],
+                     dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx])
+        self.events.append(event)
+        append_jsonl(search.run_dir / "coevolution.jsonl", [event])
+        return event
+
+    def _refit(self, g: int, search: Any, mu_picks: np.ndarray, fin: list[Label], k: list[int]) -> dict[str, Any]:
+        ev = search.problem.evaluator
+        y = np.array([lab.label for lab in fin])
+        event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": _mae(mu_picks[k], y)}
+        if not self.buffer:
+            event.update(mae_after=None, surrogate_version=ev.version, refit=False)
+            return event
+        _seed_torch(self.seed + g)
+        new = self.finetune(self.base, list(self.buffer), self.replay, seed=self.seed + g, **self.ft_args)
+        after = np.asarray(new.predict([lab.genome for lab in fin], n_mc=0)[0], float) if fin else np.zeros(0)
+        ev.swap(new)  # hot-swap: the next generation is evaluated by the refitted surrogate
+        if hasattr(new, "save"):
+            stem = search.run_dir / "state" / f"surrogate-v{ev.version}"
+            new.save(stem)
+            self.predictor_path = str(stem)
+        event.update(mae_after=_mae(after, y), surrogate_version=ev.version, refit=True)
+        return event
+
+    # ------------------------------------------------------------ resume
+    def state(self) -> dict[str, Any]:
+        return {"buffer": [json.loads(lab.to_json()) for lab in self.buffer], "events": self.events,
+                "predictor_path": self.predictor_path}
+
+    def restore(self, st: dict[str, Any], search: Any) -> None:
+        self.buffer = [Label.from_json(json.dumps(d)) for d in st["buffer"]]
+        self.events, self.predictor_path = list(st["events"]), st.get("predictor_path")
+        version = max([e["surrogate_version"] for e in self.events], default=0)
+        if version == 0:
+            return
+        if self.predictor_path and self.load is not None:
+            pred = self.load(self.predictor_path)
+        else:  # no saved weights: refit again (deterministic: same buffer, same seed)
+            g = self.events[-1]["generation"]
+            pred = self.finetune(self.base, list(self.buffer), self.replay, seed=self.seed + g, **self.ft_args)
+        ev = search.problem.evaluator
+        ev.predictor, ev.version = pred, version
+
+    def summary(self) -> dict[str, Any]:
+        return {"every": self.every, "events": len(self.events), "labels": len(self.buffer),
+                "dropped": sum(e["dropped"] for e in self.events),
+                "mae_before": [e["mae_before"] for e in self.events], "mae_after": [e["mae_after"] for e in self.events]}
+
+
+def _num(x: float) -> float | str:
+    return float(x) if np.isfinite(x) else "inf"
+
+
+def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:
+    """The original training corpus for replay: a path (CSV or JSONL) or, for iha-paper, the LLMForge CSV."""
+    from forge.io import shared_data_dir
+
+    if spec:
+        return str(spec)
+    if space_name in ("iha-paper", "gqa-paper"):
+        return str(shared_data_dir() / "llmforge_iha_200M.csv")
+    raise ValueError(f"search.coevolve.replay is not set for space {space_name!r}; allowed: a label file "
+                     "(.csv LLMForge release or .jsonl) holding the surrogate's original training corpus")

@@ -1,0 +1,173 @@
+"""Build the search's parts from a plain config: space, backend, workload, evaluator, anchor.
+
+Plug-ins come from Hydra nodes with `_target_` (conf/backend/*.yaml, a trainer from conf/dispatch),
+or from plain names: `evaluator.predictor` is a checkpoint name/path for
+`surrogate.predictor.load_predictor` (or a `_target_` node, which the tests use for fakes).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from backends.interface import Workload
+from forge.config import conf_dir
+from forge.genome import Genome, load_genome
+from forge.space import SearchSpace, load_space, space_from_config
+from search.problem import LossEvaluator, SearchConfigError, TrainEvaluator
+
+
+def _group_names(group: str) -> str:
+    return ", ".join(sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))) or "none yet"
+
+
+def instantiate_node(node: Any, what: str) -> Any:
+    """`_target_` node → object (through Hydra); a bare string names a config in conf/<what>/."""
+    from hydra.utils import instantiate
+
+    if isinstance(node, str):
+        path = conf_dir() / what / f"{node}.yaml"
+        if not path.is_file():
+            raise SearchConfigError(f"{what} = {node!r} is unknown; allowed: {_group_names(what)}")
+        import yaml
+
+        node = yaml.safe_load(path.read_text())
+    if not isinstance(node, Mapping) or "_target_" not in node:
+        raise SearchConfigError(f"{what} = {node!r} is invalid; allowed: one of {_group_names(what)} "
+                                "or a mapping with _target_")
+    return instantiate(dict(node), _convert_="all")
+
+
+def build_space(cfg: Mapping[str, Any]) -> SearchSpace:
+    node = cfg.get("space", "iha-paper")
+    return load_space(node) if isinstance(node, str) else space_from_config(node)
+
+
+def build_backend(cfg: Mapping[str, Any]) -> Any:
+    """conf/backend/<name>.yaml (or a `_target_` node) through the backends' registry (validated options)."""
+    from backends.interface import BackendError
+    from backends.registry import build_backend as registry_build
+
+    node = cfg.get("backend", "roofline")
+    try:
+        return registry_build(node if isinstance(node, str) else dict(node))
+    except BackendError as e:
+        raise SearchConfigError(f"backend: {e}") from None
+
+
+def build_workload(cfg: Mapping[str, Any], backend: Any = None) -> Workload:
+    """Table 6 workload; precision bits left null follow the backend's defaults (bf16 GPU, int8 accelerators)."""
+    from backends.registry import resolve_workload
+
+    node = {k: v for k, v in dict(cfg.get("workload") or {}).items() if k != "_target_"}
+    return resolve_workload(node, backend)
+
+
+def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None:
+    """Refuse a surrogate trained for another space (globals or depth differ)."""
+    sp = getattr(predictor, "space", None)
+    if not isinstance(sp, Mapping):
+        return
+    bad = [k for k in ("d_model", "block_size", "vocab_size") if k in sp and int(sp[k]) != getattr(space, k)]
+    if "L_max" in sp and int(sp["L_max"]) < space.L_max:
+        bad.append("L_max")
+    if bad:
+        have = {k: sp.get(k) for k in ("name", "d_model", "block_size", "vocab_size", "L_max")}
+        raise SearchConfigError(f"surrogate {name!r} does not match space {space.name!r} ({', '.join(bad)} differ): "
+                                f"it was trained for {have}; allowed: a checkpoint trained on this space")
+
+
+def load_surrogate(node: Any, space: SearchSpace) -> Any:
+    if isinstance(node, Mapping):
+        pred = instantiate_node(node, "surrogate")
+    else:
+        from surrogate.predictor import load_predictor
+
+        pred = load_predictor(str(node))
+    check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
+    return pred
+
+
+def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None = None) -> Any:
+    """A Trainer: an explicit `_target_` node, else conf/dispatch (`dispatch`) with `protocol` and `corpus`."""
+    from hydra.utils import instantiate
+
+    if isinstance(node, Mapping) and "_target_" in node:
+        return instantiate(dict(node), _convert_="all")
+    disp = node if isinstance(node, str) else cfg.get("dispatch")
+    if isinstance(disp, str):
+        disp = _group_yaml("dispatch", disp)
+    if not isinstance(disp, Mapping) or not cfg.get("protocol") or not cfg.get("corpus"):
+        raise SearchConfigError("training needs dispatch, protocol and corpus configs; allowed: dispatch="
+                                f"{_group_names('dispatch')}, protocol={_group_names('protocol')}, "
+                                f"corpus={_group_names('corpus')}")
+    factory = instantiate(dict(disp), _partial_=True, _convert_="all")
+    return factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
+                   store=str(store) if store is not None else None)
+
+
+def _group_yaml(group: str, name: str) -> dict[str, Any]:
+    import yaml
+
+    path = conf_dir() / group / f"{name}.yaml"
+    if not path.is_file():
+        raise SearchConfigError(f"{group} = {name!r} is unknown; allowed: {_group_names(group)}")
+    return yaml.safe_load(path.read_text())
+
+
+def import_callable(spec: str) -> Any:
+    """'package.module.func' or 'package.module:func' → the function."""
+    import importlib
+
+    mod, _, name = spec.replace(":", ".").rpartition(".")
+    try:
+        return getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError, ValueError):
+        raise SearchConfigError(f"callable {spec!r} cannot be imported; allowed: 'package.module.function'") from None
+
+
+def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path) -> Any:
+    """None when search.coevolve.every is 0; else the CoEvolution plug-in (surrogate mode only)."""
+    from search.coevolution import CoEvolution, replay_labels
+
+    co = dict((cfg.get("search") or {}).get("coevolve") or {})
+    every = int(co.get("every", 0) or 0)
+    if every <= 0:
+        return None
+    ev = dict(cfg.get("evaluator") or {})
+    if ev.get("kind", "surrogate") != "surrogate":
+        raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
+    ft_spec = co.get("finetune") or "surrogate.fit.finetune"
+    load = import_callable("surrogate.predictor.load_predictor") if ft_spec == "surrogate.fit.finetune" else None
+    base = ev.get("predictor", f"forgeformer-{space.name}")
+    return CoEvolution(every, build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db"),
+                       import_callable(ft_spec), base, replay_labels(co.get("replay"), space.name),
+                       batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),
+                       epochs=int(co.get("epochs", 10)), lr=float(co.get("lr", 1e-4)),
+                       batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load)
+
+
+def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None) -> Any:
+    ev = dict(cfg.get("evaluator") or {})
+    kind = ev.get("kind", "surrogate")
+    if kind == "surrogate":
+        pred = load_surrogate(ev.get("predictor", f"forgeformer-{space.name}"), space)
+        return LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
+                             seed=int(cfg.get("seed", 0)))
+    if kind == "train":
+        return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store))
+    raise SearchConfigError(f"evaluator.kind = {kind!r} is unknown; allowed: surrogate | train")
+
+
+def seed_genome(spec: Any, space: SearchSpace) -> Genome | None:
+    """`search.sampling`: 'uniform', or a genome to sample around (a path or a data/archs name)."""
+    if spec in (None, "", "uniform"):
+        return None
+    path = Path(str(spec))
+    if not path.is_file():
+        from forge.config import data_dir
+
+        path = data_dir() / "archs" / f"{spec}.yaml"
+    if not path.is_file():
+        raise SearchConfigError(f"search.sampling = {spec!r} is invalid; allowed: uniform, a genome file, or a "
+                                "name from data/archs")
+    return space.repair(load_genome(path))

@@ -1,0 +1,198 @@
+"""forge-export: write selected Pareto genomes as a genome file, an IHA PyTorch model and a model card.
+
+    forge-export run=<dir> select=pareto|knee|min:<objective>|budget:<objective><=<value>
+                 format=yaml|json|pt|safetensors out=<dir>
+
+`format` yaml/json picks the genome file (weights then go to safetensors); pt/safetensors picks the
+weight file (the genome is then YAML). Weights are random (seeded GPT-2 init) unless trained ones
+exist: `<weights>/<genome id>.safetensors|.pt`, or a label whose provenance names a `checkpoint`.
+`load_exported(dir)` rebuilds the model from the exported files (tested with a forward pass).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from forge.genome import Genome, genome_from_dict, load_genome
+from forge.io import atomic_write_json, atomic_write_text
+from search.state import read_jsonl
+
+FORMATS = ("yaml", "json", "pt", "safetensors")
+
+
+class ExportError(ValueError):
+    """Bad selection, format or run folder; the message lists what is allowed."""
+
+
+def _objectives(run: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
+    s = run / "summary.json"
+    if s.is_file():
+        return list(json.loads(s.read_text())["objectives"])
+    return sorted(rows[0]["metrics"]) if rows else []
+
+
+def _col(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
+    return np.array([float(r["metrics"].get(name, np.inf)) for r in rows])
+
+
+def select(rows: list[dict[str, Any]], spec: str, objectives: list[str]) -> list[dict[str, Any]]:
+    """pareto (all), knee (closest to the ideal after min-max normalization), min:<obj>, budget:<obj><=<v>."""
+    if not rows:
+        raise ExportError("the run's Pareto archive is empty; nothing to export")
+    names = sorted(set(objectives) | set(rows[0]["metrics"]))
+    if spec == "pareto":
+        return list(rows)
+    if spec == "knee":
+        F = np.column_stack([_col(rows, o) for o in objectives])
+        lo, hi = F.min(0), F.max(0)
+        Z = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
+        return [rows[int(np.argmin(np.linalg.norm(Z, axis=1)))]]
+    m = re.fullmatch(r"min:(\w+)", spec)
+    if m:
+        _check_name(m.group(1), names)
+        return [rows[int(np.argmin(_col(rows, m.group(1))))]]
+    m = re.fullmatch(r"budget:(\w+)\s*<=\s*([-+0-9.eE]+)", spec)
+    if m:
+        _check_name(m.group(1), names)
+        ok = [r for r in rows if float(r["metrics"].get(m.group(1), np.inf)) <= float(m.group(2))]
+        if not ok:
+            raise ExportError(f"select={spec}: no Pareto genome meets the budget")
+        return [min(ok, key=lambda r: float(r["metrics"].get(objectives[0], np.inf)))]
+    raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | min:<objective> | "
+                      f"budget:<objective><=<value> with objective in {', '.join(names)}")
+
+
+def _check_name(name: str, names: list[str]) -> None:
+    if name not in names:
+        raise ExportError(f"objective {name!r} is unknown in this run; allowed: {', '.join(names)}")
+
+
+def _trained_weights(gid: str, weights: Path | None, labels: dict[str, dict[str, Any]]) -> Path | None:
+    cands = [weights / f"{gid}{ext}" for ext in (".safetensors", ".pt")] if weights else []
+    ck = labels.get(gid, {}).get("provenance", {}).get("checkpoint")
+    cands += [Path(ck)] if ck else []
+    return next((p for p in cands if p.is_file()), None)
+
+
+def _load_weights(model: Any, path: Path) -> None:
+    import torch
+
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_model
+
+        load_model(model, str(path))
+    else:
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Path | None,
+               labels: dict[str, dict[str, Any]], card: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from safetensors.torch import save_model
+
+    from forge.model import build_model
+
+    genome = genome_from_dict(row["genome"])
+    dest.mkdir(parents=True, exist_ok=True)
+    gfile = dest / ("genome.json" if fmt == "json" else "genome.yaml")
+    atomic_write_text(gfile, genome.to_json() if fmt == "json" else genome.to_yaml())
+    model = build_model(genome, seed=seed)
+    src = _trained_weights(genome.id, weights, labels)
+    if src is not None:
+        _load_weights(model, src)
+    wfile = dest / ("model.pt" if fmt == "pt" else "model.safetensors")
+    if fmt == "pt":
+        torch.save(model.state_dict(), wfile)
+    else:
+        save_model(model, str(wfile))
+    info = {"id": genome.id, "genome_file": gfile.name, "weights_file": wfile.name,
+            "weights": f"trained ({src})" if src else f"random init (seed {seed})",
+            "params": model.num_params(), "n_layers": genome.n_active, "metrics": row["metrics"],
+            "generation": row.get("generation"), **card}
+    atomic_write_json(dest / "export.json", info)
+    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
+    return info
+
+
+def model_card(info: dict[str, Any], genome: Genome) -> str:
+    metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(info["metrics"].items()))
+    layers = "\n".join(f"| {i} | {g.n_h} | {g.n_kv} | {g.d_qk} | {g.d_v} | {g.d_mlp} | yes |" if g.attn else
+                       f"| {i} | - | - | - | - | {g.d_mlp} | identity |" for i, g in enumerate(genome.active_layers))
+    return f"""# Forge-DSE export {info['id']}
+
+IHA decoder found by forge-search (run `{info.get('run')}`, generation {info.get('generation')}).
+Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
+
+## Objectives and metrics (as evaluated during the search)
+| metric | value |
+| --- | --- |
+{metrics}
+
+## Hardware / evaluation setting
+- backend: `{json.dumps(info.get('backend'))}`
+- workload: `{json.dumps(info.get('workload'))}`
+- evaluator: `{json.dumps(info.get('evaluator'))}`
+- space: {info.get('space')}
+
+## Architecture (d_model {genome.d_model}, block {genome.block_size}, vocab {genome.vocab_size}, {genome.mlp}, {genome.norm}, {genome.pos})
+| layer | n_h | n_kv | d_qk | d_v | d_mlp | attention |
+| --- | --- | --- | --- | --- | --- | --- |
+{layers}
+
+## Load
+```python
+from search.export import load_exported
+genome, model = load_exported("{info['id']}")
+```
+"""
+
+
+def load_exported(folder: str | Path) -> tuple[Genome, Any]:
+    """(genome, model) rebuilt from an exported folder's genome file and weights."""
+    folder = Path(folder)
+    gfile = next((folder / n for n in ("genome.yaml", "genome.json") if (folder / n).is_file()), None)
+    wfile = next((folder / n for n in ("model.safetensors", "model.pt") if (folder / n).is_file()), None)
+    if gfile is None or wfile is None:
+        raise ExportError(f"{folder}: not an export folder (needs genome.yaml|json and model.safetensors|pt)")
+    from forge.model import build_model
+
+    genome = load_genome(gfile)
+    model = build_model(genome)
+    _load_weights(model, wfile)
+    return genome, model.eval()
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    from forge.config import to_container
+
+    c = to_container(cfg)
+    run_dir = Path(str(c.get("run") or ""))
+    if not (run_dir / "pareto.jsonl").is_file():
+        raise ExportError(f"run={c.get('run')!r}: no pareto.jsonl there; allowed: a forge-search run directory")
+    fmt = str(c.get("format", "safetensors"))
+    if fmt not in FORMATS:
+        raise ExportError(f"format={fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
+    rows = read_jsonl(run_dir / "pareto.jsonl")
+    chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows))
+    run_cfg = _run_config(run_dir)
+    card = {"run": str(run_dir), "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
+            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
+    labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
+    out = Path(c.get("out") or "exported")
+    weights = Path(c["weights"]) if c.get("weights") else None
+    done = [export_one(r, out / r["id"], fmt, int(c.get("seed", 0)), weights, labels, card) for r in chosen]
+    summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out),
+               "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
+    atomic_write_json(out / "export_summary.json", summary)
+    return summary
+
+
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    import yaml
+
+    p = run_dir / "config.yaml"
+    return yaml.safe_load(p.read_text()) if p.is_file() else {}

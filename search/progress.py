@@ -1,0 +1,36 @@
+"""The rich progress display: generation, best objectives, archive size and hypervolume."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+SHORT = {"val_loss": "loss", "ttft_ms": "ttft", "tpot_ms": "tpot", "energy_per_token_uj": "E/tok"}
+
+
+class SearchProgress:
+    """A context manager; `update(search)` after each generation. Disabled = no output at all."""
+
+    def __init__(self, generations: int, enabled: bool = True):
+        self.enabled, self.total = enabled, generations + 1  # generation 0 is the initial population
+        self.bar = Progress(TextColumn("[bold]gen"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.description}"), console=Console(stderr=True),
+                            disable=not enabled, transient=False)
+        self.task = None
+
+    def __enter__(self) -> "SearchProgress":
+        self.bar.__enter__()
+        self.task = self.bar.add_task("", total=self.total)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+    def update(self, search: Any) -> None:
+        if not self.enabled or not search.history:
+            return
+        h = search.history[-1]
+        best = " ".join(f"{SHORT.get(k, k)}={v:.3g}" for k, v in h["best"].items() if v is not None)
+        text = f"archive {h['archive_size']}  HV {h['hv']:.4f}  best {best}"
+        self.bar.update(self.task, completed=h["generation"] + 1, description=text)

@@ -1,0 +1,220 @@
+"""forge-report: plots and one self-contained HTML report over search runs.
+
+`runs` lists run directories or multirun folders (every `summary.json` below them is a run). It draws
+- `hv.png` / `hv_loss_params.png`: hypervolume against generation, mean ± std over seeds per recipe
+  (algorithm × space × backend), the Figure 7 comparison;
+- `pareto_<run>.png`: loss against energy, TTFT and TPOT of every evaluated genome, coloured by
+  generation, with the Pareto archive outlined (Figure 10);
+- `fingerprint.png`: per substrate, the per-layer fields of the top-50 non-dominated genomes (lowest
+  loss first) interpolated on a relative-depth grid, mean ± std, identity-attention layers masked from
+  the attention fields (Figure 8);
+and `report.html` with every image inlined as base64 and a table of the runs.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from forge.io import atomic_write_json, atomic_write_text
+from search.state import read_jsonl
+
+FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")
+ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
+COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
+
+
+class ReportError(ValueError):
+    """No runs found, or a run folder without the files a report needs."""
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise ReportError(f"runs: {p} does not exist; allowed: run directories or multirun folders")
+        found = [p] if (p / "summary.json").is_file() else sorted(x.parent for x in p.rglob("summary.json"))
+        if not found:
+            raise ReportError(f"runs: no summary.json under {p}; allowed: forge-search run/multirun folders")
+        out += found
+    return list(dict.fromkeys(out))
+
+
+def load_run(d: Path) -> dict[str, Any]:
+    s = json.loads((d / "summary.json").read_text())
+    return {"dir": d, "summary": s, "archive": read_jsonl(d / "archive.jsonl"), "pareto": read_jsonl(d / "pareto.jsonl"),
+            "label": f"{s.get('algorithm', '?')}+{s.get('space', '?')}@{s.get('backend', '?')}"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_hv(runs: list[dict[str, Any]], key: str, path: Path) -> dict[str, Any]:
+    """Mean ± std of HV per generation per recipe; returns the final mean/std per recipe."""
+    plt = _plt()
+    groups: dict[str, list[list[float]]] = defaultdict(list)
+    for r in runs:
+        groups[r["label"]].append(r["summary"].get(key) or [])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    final = {}
+    for label, curves in sorted(groups.items()):
+        n = min(len(c) for c in curves)
+        if n == 0:
+            continue
+        A = np.array([c[:n] for c in curves], float)
+        mu, sd = A.mean(0), A.std(0)
+        ax.plot(np.arange(n), mu, label=f"{label} (n={len(curves)})")
+        ax.fill_between(np.arange(n), mu - sd, mu + sd, alpha=0.2)
+        final[label] = {"mean": float(mu[-1]), "std": float(sd[-1]), "seeds": len(curves)}
+    ax.set_xlabel("generation")
+    ax.set_ylabel("hypervolume (" + ("val_loss, params" if "loss_params" in key else "all objectives") + ")")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return final
+
+
+def plot_pareto(run: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    rows = [r for r in run["archive"] if r.get("feasible")]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+    par = {r["id"] for r in run["pareto"]}
+    loss = np.array([_f(r["metrics"].get("val_loss")) for r in rows])
+    gen = np.array([r["generation"] for r in rows])
+    for ax, c in zip(axes, COST):
+        x = np.array([_f(r["metrics"].get(c)) for r in rows])
+        sc = ax.scatter(x, loss, c=gen, s=10, cmap="viridis")
+        on = np.array([r["id"] in par for r in rows], bool)
+        if on.any():
+            ax.scatter(x[on], loss[on], s=28, facecolors="none", edgecolors="red", linewidths=0.8, label="Pareto archive")
+        ax.set_xlabel(c)
+        ax.set_ylabel("val_loss")
+        fin = x[np.isfinite(x) & (x > 0)]
+        if len(fin) and fin.max() / fin.min() > 30:
+            ax.set_xscale("log")
+    axes[0].legend(fontsize=7)
+    fig.colorbar(sc, ax=axes, label="generation")
+    fig.suptitle(f"{run['label']} seed {run['summary'].get('seed')}", fontsize=9)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def fingerprint(pareto: list[dict[str, Any]], top: int = 50, grid: int = 21) -> dict[str, np.ndarray]:
+    """(mean, std) per field on a relative-depth grid over the `top` lowest-loss archive genomes."""
+    rows = sorted(pareto, key=lambda r: _f(r["metrics"].get("val_loss")))[:top]
+    u = np.linspace(0.0, 1.0, grid)
+    curves: dict[str, list[np.ndarray]] = defaultdict(list)
+    for r in rows:
+        layers = [lay for lay in r["genome"]["layers"] if lay["active"]]
+        n = len(layers)
+        pos = (np.arange(n) + 0.5) / n
+        for k in FIELDS:
+            keep = [i for i, lay in enumerate(layers) if lay["attn"] or k not in ATTN_FIELDS]
+            vals = np.array([layers[i][k] for i in keep], float)
+            curves[k].append(np.interp(u, pos[keep], vals) if keep else np.full(grid, np.nan))
+        curves["depth"].append(np.full(grid, n))
+    out = {"u": u}
+    for k, cs in curves.items():
+        A = np.array(cs)
+        with np.errstate(all="ignore"):
+            out[k] = np.stack([np.nanmean(A, 0), np.nanstd(A, 0)])
+    return out
+
+
+def plot_fingerprints(runs: list[dict[str, Any]], path: Path, top: int = 50) -> dict[str, Any]:
+    """One line per substrate (pooling all its runs' archives) and per field."""
+    plt = _plt()
+    by_backend: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by_backend[r["summary"].get("backend", "?")] += r["pareto"]
+    fig, axes = plt.subplots(1, len(FIELDS), figsize=(16, 3.6))
+    stats = {}
+    for backend, pareto in sorted(by_backend.items()):
+        fp = fingerprint(pareto, top)
+        if "n_h" not in fp:
+            continue
+        stats[backend] = {"depth_mean": float(fp["depth"][0][0]), "n_genomes": min(top, len(pareto))}
+        for ax, k in zip(axes, FIELDS):
+            mu, sd = fp[k]
+            ax.plot(fp["u"], mu, label=backend)
+            ax.fill_between(fp["u"], mu - sd, mu + sd, alpha=0.15)
+            ax.set_title(k + (" (attn layers)" if k in ATTN_FIELDS else ""), fontsize=9)
+            ax.set_xlabel("relative depth")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return stats
+
+
+def _f(x: Any) -> float:
+    return float(x) if x is not None else float("nan")
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<figure><img src="data:image/png;base64,{data}" style="max-width:100%"><figcaption>{path.name}</figcaption></figure>'
+
+
+def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
+    head = ["run", "recipe", "seed", "generations", "evaluations", "archive", "HV", "HV(loss,params)", "wall s"]
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        cells = [r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
+                 s.get("archive_size"), f"{s.get('hypervolume', 0):.4f}", f"{s.get('hypervolume_loss_params', 0):.4f}",
+                 f"{s.get('wall_s', 0):.1f}"]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    table = "<table border=1 cellpadding=3><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
+    body = (f"<h1>Forge-DSE report</h1><p>{len(runs)} run(s). HV: objectives divided by the anchor genome's "
+            f"values, reference point {runs[0]['summary'].get('hv_anchor', {}).get('ref', 2.0)} per objective.</p>"
+            f"<h2>Final hypervolume</h2><pre>{html.escape(json.dumps(stats, indent=1))}</pre>{table}"
+            + "".join(_img(p) for p in images))
+    atomic_write_text(path, f"<!doctype html><html><head><meta charset='utf-8'><title>Forge-DSE report</title></head>"
+                            f"<body style='font-family:sans-serif'>{body}</body></html>\n")
+
+
+def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12) -> dict[str, Any]:
+    runs = [load_run(d) for d in find_runs(paths)]
+    plots = Path(out) / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    stats = {"hv": plot_hv(runs, "hv_per_generation", plots / "hv.png"),
+             "hv_loss_params": plot_hv(runs, "hv_loss_params_per_generation", plots / "hv_loss_params.png"),
+             "fingerprint": plot_fingerprints(runs, plots / "fingerprint.png", top)}
+    images = [plots / "hv.png", plots / "hv_loss_params.png", plots / "fingerprint.png"]
+    firsts = {r["label"]: r for r in sorted(runs, key=lambda r: r["summary"].get("seed", 0))}
+    for i, r in enumerate(list(firsts.values())[:max_pareto_plots]):
+        p = plots / f"pareto_{i:02d}.png"
+        plot_pareto(r, p)
+        images.append(p)
+    write_html(runs, images, stats, Path(out) / "report.html")
+    summary = {"runs": len(runs), "out": str(out), "report": str(Path(out) / "report.html"),
+               "plots": [str(p) for p in images], **stats}
+    atomic_write_json(Path(out) / "report.json", summary)
+    return summary
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    from forge.config import to_container
+    from search.cli import output_dir
+
+    c = to_container(cfg)
+    runs = c.get("runs")
+    if not runs:
+        raise ReportError("runs is empty; allowed: runs=DIR or runs='[DIR1,DIR2]' (run or multirun folders)")
+    runs = [runs] if isinstance(runs, str) else list(runs)
+    out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir") or "outputs/report"})
+    return make_report(runs, out, int(c.get("top", 50)))

@@ -1,0 +1,223 @@
+"""The Forge-DSE generation loop (LLMForge Algorithm 3) with logging, checkpoints and resume.
+
+Generation 0 samples and evaluates the initial population of N; generations 1..G each mate λ
+offspring, evaluate them in one batch, run NSGA-II survival on P ∪ Q, merge the feasible pool into
+the Pareto archive, log, optionally fire a co-evolution event (g mod K = 0), and checkpoint.
+All randomness comes from pymoo's generator, seeded by `seed` and saved in every checkpoint, so a
+resumed run writes exactly what an uninterrupted one would. Ctrl-C keeps the last checkpoint.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from pymoo.core.population import Population
+
+from forge.io import atomic_write_json, atomic_write_text
+from search.algorithms import make_algorithm, pop_state, restore
+from search.archive import Hypervolume, ParetoArchive, default_anchor
+from search.components import seed_genome
+from search.problem import LOSS, ForgeProblem
+from search.state import append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+
+LOSS_CACHE = "state/loss_cache.jsonl"
+
+
+class Search:
+    """One search run in `run_dir`; `run()` continues from the checkpoint when `resume` is set."""
+
+    def __init__(self, cfg: dict[str, Any], run_dir: Path, space, evaluator, backend, workload,
+                 coevolution: Any = None, progress: bool = False):
+        self.cfg, self.run_dir, self.space = cfg, Path(run_dir), space
+        s = cfg["search"]
+        self.G, self.seed = int(s.get("generations", 40)), int(cfg.get("seed", 0))
+        self.problem = ForgeProblem(space, evaluator, backend, workload, cfg["objectives"], cfg.get("constraints", []))
+        self.algo = make_algorithm(space, self.problem, s, self.seed, seed_genome(s.get("sampling"), space))
+        self.archive = ParetoArchive(list(cfg["objectives"]))
+        self.coevo, self.progress = coevolution, progress
+        self.history: list[dict[str, Any]] = []
+        self.records: dict[str, dict[str, Any]] = {}  # id -> record at evaluation time
+        self.timers: dict[str, float] = defaultdict(float)
+        self.gen, self.wall_before = -1, 0.0
+        self._flushed: set[tuple[int, str]] = set()
+        self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
+
+    # ------------------------------------------------------------ hypervolume
+    def _anchor_metrics(self, hv: dict[str, Any]) -> dict[str, float]:
+        genome = default_anchor(self.space)
+        X = self.space.encode([genome])
+        m = dict(hv.get("anchor_values") or {})
+        if self.problem.evaluator.kind != "surrogate" and LOSS not in m:
+            bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
+            m[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
+        if LOSS not in m:
+            _, full = self.problem.metrics(X)
+        else:
+            full = {**self.problem._cost_metrics([genome], [genome.id])}
+            from forge.workload import model_totals
+            full.update(model_totals(self.space.to_arrays(X)))
+        for k, v in full.items():
+            if k not in m and k != "reason":
+                m[k] = float(np.asarray(v)[0])
+        return m
+
+    def _hypervolumes(self, hv: dict[str, Any]) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
+        m = self._anchor_metrics(hv)
+        ref = float(hv.get("ref", 2.0))
+        return (Hypervolume([m[o] for o in self.problem.objectives], ref),
+                Hypervolume([m[LOSS], m["params"]], ref), m)
+
+    def hv_values(self) -> tuple[float, float]:
+        rows = self.archive.entries
+        F2 = np.array([[_f(r["metrics"].get(LOSS)), _f(r["metrics"].get("params"))] for r in rows]).reshape(-1, 2)
+        return self.hv(self.archive.F), self.hv2(F2)
+
+    # ------------------------------------------------------------ one generation
+    def _timed(self, phase: str, fn: Callable, *a, **k):
+        t0 = time.perf_counter()
+        out = fn(*a, **k)
+        self.timers[phase] += time.perf_counter() - t0
+        return out
+
+    def step(self, g: int) -> None:
+        algo = self.algo
+        parents = algo.pop if g > 0 else Population.empty()
+        off = self._timed("mating", algo.infill)
+        off.set("fgen", np.full(len(off), g))
+        algo.evaluator.eval(self.problem, off, algorithm=algo)
+        self._log_offspring(g, off)
+        pool = Population.merge(parents, off) if g > 0 else off
+        self._timed("survival", algo.advance, infills=off)
+        self._timed("archive", self._update_archive, pool)
+        if self.coevo is not None and self.coevo.due(g):
+            self._timed("coevolution", self.coevo.fire, g, self)
+        self.gen = g
+        self._timed("log", self._log_generation, g, len(off))
+        self._timed("checkpoint", self.checkpoint)
+
+    def _log_offspring(self, g: int, off: Population) -> None:
+        genomes, m = self.problem.metrics(off.get("X"))
+        rows = []
+        for j, genome in enumerate(genomes):
+            rec = self.problem.record(genome, m, j)
+            rec.update(generation=g, surrogate_version=self.problem.evaluator.version)
+            rec["genome"] = genome.with_layers(genome.active_layers).to_dict()
+            self.records[rec["id"]] = rec
+            rows.append(rec)
+        append_jsonl(self.run_dir / "archive.jsonl", rows)
+
+    def _update_archive(self, pool: Population) -> None:
+        ids = self.problem.ids(pool.get("X"))
+        feas = np.asarray(pool.get("feas")).reshape(-1)
+        keep = [j for j in range(len(pool)) if feas[j]]
+        self.archive.update([self.records[ids[j]] for j in keep], pool.get("F")[keep])
+        atomic_write_text(self.run_dir / "pareto.jsonl",
+                          "".join(_dumps(r) + "\n" for r in self.archive.to_rows()))
+
+    def _log_generation(self, g: int, n_new: int) -> None:
+        hv, hv2 = self.hv_values()
+        F, feas = self.algo.pop.get("F"), np.asarray(self.algo.pop.get("feas")).reshape(-1)
+        best = {o: float(F[feas, i].min()) if feas.any() else None for i, o in enumerate(self.problem.objectives)}
+        row = {"generation": g, "evaluations": self.problem.n_evaluated, "new": n_new, "hv": hv,
+               "hv_loss_params": hv2, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
+               "best": best, "surrogate_version": self.problem.evaluator.version}
+        self.history.append(row)
+        append_jsonl(self.run_dir / "history.jsonl", [row])
+
+    # ------------------------------------------------------------ state
+    def state(self) -> dict[str, Any]:
+        ev = self.problem.evaluator
+        pop_ids = self.problem.ids(self.algo.pop.get("X"))
+        return {"generation": self.gen, "config": self.cfg, "n_iter": self.algo.n_iter,
+                "rng": self.algo.random_state.bit_generator.state, "pop": pop_state(self.algo.pop),
+                "pop_records": [self.records[i] for i in pop_ids], "archive": self.archive.to_rows(),
+                "history": self.history, "n_evaluated": self.problem.n_evaluated,
+                "surrogate_version": ev.version, "timers": self.all_timers(), "wall_s": self.wall(),
+                "coevolution": self.coevo.state() if self.coevo is not None else None}
+
+    def _flush_loss_cache(self) -> None:
+        """Append losses cached this generation to state/loss_cache.jsonl, so a resume never re-predicts
+        (a different batch composition could change the last bits of a float prediction)."""
+        new = [k for k in self.problem._loss if k not in self._flushed]
+        append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i,
+                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new])
+        self._flushed.update(new)
+
+    def checkpoint(self) -> None:
+        self._flush_loss_cache()
+        save_checkpoint(self.run_dir, self.state())
+
+    def load(self) -> None:
+        """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it."""
+        st = load_checkpoint(self.run_dir)
+        self.gen, self.history = int(st["generation"]), list(st["history"])
+        for name in ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE):
+            truncate_jsonl(self.run_dir / name, self.gen)
+        if self.gen >= 0:
+            restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
+        self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"])
+        self.records.update({r["id"]: r for r in st["pop_records"]})
+        self.problem.n_evaluated = int(st["n_evaluated"])
+        cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE)}
+        self.problem._loss.update(cached)
+        self._flushed.update(cached)
+        if self.coevo is not None and st.get("coevolution"):
+            self.coevo.restore(st["coevolution"], self)
+        self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
+        self.wall_before = float(st["wall_s"])
+
+    def all_timers(self) -> dict[str, float]:
+        return {**self.timers, **{f"eval.{k}": v for k, v in self.problem.timers.items()}}
+
+    def wall(self) -> float:
+        return self.wall_before + (time.perf_counter() - self._t0 if hasattr(self, "_t0") else 0.0)
+
+    # ------------------------------------------------------------ driver
+    def run(self, stop_after: int | None = None) -> dict[str, Any]:
+        """Run generations gen+1 .. G; stop early after `stop_after` (tests) or on Ctrl-C."""
+        self._t0, status = time.perf_counter(), "complete"
+        from search.progress import SearchProgress
+
+        with SearchProgress(self.G, enabled=self.progress) as bar:
+            try:
+                for g in range(self.gen + 1, self.G + 1):
+                    self.step(g)
+                    bar.update(self)
+                    if stop_after is not None and g >= stop_after and g < self.G:
+                        status = "stopped"
+                        break
+            except KeyboardInterrupt:
+                status = "interrupted"
+        return self.write_summary(status)
+
+    def write_summary(self, status: str) -> dict[str, Any]:
+        hv, hv2 = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
+        summary = {"status": status, "generations_done": self.gen, "generations": self.G,
+                   "hypervolume": hv, "hypervolume_loss_params": hv2,
+                   "hv_per_generation": [h["hv"] for h in self.history],
+                   "hv_loss_params_per_generation": [h["hv_loss_params"] for h in self.history],
+                   "evaluations": self.problem.n_evaluated, "archive_size": len(self.archive),
+                   "wall_s": self.wall(), "phase_s": self.all_timers(), "objectives": self.problem.objectives,
+                   "constraints": [str(c) for c in self.problem.constraints],
+                   "hv_anchor": {"genome": default_anchor(self.space).to_dict(), "values": self.anchor,
+                                 "ref": self.hv.ref}, "algorithm": self.cfg["search"].get("algorithm", "nsga"),
+                   "space": self.space.name, "backend": getattr(self.problem.backend, "name", "?"),
+                   "seed": self.seed, "surrogate_version": self.problem.evaluator.version,
+                   "run_dir": str(self.run_dir)}
+        if self.coevo is not None:
+            summary["coevolution"] = self.coevo.summary()
+        atomic_write_json(self.run_dir / "summary.json", summary)
+        return summary
+
+
+def _f(x: Any) -> float:
+    return float(x) if x is not None else float("inf")
+
+
+def _dumps(r: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(r, sort_keys=True)

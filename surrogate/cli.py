@@ -1,0 +1,120 @@
+"""`forge-surrogate mode=train|eval|compare|finetune`: a thin Hydra wrapper around `run(cfg) -> dict`.
+
+The model is the config group `surrogate=<name>` (conf/surrogate/<name>.yaml); `model=<name>` is
+accepted as a shorthand for the same choice. Every mode writes `summary.json` into the run dir.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from forge.config import CONFIG_PATH, to_container
+from forge.io import atomic_write_json, shared_data_dir
+from forge.space import space_from_config
+from surrogate.compare import compare, model_config, write_markdown
+from surrogate.dataset import load_labelset, train_val_test
+from surrogate.metrics import evaluate
+
+MODES = ("train", "eval", "compare", "finetune")
+
+
+def _out_dir(cfg: DictConfig) -> Path:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:  # run() called outside @hydra.main (tests)
+        if not cfg.get("out_dir"):
+            raise ValueError("out_dir is required when run() is called outside Hydra") from None
+        return Path(cfg.out_dir)
+
+
+def _data_path(cfg: DictConfig) -> Path:
+    return Path(cfg.data) if cfg.get("data") else shared_data_dir() / "llmforge_iha_200M.csv"
+
+
+def _model_cfg(cfg: DictConfig) -> Any:
+    return model_config(cfg.model) if cfg.get("model") else cfg.surrogate
+
+
+def _train(cfg: DictConfig) -> dict:
+    from hydra.utils import instantiate
+
+    data = load_labelset(_data_path(cfg))
+    space = space_from_config(to_container(cfg.space))
+    train, val, test = train_val_test(data, cfg.seed, cfg.test_frac)
+    test = test if len(test) else None
+    mcfg = _model_cfg(cfg)
+    kw = {"seed": cfg.seed}
+    if "ForgeFormer" in str(mcfg.get("_target_", "")):
+        kw.update(space=space.name, L_max=space.L_max)
+    model = instantiate(mcfg, **kw).fit(train, val)
+    res: dict[str, Any] = {"mode": "train", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
+                           "n_train": len(train), "n_val": len(val), "n_test": len(test) if test else 0}
+    if test is not None:
+        res["metrics"] = evaluate(test.y, model.predict(test.genomes))
+    if cfg.get("out"):
+        if getattr(model, "predictor", None) is None:
+            raise ValueError("out= saves a Forge-Former checkpoint; the chosen model has none")
+        model.predictor.meta["metrics"] = res.get("metrics", {})
+        model.predictor.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
+        res["checkpoint"] = str(model.predictor.save(cfg.out))
+    return res
+
+
+def _eval(cfg: DictConfig) -> dict:
+    from surrogate.predictor import load_predictor
+
+    p = load_predictor(cfg.ckpt or "forgeformer-iha-paper")
+    data = load_labelset(_data_path(cfg))
+    mu, _ = p.predict(data.genomes)
+    return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), "n_rows": len(data),
+            "dropped": data.dropped, "metrics": evaluate(data.y, mu)}
+
+
+def _finetune(cfg: DictConfig) -> dict:
+    from surrogate.fit import finetune
+
+    if not (cfg.get("new") and cfg.get("out")):
+        raise ValueError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
+    p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_path(cfg), cfg.ratio, cfg.ft_epochs,
+                 cfg.ft_lr, cfg.ft_batch, cfg.seed)
+    return {"mode": "finetune", "checkpoint": str(p.save(cfg.out)), **p.meta["finetune"]}
+
+
+def _compare(cfg: DictConfig, out: Path) -> dict:
+    data = load_labelset(_data_path(cfg))
+    models = list(cfg.models)
+    res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac))
+    n_test = res[models[0]]["runs"][0]["n_test"]
+    write_markdown(out / "table.md", res, n_test, int(cfg.seeds))
+    return {"mode": "compare", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
+            "seeds": int(cfg.seeds), "models": {m: {"summary": r["summary"], "runs": r["runs"], "fit_s": r["fit_s"]}
+                                                for m, r in res.items()}, "table": str(out / "table.md")}
+
+
+def run(cfg: DictConfig) -> dict:
+    """Dispatch on `cfg.mode`; writes and returns the summary."""
+    if cfg.mode not in MODES:
+        raise ValueError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
+    torch.set_num_threads(int(cfg.get("threads", 2)))
+    out = _out_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval,
+                                                               "finetune": _finetune}[cfg.mode](cfg)
+    res["wall_s"] = round(time.perf_counter() - t0, 2)
+    res["config"] = to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+    atomic_write_json(out / "summary.json", res)
+    return res
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-surrogate", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    res = run(cfg)
+    print({k: v for k, v in res.items() if k in ("mode", "metrics", "checkpoint", "table", "wall_s")})

@@ -1,0 +1,94 @@
+"""Train every model on the same seeded architecture-level splits and tabulate the metrics (Table 1).
+
+Models are built from `conf/surrogate/<name>.yaml` with `hydra.utils.instantiate`; each has
+`fit(train, val)` and `predict(genomes)`. All models see the same training rows; the validation carve
+is only used for epoch selection by the neural models (the forest and the law ignore it).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from forge.config import conf_dir
+from surrogate.dataset import LabelSet, train_val_test
+from surrogate.fit import train_forgeformer
+from surrogate.metrics import METRICS, evaluate, summarize
+from surrogate.training import Recipe
+
+PAPER = {  # LLMForge Table 1, IHA column (n_test = 411), means only
+    "forgeformer": {"mae": 0.213, "mae_at_5": 0.057, "spearman": 0.754, "kendall": 0.582, "k_at_1": 96.8, "k_at_5": 261.8},
+    "mlp": {"mae": 0.483, "mae_at_5": 0.268, "spearman": 0.345, "kendall": 0.235, "k_at_1": 198.2, "k_at_5": 360.6},
+    "rf": {"mae": 0.424, "mae_at_5": 0.255, "spearman": 0.538, "kendall": 0.378, "k_at_1": 131.8, "k_at_5": 348.4},
+}
+
+
+class ForgeFormerModel:
+    """Forge-Former behind the common fit/predict interface (config keys = `Recipe` fields)."""
+
+    def __init__(self, space: str = "iha-paper", L_max: int = 40, **recipe: Any) -> None:
+        self.recipe = Recipe(**recipe)
+        self.space, self.L_max = space, L_max
+        self.predictor = None
+
+    def fit(self, train: LabelSet, val: LabelSet | None) -> "ForgeFormerModel":
+        self.predictor = train_forgeformer(train, val, self.recipe, self.space, self.L_max)
+        return self
+
+    def predict(self, genomes) -> np.ndarray:
+        return self.predictor.predict(genomes)[0]
+
+
+def model_config(name: str) -> Any:
+    path = conf_dir() / "surrogate" / f"{name}.yaml"
+    if not path.is_file():
+        avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
+        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)}")
+    return OmegaConf.load(path)
+
+
+def build(name: str, seed: int, overrides: dict | None = None) -> Any:
+    return instantiate(model_config(name), seed=seed, **(overrides or {}))
+
+
+def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
+            overrides: dict | None = None, log=print) -> dict[str, Any]:
+    """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}."""
+    out: dict[str, Any] = {m: {"runs": [], "fit_s": []} for m in models}
+    for s in range(seed0, seed0 + seeds):
+        train, val, test = train_val_test(data, s, test_frac)
+        for name in models:
+            t0 = time.perf_counter()
+            model = build(name, s, (overrides or {}).get(name)).fit(train, val)
+            res = evaluate(test.y, model.predict(test.genomes))
+            out[name]["runs"].append({**res, "n_test": len(test)})
+            out[name]["fit_s"].append(round(time.perf_counter() - t0, 2))
+            log(f"seed {s} {name}: " + ", ".join(f"{k}={res[k]:.3f}" for k in METRICS))
+    for name in models:
+        out[name]["summary"] = summarize(out[name]["runs"])
+    return out
+
+
+def markdown(results: dict[str, Any], n_test: int, seeds: int) -> str:
+    """Table 1 layout: one column per model, mean ± std over seeds; paper values for reference."""
+    names = list(results)
+    head = "| metric | " + " | ".join(names) + " | paper Forge-Former | paper MLP | paper RF |"
+    lines = [f"Test split: {n_test} rows, {seeds} seeded 80/20 architecture-level splits (mean ± std).", "",
+             head, "|" + "---|" * (len(names) + 4)]
+    for k in METRICS:
+        fmt = "{:.1f}" if k.startswith("k_at") else "{:.3f}"
+        cells = [f"{fmt.format(results[n]['summary'][k]['mean'])} ± {fmt.format(results[n]['summary'][k]['std'])}"
+                 for n in names]
+        paper = [fmt.format(PAPER[m][k]) for m in ("forgeformer", "mlp", "rf")]
+        lines.append(f"| {k} | " + " | ".join(cells + paper) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, results: dict[str, Any], n_test: int, seeds: int) -> None:
+    from forge.io import atomic_write_text
+
+    atomic_write_text(path, markdown(results, n_test, seeds))

@@ -1,0 +1,46 @@
+"""Shared fixtures for the search tests: a tiny config and a Search factory wired to the fakes."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.interface import Workload
+from forge.space import load_space
+from search.problem import LossEvaluator
+from search.runner import Search
+from tests.search.fakes import FakeBackend, FakePredictor
+
+BASE_CFG: dict[str, Any] = {
+    "seed": 0,
+    "objectives": ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"],
+    "constraints": ["val_loss < 3.8"],
+    "search": {"algorithm": "nsga", "pop_size": 8, "offspring": 12, "generations": 4},
+}
+
+
+def tiny_cfg(**over: Any) -> dict[str, Any]:
+    cfg = copy.deepcopy(BASE_CFG)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def tiny_space():
+    return load_space("iha-tiny")
+
+
+@pytest.fixture
+def make_search(tiny_space):
+    def make(run_dir: Path, cfg: dict[str, Any] | None = None, backend: Any = None, predictor: Any = None,
+             coevolution: Any = None, space: Any = None) -> Search:
+        cfg = cfg or tiny_cfg()
+        ev = LossEvaluator(predictor or FakePredictor(), beta=float(cfg.get("beta", 0.0)), n_mc=int(cfg.get("n_mc", 0)))
+        return Search(cfg, run_dir, space or tiny_space, ev, backend or FakeBackend(), Workload(), coevolution)
+    return make

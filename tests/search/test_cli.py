@@ -1,0 +1,102 @@
+"""forge-search / forge-report / forge-export through their Hydra configs (fakes via _target_ nodes)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from search.cli import run
+from search.components import build_backend
+from search.export import ExportError, load_exported
+from search.export import run as run_export
+from search.problem import SearchConfigError
+from search.report import ReportError, make_report
+from search.report import run as run_report
+from search.state import read_jsonl
+
+
+def _cfg(tmp_path, *overrides):
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["space=iha-tiny", "search.pop_size=6", "search.offspring=8",
+                                                 "search.generations=2", "progress=false", f"out_dir={tmp_path}",
+                                                 *overrides])
+    OmegaConf.set_struct(cfg, False)
+    cfg.backend = {"_target_": "tests.search.fakes.FakeBackend"}
+    cfg.evaluator.predictor = {"_target_": "tests.search.fakes.FakePredictor"}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multirun")
+    for i, algo in enumerate(("nsga", "random")):
+        run(_cfg(root / str(i), f"search={algo}"))
+    return root
+
+
+def test_search_cli_defaults_compose_to_table6():
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search")
+    s = cfg.search
+    assert (cfg.space.name, s.algorithm, s.pop_size, s.offspring, s.generations) == ("iha-paper", "nsga", 24, 48, 40)
+    assert (s.crossover, s.mutation.rate, s.coevolve.every) == (0.6, 0.3, 0)
+    assert list(cfg.objectives) == ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]
+    assert cfg.backend._target_.endswith("RooflineBackend") and cfg.workload.prefill == 256
+
+
+def test_search_run_writes_the_run_directory(two_runs):
+    d = two_runs / "0"
+    for name in ("config.yaml", "summary.json", "archive.jsonl", "pareto.jsonl", "history.jsonl"):
+        assert (d / name).is_file(), name
+    s = json.loads((d / "summary.json").read_text())
+    assert s["space"] == "iha-tiny" and s["evaluations"] == 6 + 2 * 8
+    assert json.loads((two_runs / "1" / "summary.json").read_text())["algorithm"] == "random"
+
+
+def test_unknown_backend_and_objective_list_valid_ones(tmp_path):
+    with pytest.raises(SearchConfigError, match="backend 'nope' is unknown; allowed: .*eyeriss.*roofline"):
+        build_backend({"backend": "nope"})
+    cfg = _cfg(tmp_path, "objectives=[val_loss,speed]")
+    with pytest.raises(SearchConfigError, match="'speed' is unknown.*allowed:.*ttft_ms"):
+        run(cfg)
+
+
+def test_report_draws_pngs_and_one_self_contained_html(two_runs, tmp_path):
+    out = run_report({"runs": [str(two_runs)], "out": str(tmp_path / "rep")})
+    assert out["runs"] == 2 and set(out["hv"]) == {"nsga+iha-tiny@fake", "random+iha-tiny@fake"}
+    for p in out["plots"]:
+        assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(out["plots"]) and "src=\"http" not in html
+    assert out["fingerprint"]["fake"]["n_genomes"] > 0
+    with pytest.raises(ReportError, match="no summary.json"):
+        make_report([tmp_path / "rep" / "plots"], tmp_path / "x")
+
+
+@pytest.mark.parametrize("fmt,sel", [("safetensors", "knee"), ("pt", "min:ttft_ms"), ("json", "budget:params<=2e6")])
+def test_export_loads_back_and_runs_forward(two_runs, tmp_path, fmt, sel):
+    s = run_export({"run": str(two_runs / "0"), "select": sel, "format": fmt, "out": str(tmp_path)})
+    assert len(s["exported"]) == 1
+    gid = s["exported"][0]["id"]
+    genome, model = load_exported(tmp_path / gid)
+    assert genome.id == gid and (tmp_path / gid / "MODEL_CARD.md").is_file()
+    logits, loss = model(torch.randint(0, genome.vocab_size, (2, 8)), torch.randint(0, genome.vocab_size, (2, 8)))
+    assert logits.shape == (2, 8, genome.vocab_size) and torch.isfinite(loss)
+    pareto = {r["id"]: r for r in read_jsonl(two_runs / "0" / "pareto.jsonl")}
+    assert gid in pareto and model.num_params() == s["exported"][0]["params"]
+    if sel.startswith("min:"):
+        assert pareto[gid]["metrics"]["ttft_ms"] == min(r["metrics"]["ttft_ms"] for r in pareto.values())
+
+
+def test_export_bad_input(two_runs, tmp_path):
+    with pytest.raises(ExportError, match="allowed: pareto \\| knee"):
+        run_export({"run": str(two_runs / "0"), "select": "best", "out": str(tmp_path)})
+    with pytest.raises(ExportError, match="'speed' is unknown.*allowed:"):
+        run_export({"run": str(two_runs / "0"), "select": "min:speed", "out": str(tmp_path)})
+    with pytest.raises(ExportError, match="format"):
+        run_export({"run": str(two_runs / "0"), "format": "onnx", "out": str(tmp_path)})
+    with pytest.raises(ExportError, match="no pareto.jsonl"):
+        run_export({"run": str(tmp_path), "out": str(tmp_path)})

@@ -1,0 +1,85 @@
+"""Co-evolution: acquisition, real labels, dropping non-finite, refit from the base, hot-swap, logs, resume."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from search.coevolution import CoEvolution, first_front, pick
+from search.components import build_coevolution
+from search.problem import SearchConfigError
+from search.state import read_jsonl
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakeTrainer, fake_finetune
+
+
+def test_pick_exploits_the_front_and_explores_the_rest():
+    mu = np.array([3.0, 2.0, 2.5, 4.0, 1.0, 3.5])
+    sigma = np.array([0.1, 0.9, 0.2, 0.8, 0.3, 0.5])
+    front = np.array([True, True, True, False, False, False])
+    exploit, explore = pick(mu, sigma, front, b=4)
+    assert exploit.tolist() == [1, 2] and explore.tolist() == [3, 5]
+    exploit, explore = pick(mu, sigma, front, b=4, taken=np.array([0, 1, 0, 1, 0, 0], bool))
+    assert exploit.tolist() == [2, 0] and explore.tolist() == [5, 4]
+    exploit, explore = pick(mu, sigma, np.array([True] + [False] * 5), b=8)  # capped by the front size
+    assert exploit.tolist() == [0] and len(explore) == 5
+
+
+def test_first_front_under_constraint_dominance():
+    F = np.array([[1.0, 2.0], [2.0, 1.0], [0.5, 0.5], [3.0, 3.0]])
+    assert first_front(F, np.array([0.0, 0.0, 1.0, 0.0])).tolist() == [True, True, False, False]
+    assert first_front(F, np.array([2.0, 1.0, 1.0, 3.0])).tolist() == [False, True, True, False]
+
+
+def _coevo(trainer=None, every=2):
+    return CoEvolution(every, trainer or FakeTrainer(), fake_finetune, "base", None, batch=4, n_mc=3, seed=0)
+
+
+def test_events_train_drop_refit_and_hot_swap(make_search, tmp_path):
+    trainer = FakeTrainer()
+    s = make_search(tmp_path, tiny_cfg(search={"generations": 4}), coevolution=_coevo(trainer))
+    summary = s.run()
+    events = read_jsonl(tmp_path / "coevolution.jsonl")
+    assert [e["generation"] for e in events] == [2, 4] and summary["coevolution"]["events"] == 2
+    labels = read_jsonl(tmp_path / "labels.jsonl")
+    assert len(labels) == len(trainer.trained) == sum(len(e["picked"]) for e in events) <= 8
+    assert len(set(trainer.trained)) == len(trainer.trained)  # never re-trains a labelled genome
+    n_inf = sum(1 for lab in labels if lab["label"] == "inf")
+    assert summary["coevolution"]["dropped"] == n_inf and summary["coevolution"]["labels"] == len(labels) - n_inf
+    refits = [e for e in events if e["refit"]]
+    assert refits and s.problem.evaluator.version == len(refits)
+    # the fake refit learns the +0.1 offset of the "real" labels: error drops, next generation uses it
+    scored = [e for e in refits if e["mae_before"] is not None]
+    assert scored[0]["mae_after"] < scored[0]["mae_before"] - 0.05
+    assert all(e["mae_after"] <= e["mae_before"] + 1e-9 for e in scored)
+    hist = read_jsonl(tmp_path / "history.jsonl")
+    assert hist[2]["surrogate_version"] == 1 and hist[1]["surrogate_version"] == 0
+    gen3 = [r for r in read_jsonl(tmp_path / "archive.jsonl") if r["generation"] == 3]
+    assert all(r["surrogate_version"] == 1 for r in gen3)
+
+
+def test_coevolution_resume_restores_the_refitted_surrogate(make_search, tmp_path):
+    cfg = tiny_cfg(search={"generations": 5})
+    make_search(tmp_path / "full", cfg, coevolution=_coevo()).run()
+    make_search(tmp_path / "part", cfg, coevolution=_coevo()).run(stop_after=3)
+    s = make_search(tmp_path / "part", cfg, coevolution=_coevo())
+    s.load()
+    assert s.problem.evaluator.version == 1
+    s.run()
+    for f in ("pareto.jsonl", "archive.jsonl", "labels.jsonl", "coevolution.jsonl"):
+        assert (tmp_path / "full" / f).read_text() == (tmp_path / "part" / f).read_text(), f
+
+
+def test_coevolution_config(tmp_path, tiny_space):
+    assert build_coevolution(tiny_cfg(), tiny_space, tmp_path) is None
+    cfg = tiny_cfg(evaluator={"kind": "train"})
+    cfg["search"]["coevolve"] = {"every": 5}
+    with pytest.raises(SearchConfigError, match="evaluator.kind=surrogate"):
+        build_coevolution(cfg, tiny_space, tmp_path)
+    cfg = tiny_cfg(evaluator={"kind": "surrogate", "predictor": "x"})
+    cfg["search"]["coevolve"] = {"every": 5, "replay": "r.jsonl", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"},
+                                 "finetune": "tests.search.fakes.fake_finetune"}
+    co = build_coevolution(cfg, tiny_space, tmp_path)
+    assert co.every == 5 and isinstance(co.trainer, FakeTrainer) and co.finetune is fake_finetune
+    cfg["search"]["coevolve"]["finetune"] = "no.such.function"
+    with pytest.raises(SearchConfigError, match="cannot be imported"):
+        build_coevolution(cfg, tiny_space, tmp_path)

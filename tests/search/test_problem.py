@@ -1,0 +1,111 @@
+"""The pymoo problem: objectives/constraints by name, caching by genome id, infeasibility, bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.interface import Workload
+from search.components import check_predictor_space
+from search.problem import (ForgeProblem, IdDuplicateElimination, LossEvaluator, SearchConfigError,
+                            parse_constraint)
+from tests.search.fakes import FakeBackend, FakePredictor, fake_loss
+
+OBJ = ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]
+
+
+def _problem(space, objectives=OBJ, constraints=("val_loss < 3.8",), backend=None, predictor=None):
+    return ForgeProblem(space, LossEvaluator(predictor or FakePredictor()), backend or FakeBackend(),
+                        Workload(), objectives, list(constraints))
+
+
+def test_f_and_g_follow_the_config(tiny_space):
+    p = _problem(tiny_space, constraints=["val_loss < 3.8", "ttft_ms <= 0.01"])
+    X = tiny_space.sample_x(16, np.random.default_rng(0))
+    out = {}
+    p._evaluate(X, out)
+    genomes = tiny_space.decode(X)
+    assert out["F"].shape == (16, 4) and out["G"].shape == (16, 3)
+    assert np.allclose(out["F"][:, 0], fake_loss(genomes))
+    assert np.allclose(out["G"][:, 0], fake_loss(genomes) - 3.8)
+    assert np.allclose(out["G"][:, 1], out["F"][:, 1] - 0.01)
+    assert np.all(out["G"][:, 2] == 0)  # all fit the fake chip
+
+
+def test_extra_and_model_objectives(tiny_space):
+    p = _problem(tiny_space, objectives=["val_loss", "params", "area_mm2"])
+    X = tiny_space.sample_x(5, np.random.default_rng(1))
+    out = {}
+    p._evaluate(X, out)
+    assert np.allclose(out["F"][:, 2], out["F"][:, 1] / 1e6)  # fake area = params / 1e6
+
+
+def test_unknown_objective_lists_valid_names(tiny_space):
+    with pytest.raises(SearchConfigError, match=r"'latency'.*allowed:.*area_mm2.*energy_per_token_uj.*val_loss"):
+        _problem(tiny_space, objectives=["val_loss", "latency"])
+    with pytest.raises(SearchConfigError, match="constraint"):
+        parse_constraint("val_loss is small")
+    with pytest.raises(SearchConfigError, match="unknown"):
+        _problem(tiny_space, constraints=["watts <= 3"])
+
+
+def test_hardware_infeasible_genomes_violate_a_constraint(tiny_space):
+    p = _problem(tiny_space, backend=FakeBackend(max_params=1.0e6))
+    X = tiny_space.sample_x(30, np.random.default_rng(2))
+    out = {}
+    p._evaluate(X, out)
+    _, m = p.metrics(X)
+    bad = m["params"] > 1.0e6
+    assert bad.any() and (~bad).any()
+    assert np.all(out["G"][bad, -1] > 0) and np.all(out["G"][~bad, -1] == 0)
+    assert np.all(np.isfinite(out["F"]))  # inf costs become large finite numbers for pymoo
+    assert "fake chip" in m["reason"][bad][0]
+
+
+def test_results_are_cached_by_genome_id(tiny_space):
+    backend, pred = FakeBackend(), FakePredictor()
+    p = _problem(tiny_space, backend=backend, predictor=pred)
+    X = tiny_space.sample_x(10, np.random.default_rng(3))
+    p.metrics(X)
+    calls = (backend.calls, pred.calls)
+    p.metrics(X[::-1])
+    assert (backend.calls, pred.calls) == calls
+    p.evaluator.swap(FakePredictor(offset=0.5))  # a new surrogate version re-predicts, costs stay cached
+    _, m = p.metrics(X)
+    assert np.allclose(m["val_loss"], fake_loss(tiny_space.decode(X)) + 0.5) and backend.calls == calls[0]
+
+
+def test_duplicates_are_judged_by_genome_id(tiny_space):
+    from pymoo.core.population import Population
+
+    p = _problem(tiny_space)
+    X = tiny_space.sample_x(3, np.random.default_rng(4))
+    Y = X.copy().reshape(3, tiny_space.L_max, 7)
+    off = np.flatnonzero(Y[0, :, 0] == 0)
+    if len(off) == 0:  # make sure row 0 has a pruned slot, then change only that slot
+        Y[0, -1, 0], off = 0, np.array([tiny_space.L_max - 1])
+    Y = Y.reshape(3, -1)
+    Z = Y.copy().reshape(3, tiny_space.L_max, 7)
+    Z[0, off[0], 2:] = (Z[0, off[0], 2:] + 1) % 2  # pruned-slot fields do not change the network
+    pop = Population.new("X", np.vstack([Y, Z.reshape(3, -1)[:1]]))
+    dup = IdDuplicateElimination(p.ids)._do(pop, None, np.zeros(len(pop), bool))
+    assert dup.tolist() == [False, False, False, True]
+
+
+def test_surrogate_for_another_space_is_refused(tiny_space):
+    pred = FakePredictor(space={"name": "iha-paper", "d_model": 768, "block_size": 1024, "vocab_size": 50257,
+                                "L_max": 40})
+    with pytest.raises(SearchConfigError, match="does not match space 'iha-tiny'.*d_model"):
+        check_predictor_space(pred, tiny_space, "forgeformer-iha-paper")
+    ok = FakePredictor(space={"name": "iha-tiny", "d_model": 128, "block_size": 256, "vocab_size": 256, "L_max": 12})
+    check_predictor_space(ok, tiny_space, "tiny")
+
+
+def test_beta_needs_mc_passes():
+    with pytest.raises(SearchConfigError, match="n_mc"):
+        LossEvaluator(FakePredictor(), beta=1.0, n_mc=0)
+    ev = LossEvaluator(FakePredictor(), beta=2.0, n_mc=4)
+    from forge.space import load_space
+
+    g = load_space("iha-tiny").sample(3, np.random.default_rng(5))
+    loss, mu, sigma = ev(g)
+    assert np.allclose(loss, mu - 2.0 * sigma) and np.all(sigma > 0)

@@ -1,0 +1,126 @@
+"""Resume: stopped, interrupted (Ctrl-C) and killed runs continue to the uninterrupted result."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from search.cli import run
+from search.state import ResumeError, config_diff, load_checkpoint
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakeBackend
+
+FILES = ("pareto.jsonl", "archive.jsonl", "history.jsonl")
+
+
+def _same(a: Path, b: Path) -> None:
+    for f in FILES:
+        assert (a / f).read_text() == (b / f).read_text(), f
+
+
+def test_stop_and_resume_equals_uninterrupted(make_search, tmp_path):
+    make_search(tmp_path / "full").run()
+    s = make_search(tmp_path / "part")
+    assert s.run(stop_after=1)["status"] == "stopped"
+    assert load_checkpoint(tmp_path / "part")["generation"] == 1
+    for stop in (2, None):
+        s = make_search(tmp_path / "part")
+        s.load()
+        s.run(stop_after=stop)
+    _same(tmp_path / "full", tmp_path / "part")
+
+
+class InterruptingBackend(FakeBackend):
+    """Raises KeyboardInterrupt (as Ctrl-C would) on its n-th call."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def evaluate(self, genomes, workload):
+        if self.calls + 1 == self.at:
+            self.calls += 1
+            raise KeyboardInterrupt
+        return super().evaluate(genomes, workload)
+
+
+def test_ctrl_c_saves_and_resumes(make_search, tmp_path):
+    make_search(tmp_path / "full").run()
+    s = make_search(tmp_path / "cc", backend=InterruptingBackend(at=4))
+    summary = s.run()
+    assert summary["status"] == "interrupted" and summary["generations_done"] >= 1
+    # log lines of the interrupted generation may exist; resume drops them
+    s = make_search(tmp_path / "cc")
+    s.load()
+    assert s.run()["status"] == "complete"
+    _same(tmp_path / "full", tmp_path / "cc")
+
+
+SCRIPT = """
+import sys, time
+sys.path.insert(0, {root!r})
+from tests.search.fakes import FakeBackend, FakePredictor
+from tests.search.conftest import tiny_cfg
+from search.cli import run
+from backends.interface import Workload
+from forge.space import load_space
+from search.problem import LossEvaluator
+
+class Slow(FakeBackend):
+    def evaluate(self, genomes, workload):
+        time.sleep(0.15)
+        return super().evaluate(genomes, workload)
+
+cfg = tiny_cfg(out_dir={out!r}, progress=False)
+cfg["search"]["generations"] = 8
+run(cfg, {{"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": Slow(),
+          "workload": Workload(), "coevolution": None}})
+"""
+
+
+def _components():
+    from backends.interface import Workload
+    from forge.space import load_space
+    from search.problem import LossEvaluator
+    from tests.search.fakes import FakePredictor
+
+    return {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": FakeBackend(),
+            "workload": Workload(), "coevolution": None}
+
+
+def test_killed_subprocess_resumes_to_the_same_archive(tmp_path):
+    root = str(Path(__file__).resolve().parents[2])
+    killed, full = tmp_path / "killed", tmp_path / "full"
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(killed))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = killed / "state" / "checkpoint.json"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (ckpt.is_file() and load_checkpoint(killed)["generation"] >= 2):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    gen = load_checkpoint(killed)["generation"]
+    assert 2 <= gen < 8, "the run was not killed mid-way"
+    cfg = tiny_cfg(out_dir=str(full), progress=False)
+    cfg["search"]["generations"] = 8
+    run(cfg, _components())
+    resumed = dict(cfg, out_dir=str(full), resume=str(killed))
+    assert run(resumed, _components())["status"] == "complete"
+    _same(full, killed)
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path):
+    cfg = tiny_cfg(out_dir=str(tmp_path), progress=False)
+    run(cfg, _components())
+    other = tiny_cfg(resume=str(tmp_path), progress=False, seed=5)
+    other["search"]["pop_size"] = 9
+    with pytest.raises(ResumeError, match=r"differs from the run.s in search.pop_size, seed;"):
+        run(other, _components())
+    assert config_diff({"a": 1, "b": {"c": 2}, "resume": "x"}, {"a": 1, "b": {"c": 3}, "resume": "y"}) == ["b.c"]
+    with pytest.raises(ResumeError, match="no search state"):
+        run(tiny_cfg(resume=str(tmp_path / "nope")), _components())

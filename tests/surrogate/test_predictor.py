@@ -1,0 +1,132 @@
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from forge.genome import Genome, LayerGene
+from surrogate.dataset import load_labelset, train_val_test
+from surrogate.features import FeatureError, MinMax, featurize
+from surrogate.fit import finetune, train_forgeformer
+from surrogate.predictor import CheckpointError, load_predictor
+from surrogate.training import Recipe, ReplayBatches
+
+FAST = dict(epochs=2, lr=1e-3, standardize=True)
+
+
+@pytest.fixture(scope="module")
+def split(tiny_jsonl):
+    return train_val_test(load_labelset(tiny_jsonl), seed=0)
+
+
+@pytest.fixture(scope="module")
+def base(split, tmp_path_factory):
+    tr, va, _ = split
+    p = train_forgeformer(tr, va, Recipe(**FAST), "iha-tiny", L_max=12)
+    stem = tmp_path_factory.mktemp("ckpt") / "base"
+    p.save(stem)
+    return p, stem
+
+
+def test_normalization_uses_train_split_only(split, base):
+    from dataclasses import replace
+
+    from forge.labels import Label
+    from surrogate.dataset import from_labels
+
+    tr, va, te = split
+    p, _ = base
+    ref = MinMax.fit(featurize(tr.genomes, "paper", 12))
+    assert np.array_equal(p.norm.lo, ref.lo) and np.array_equal(p.norm.hi, ref.hi)
+    # an out-of-range validation architecture must not move the statistics
+    g = va.genomes[0]
+    wide = g.with_layers([replace(x, d_mlp=4096) for x in g.layers])
+    va2 = from_labels([Label(x, float(y)) for x, y in zip(va.genomes + [wide], list(va.y) + [2.0])])
+    q = train_forgeformer(tr, va2, Recipe(epochs=1), "iha-tiny", L_max=12)
+    assert np.array_equal(q.norm.hi, ref.hi) and q.norm.hi[4] == 1024
+    assert MinMax.fit(featurize(va2.genomes, "paper", 12)).hi[4] == 4096
+
+
+def test_mc_sigma_positive_with_dropout_and_zero_without(split, base):
+    p, _ = base
+    g = split[2].genomes[:8]
+    mu0, s0 = p.predict(g)
+    mu1, _ = p.predict(g)
+    assert np.array_equal(mu0, mu1) and (s0 == 0).all()
+    mu, s = p.predict(g, n_mc=10)
+    assert (s > 0).all() and mu.shape == (8,) and np.abs(mu - mu0).max() < 1.0
+
+
+def test_checkpoint_roundtrip_is_exact(split, base):
+    p, stem = base
+    q = load_predictor(str(stem) + ".json")
+    g = split[2].genomes
+    assert np.array_equal(p.predict(g)[0], q.predict(g)[0])
+    assert q.space == {"name": "iha-tiny", "L_max": 12, "d_model": 128, "block_size": 256, "vocab_size": 256}
+
+
+def _corrupt(stem, tmp_path, edit):
+    meta = json.loads(stem.with_suffix(".json").read_text())
+    edit(meta)
+    bad = tmp_path / "bad"
+    bad.with_suffix(".json").write_text(json.dumps(meta))
+    bad.with_suffix(".safetensors").write_bytes(stem.with_suffix(".safetensors").read_bytes())
+    return bad
+
+
+def test_mismatched_checkpoint_is_refused(base, tmp_path):
+    _, stem = base
+    with pytest.raises(CheckpointError, match="field layout"):
+        load_predictor(_corrupt(stem, tmp_path, lambda m: m.update(fields=m["fields"][::-1])))
+    with pytest.raises(CheckpointError, match="format"):
+        load_predictor(_corrupt(stem, tmp_path, lambda m: m.update(format="pickle")))
+    with pytest.raises(CheckpointError, match="does not match its config"):
+        load_predictor(_corrupt(stem, tmp_path, lambda m: m["config"].update(d_ffn=128)))
+    with pytest.raises(CheckpointError, match="not found"):
+        load_predictor(tmp_path / "nothing")
+
+
+def test_genomes_of_another_space_are_refused(base):
+    p, _ = base
+    other = Genome(d_model=768, block_size=1024, layers=(LayerGene(4, 2, 64, 64, 512),))
+    with pytest.raises(FeatureError, match="d_model=768"):
+        p.predict([other])
+    deep = Genome(d_model=128, block_size=256, vocab_size=256, layers=tuple(LayerGene(2, 1, 16, 16, 128) for _ in range(13)))
+    with pytest.raises(FeatureError, match="at most 12"):
+        p.predict([deep])
+
+
+def test_replay_batches_mix_five_old_rows_per_new_row():
+    new = (np.zeros((12, 4, 2)), np.ones((12, 4), bool), np.ones(12))
+    old = (np.zeros((100, 4, 2)), np.ones((100, 4), bool), np.zeros(100))
+    batches = list(ReplayBatches(new, old, ratio=5.0, batch=32, seed=0))
+    assert sum(int((b[2] == 1).sum()) for b in batches) == 12  # every new row once per epoch
+    for b in batches:
+        k = int((b[2] == 1).sum())
+        assert int((b[2] == 0).sum()) == 5 * k
+
+
+def test_finetune_restarts_from_the_frozen_base(split, base, tmp_path):
+    _, stem = base
+    tr, _, te = split
+    before = hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest()
+    first = finetune(stem, te.take(range(0, 6)), tr, epochs=2, seed=1)
+    first.save(tmp_path / "refit1")
+    second = finetune(stem, te.take(range(6, 12)), tr, epochs=2, seed=1)
+    alone = finetune(stem, te.take(range(6, 12)), tr, epochs=2, seed=1)  # as if `first` never happened
+    chained = finetune(tmp_path / "refit1", te.take(range(6, 12)), tr, epochs=2, seed=1)
+    g = te.genomes
+    assert np.array_equal(second.predict(g)[0], alone.predict(g)[0])
+    assert not np.allclose(second.predict(g)[0], chained.predict(g)[0])
+    assert hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest() == before
+    assert second.meta["finetune"]["base"] == str(stem) and second.meta["finetune"]["n_new"] == 6
+
+
+def test_training_is_reproducible_with_a_seed(split):
+    tr, va, te = split
+    a = train_forgeformer(tr, va, Recipe(epochs=1, seed=5), "iha-tiny", 12)
+    b = train_forgeformer(tr, va, Recipe(epochs=1, seed=5), "iha-tiny", 12)
+    assert np.array_equal(a.predict(te.genomes)[0], b.predict(te.genomes)[0])
+    for x, y in zip(a.members[0].parameters(), b.members[0].parameters()):
+        assert torch.equal(x, y)
