@@ -96,7 +96,7 @@ class RDXEBackend:
                  n_chips_max: Sequence[int] = (8, 16, 32), k_core_kb: int = 8, max_cores_per_chip: int = 4096,
                  min_cores_per_chip: int = 1, top_k: int = 3, rank_by: str = "balanced", precision: Any = None,
                  area_envelope_mm2: Any = None, power_envelope_mw: Any = None, pack_method: str = "candidates",
-                 cache_size: int = 200_000, name: str = "rdxe", **constants: Any) -> None:
+                 cache_size: int = 20_000, name: str = "rdxe", **constants: Any) -> None:
         self.name = name
         self.n_mac, self.w_core_kb = _ints("n_mac", n_mac), _ints("w_core_kb", w_core_kb)
         self.n_chips_max = tuple(sorted(_ints("n_chips_max", n_chips_max)))

@@ -53,7 +53,7 @@ def _attention(b, pop: PopArrays, tab: OpTable, prec, kv_res: np.ndarray, batch:
     out = [np.zeros(shape) for _ in range(3)]
     for j, kind in ((SCORE_J, 0), (VALUE_J, 1)):
         fused = BIT["output"] if kind == 0 else BIT["input"]
-        on = (fused if t.fused_attention else 0) | ((BIT["input"] if kind == 0 else BIT["output"]) if on_chip_act else 0)
+        on = (fused if t.fused_attention else 0) | ((BIT["input"] | BIT["output"]) if on_chip_act else 0)
         n = len(R)
         common = [np.full(n, prec.act_bytes), np.full(n, prec.kv_bytes), np.full(n, prec.act_bytes), np.full(n, float(on)), res]
         if sweep is None:

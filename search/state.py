@@ -75,15 +75,20 @@ def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a corrupt line is an error naming it, except a torn last line when tolerated
+    (a kill in the middle of an append, which resume then drops)."""
     if not Path(path).is_file():
         return []
+    lines = Path(path).read_text().splitlines()
     out = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for n, line in enumerate(lines, start=1):
         if line.strip():
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as e:
+                if tolerate_torn_tail and n == len(lines):
+                    break
                 raise ResumeError(f"{path}:{n}: corrupt line ({e})") from None
     return out
 
@@ -92,7 +97,7 @@ def truncate_jsonl(path: Path, last_generation: int) -> None:
     """Drop lines written after the checkpoint (generation > last_generation), atomically."""
     if not Path(path).is_file():
         return
-    keep = [r for r in read_jsonl(path) if int(r.get("generation", -1)) <= last_generation]
+    keep = [r for r in read_jsonl(path, tolerate_torn_tail=True) if int(r.get("generation", -1)) <= last_generation]
     atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
 
 

@@ -124,3 +124,19 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     assert config_diff({"a": 1, "b": {"c": 2}, "resume": "x"}, {"a": 1, "b": {"c": 3}, "resume": "y"}) == ["b.c"]
     with pytest.raises(ResumeError, match="no search state"):
         run(tiny_cfg(resume=str(tmp_path / "nope")), _components())
+
+
+def test_a_torn_log_line_from_a_kill_is_dropped_on_resume(make_search, tmp_path):
+    make_search(tmp_path / "full").run()
+    make_search(tmp_path / "part").run(stop_after=2)
+    with open(tmp_path / "part" / "archive.jsonl", "a") as f:
+        f.write('{"generation": 3, "id": "abc", "metr')  # killed mid-append
+    s = make_search(tmp_path / "part")
+    s.load()
+    s.run()
+    _same(tmp_path / "full", tmp_path / "part")
+    (tmp_path / "bad.jsonl").write_text('{"a": 1}\nnot json\n{"b": 2}\n')
+    with pytest.raises(ResumeError, match="bad.jsonl:2: corrupt line"):
+        from search.state import read_jsonl
+
+        read_jsonl(tmp_path / "bad.jsonl")

@@ -8,7 +8,7 @@ from surrogate.cli import run
 
 def _cfg(*overrides):
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
-        return compose(config_name="forge-surrogate", overrides=list(overrides))
+        return compose(config_name="forge-surrogate", overrides=["threads=1", *overrides])
 
 
 def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path):

@@ -1,0 +1,71 @@
+"""`forge-hw`: cost one architecture on one backend; prints totals and the slowest operators, writes summary.json.
+
+A thin @hydra.main around `run(cfg) -> dict`; with `-m` Hydra sweeps backends, hardware presets and
+workloads. The backend is built generically from its `_target_`, so any conf/backend/*.yaml works.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from backends.interface import BackendError
+from backends.registry import build_backend, resolve_workload
+from forge.cli import output_dir, resolve_arch
+from forge.config import CONFIG_PATH, to_container
+from forge.genome import GenomeError
+from forge.io import atomic_write_json
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    genome = resolve_arch(str(cfg["arch"]))
+    backend = build_backend(cfg["backend"])
+    wl = resolve_workload(cfg["workload"], backend)
+    row = backend.evaluate([genome], wl).row(0)
+    summary = {"arch": genome.name, "genome_id": genome.id, "backend": backend.name,
+               "workload": {k: getattr(wl, k) for k in ("prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits")},
+               **row}
+    out = output_dir(cfg)
+    atomic_write_json(out / "summary.json", summary)
+    if not cfg.get("quiet", False):
+        print_summary(summary, int(cfg.get("top_ops", 8)))
+        Console().print(f"summary: {out / 'summary.json'}")
+    return summary
+
+
+def print_summary(s: dict[str, Any], top: int = 8) -> None:
+    con = Console()
+    t = Table(title=f"{s['arch']} on {s['backend']}  (prefill {s['workload']['prefill']}, decode {s['workload']['decode']}, "
+                    f"batch {s['workload']['batch']}, w/a/kv bits {s['workload']['weight_bits']}/"
+                    f"{s['workload']['act_bits']}/{s['workload']['kv_bits']})")
+    t.add_column("metric"), t.add_column("value", justify="right")
+    for k, v in s.items():
+        if k in ("workload", "genome_id") or isinstance(v, dict):
+            continue
+        t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    con.print(t)
+    for phase in ("ttft_ops_ms", "tpot_ops_ms"):
+        ops = s.get(phase) or {}
+        if not ops:
+            continue
+        total = sum(ops.values())
+        ot = Table(title=f"slowest operators, {phase[:4].upper()} (summed over layers)")
+        ot.add_column("operator"), ot.add_column("ms", justify="right"), ot.add_column("share", justify="right")
+        for name, ms in sorted(ops.items(), key=lambda kv: -kv[1])[:top]:
+            ot.add_row(name, f"{ms:.4g}", f"{ms / total:.1%}")
+        con.print(ot)
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="forge-hw", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except (BackendError, GenomeError, FileNotFoundError) as e:
+        raise SystemExit(f"forge-hw: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""forge-hw: run() through Hydra compose, summary.json, bad input messages, and a -m sweep (slow)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from backends.cli import run
+from backends.interface import BackendError
+from forge.genome import GenomeError
+
+
+def cfg(*overrides: str, out=None):
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        c = compose(config_name="forge-hw", overrides=list(overrides))
+    if out is not None:
+        from omegaconf import OmegaConf, open_dict
+
+        with open_dict(c):
+            c.out_dir = str(out)
+    return c
+
+
+@pytest.mark.parametrize("backend", ["roofline", "gemmini", "eyeriss", "flat", "dxe"])
+def test_run_writes_summary_and_prints_tables(backend, tmp_path, capsys):
+    s = run(cfg(f"backend={backend}", "workload.prefill=32", "workload.decode=8", out=tmp_path))
+    disk = json.loads((tmp_path / "summary.json").read_text())
+    for k in ("ttft_ms", "tpot_ms", "energy_per_token_uj", "feasible"):
+        assert disk[k] == s[k]
+    assert disk["backend"] == backend and disk["arch"] == "smollm2-135m" and disk["feasible"]
+    assert disk["workload"]["prefill"] == 32 and disk["workload"]["weight_bits"] == (16 if backend == "roofline" else 8)
+    assert "slowest operators" in capsys.readouterr().out
+
+
+def test_hardware_group_reaches_the_roofline(tmp_path):
+    a = run(cfg("hardware=a100-40gb", "quiet=true", out=tmp_path))
+    h = run(cfg("hardware=h100-sxm", "quiet=true", out=tmp_path))
+    assert h["hardware"] == "h100-sxm" and h["tpot_ms"] < a["tpot_ms"]
+
+
+def test_bad_input_messages(tmp_path):
+    with pytest.raises(BackendError, match="workload.prefill = 0 is invalid"):
+        run(cfg("workload.prefill=0", "quiet=true", out=tmp_path))
+    with pytest.raises(BackendError, match="workload.decode = -5 is invalid"):
+        run(cfg("workload.decode=-5", "quiet=true", out=tmp_path))
+    with pytest.raises(GenomeError, match="smollm2-135m"):
+        run(cfg("arch=not-a-model", "quiet=true", out=tmp_path))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("d_model: wide\nblock_size: 64\nlayers: [{n_h: 2, n_kv: 1, d_qk: 8, d_v: 8, d_mlp: 16}]\n")
+    with pytest.raises(GenomeError, match="d_model"):
+        run(cfg(f"arch={bad}", "quiet=true", out=tmp_path))
+    with pytest.raises(BackendError, match="a100-40gb"):
+        run(cfg("backend.hardware=rtx9090", "quiet=true", out=tmp_path))
+    with pytest.raises(Exception, match="gemmini"):  # Hydra lists the available backend options
+        cfg("backend=tpu")
+
+
+@pytest.mark.slow
+def test_multirun_sweeps_all_five_backends(tmp_path):
+    cmd = [sys.executable, "-m", "backends.cli", "-m", "arch=smollm2-135m", "backend=roofline,gemmini,eyeriss,flat,dxe",
+           "workload.decode=16", "quiet=true", f"hydra.sweep.dir={tmp_path}"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    got = {json.loads(p.read_text())["backend"] for p in tmp_path.glob("*/summary.json")}
+    assert got == {"roofline", "gemmini", "eyeriss", "flat", "dxe"}

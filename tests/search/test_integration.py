@@ -1,0 +1,59 @@
+"""The search wired to the real plug-ins: every shipped backend, and a real Forge-Former refit (slow)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.registry import list_backends
+from forge.labels import Label
+from forge.space import load_space
+from search.coevolution import CoEvolution
+from search.components import build_backend, build_workload
+from search.problem import LossEvaluator
+from search.runner import Search
+from search.state import read_jsonl
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakePredictor, FakeTrainer, fake_loss
+
+
+@pytest.mark.parametrize("backend", list_backends())
+def test_search_runs_on_every_shipped_backend(backend, tmp_path):
+    cfg = tiny_cfg(backend=backend, search={"pop_size": 4, "offspring": 4, "generations": 1})
+    b = build_backend(cfg)
+    s = Search(cfg, tmp_path, load_space("iha-tiny"), LossEvaluator(FakePredictor()), b, build_workload(cfg, b))
+    out = s.run()
+    assert out["backend"] == b.name and out["evaluations"] == 8
+    rows = read_jsonl(tmp_path / "archive.jsonl")
+    assert all(r["metrics"]["ttft_ms"] != "inf" for r in rows if r["feasible"])
+
+
+@pytest.mark.slow
+def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
+    from surrogate.dataset import from_labels
+    from surrogate.fit import finetune, train_forgeformer
+    from surrogate.predictor import load_predictor
+    from surrogate.training import Recipe
+
+    space = load_space("iha-tiny")
+    g = space.sample(40, np.random.default_rng(0))
+    labs = [Label(x, float(y)) for x, y in zip(g, fake_loss(g))]
+    base = tmp_path / "ff"
+    train_forgeformer(from_labels(labs), None, Recipe(epochs=2, val_frac=0.0, standardize=True),
+                      space_name="iha-tiny", L_max=12).save(base)
+    cfg = tiny_cfg(search={"pop_size": 6, "offspring": 6, "generations": 2})
+
+    def make(d):
+        co = CoEvolution(1, FakeTrainer(), finetune, str(base), labs, batch=2, n_mc=3, epochs=1, load=load_predictor)
+        return Search(cfg, d, space, LossEvaluator(load_predictor(base)), build_backend({"backend": "roofline"}),
+                      build_workload({}, None), co)
+
+    make(tmp_path / "full").run()
+    make(tmp_path / "part").run(stop_after=1)
+    s = make(tmp_path / "part")
+    s.load()
+    assert s.problem.evaluator.version >= 1
+    s.run()
+    ev = read_jsonl(tmp_path / "full" / "coevolution.jsonl")
+    assert [e["generation"] for e in ev] == [1, 2] and (tmp_path / "full" / "state" / "surrogate-v1.json").is_file()
+    for f in ("pareto.jsonl", "archive.jsonl", "coevolution.jsonl"):
+        assert (tmp_path / "full" / f).read_text() == (tmp_path / "part" / f).read_text(), f
