@@ -15,10 +15,10 @@ _forge_pg_setup() {
     fi
     ver=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
     [ -n "$ver" ] || { echo "postgres.sh: no PostgreSQL server under /usr/lib/postgresql" >&2; return 1; }
-    if ! pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main"' | grep -q .; then
+    if [ -z "$(pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main"')" ]; then
         pg_createcluster "$ver" main -p "$port" >/dev/null || return 1
     fi
-    if ! pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" && $4=="online"' | grep -q .; then
+    if [ -z "$(pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" && $4=="online"')" ]; then
         pg_ctlcluster "$ver" main start || { echo "postgres.sh: cluster $ver/main failed to start" >&2; return 1; }
     fi
     port=$(pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" {print $3}')
@@ -28,13 +28,14 @@ _forge_pg_setup() {
         sleep 1
     done
     pg_isready -q -h localhost -p "$port" || { echo "postgres.sh: server not ready on port $port" >&2; return 1; }
-    su postgres -c "psql -q -p $port -tAc \"SELECT 1 FROM pg_roles WHERE rolname='$user'\"" | grep -q 1 \
+    [ "$(su postgres -c "psql -q -p $port -tAc \"SELECT 1 FROM pg_roles WHERE rolname='$user'\"")" = 1 ] \
         || su postgres -c "psql -q -p $port -c \"CREATE ROLE $user LOGIN PASSWORD '$pw'\"" >/dev/null
-    su postgres -c "psql -q -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname='$db'\"" | grep -q 1 \
+    [ "$(su postgres -c "psql -q -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname='$db'\"")" = 1 ] \
         || su postgres -c "createdb -p $port -O $user $db"
     export FORGE_TEST_PG_URL="postgresql+psycopg://$user:$pw@localhost:$port/$db"
     echo "FORGE_TEST_PG_URL=$FORGE_TEST_PG_URL"
 }
 
-_forge_pg_setup
+# Never abort the caller (.ci/run uses set -e): without a URL the PostgreSQL tests fail loudly under CI=true.
+_forge_pg_setup || echo "postgres.sh: PostgreSQL unavailable; FORGE_TEST_PG_URL not set" >&2
 unset -f _forge_pg_setup

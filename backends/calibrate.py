@@ -50,7 +50,9 @@ def calibrate(samples: Sequence[Any], base: dict[str, Any] | None = None, worklo
     pop = PopArrays.from_genomes(genomes)
     meas = np.log(np.concatenate([ttft, tpot]))
     start = RooflineBackend(**base)
-    x0 = np.array([np.clip(getattr(start, k), *FITTABLE[k]) for k in fit], dtype=float)
+    # start strictly inside the bounds: an overhead of exactly 0 sits on its bound and TRF may not leave it
+    x0 = np.array([np.clip(getattr(start, k), FITTABLE[k][0] + (0.02 if k.startswith("eta") else 1.0), FITTABLE[k][1])
+                   for k in fit], dtype=float)
     scale = np.array([1.0 if k.startswith("eta") else max(10.0, x) for k, x in zip(fit, x0)])
 
     def residual(x: np.ndarray) -> np.ndarray:

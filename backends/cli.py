@@ -15,7 +15,7 @@ from rich.table import Table
 from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
-from forge.config import CONFIG_PATH, to_container
+from forge.config import CONFIG_PATH
 from forge.genome import GenomeError
 from forge.io import atomic_write_json
 

@@ -118,7 +118,9 @@ class GpuMeasuredBackend:
             NvmlEnergy() if self.device.startswith("cuda") else None)
         return getattr(torch, DTYPES[wl.weight_bits]), timer, energy
 
-    def evaluate(self, genomes: Sequence[Genome], workload: Workload = Workload()) -> CostTable:
+    def evaluate(self, genomes: Sequence[Genome], workload: Workload | None = None) -> CostTable:
+        if workload is None:  # the backend's own default precision
+            workload = Workload(**dict(zip(("weight_bits", "act_bits", "kv_bits"), self.default_bits)))
         dtype, timer, energy = self._setup(workload)
         rows = [self._one(g, workload, dtype, timer, energy) for g in genomes]
         col = lambda k: np.array([r[k] for r in rows], dtype=float)  # noqa: E731

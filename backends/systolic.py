@@ -18,11 +18,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
-from backends.roofline import ALL_OPS, RooflineBackend
+from backends.roofline import RooflineBackend
 from backends.systolic_map import MODES, GemmCost, cost_from_row, map_many
 from backends.systolic_template import Template, make_template
 from forge.arrays import PopArrays
-from forge.workload import OP_KINDS, OP_NAMES, OpTable, head_ops, layer_ops
 
 BIT = {"input": 1, "weight": 2, "output": 4}
 RESIDENT = (None, "weight", "kv")
@@ -107,10 +106,12 @@ class SystolicBackend:
         self.default_bits = (int(p.get("weight_bits", 8)), int(p.get("act_bits", 8)), int(p.get("kv_bits", 8)))
         self.breakdown_max, self.chunk = int(breakdown_max), int(chunk)
 
-    def evaluate(self, genomes: Sequence[Any] | PopArrays, workload: Workload = Workload()) -> CostTable:
+    def evaluate(self, genomes: Sequence[Any] | PopArrays, workload: Workload | None = None) -> CostTable:
         from backends.systolic_phase import evaluate_chunk
 
         pop = as_population(genomes)
+        if workload is None:  # the backend's own default precision
+            workload = Workload(**dict(zip(("weight_bits", "act_bits", "kv_bits"), self.default_bits)))
         parts = [evaluate_chunk(self, RooflineBackend.compact(pop.take(np.arange(s, min(s + self.chunk, pop.P)))), workload)
                  for s in range(0, pop.P, self.chunk)]
         cat = lambda k: np.concatenate([p[k] for p in parts])  # noqa: E731

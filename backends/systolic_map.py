@@ -77,44 +77,53 @@ def map_many(t: Template, M: Any, K: Any, N: Any, a_b: float = 1.0, w_b: float =
     if np.any(M < 1) or np.any(K < 1) or np.any(N < 1):
         raise BackendError("map_gemm: M, K and N must be >= 1")
     on_chip = frozenset(on_chip) | ({"weight"} if resident else frozenset())
-    R, C = float(t.rows), float(t.cols)
+    g = _tilings(t, M, K, N, a_b, w_b, o_b, on_chip, resident)
+    macs = M * K * N
+    best = None
+    for df in t.dataflows[:1] if mode == "scalesim" else t.dataflows:
+        cand = _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs)
+        cand["cycles"] = np.where(g["fits"], cand["cycles"], np.inf)
+        cand.update(tm=g["tm"], tk=g["tk"], tn=g["tn"], inner=g["ii"] + 0 * g["tm"],
+                    df=np.full_like(g["tm"], DATAFLOWS.index(df)))
+        best = cand if best is None else {k: np.concatenate([best[k], v], axis=1) for k, v in cand.items()}
+    return _pick(best, macs, t)
+
+
+def _tilings(t: Template, M, K, N, a_b, w_b, o_b, on_chip, resident) -> dict[str, Any]:
+    """(S, T) buffer-level tilings × innermost loop: trip counts, DRAM traffic per operand, capacity fit."""
     om, ok, on = _options(M, 1, TILE_M), _options(K, t.rows, TILE_KN), _options(N, t.cols, TILE_KN)
-    nm, nk, nn = om.shape[1], ok.shape[1], on.shape[1]
-    im, ik, in_, ii = (a.ravel() for a in np.meshgrid(np.arange(nm), np.arange(nk), np.arange(nn), np.arange(3), indexing="ij"))
+    grids = np.meshgrid(np.arange(om.shape[1]), np.arange(ok.shape[1]), np.arange(on.shape[1]), np.arange(3), indexing="ij")
+    im, ik, in_, ii = (a.ravel() for a in grids)
     tm, tk, tn = om[:, im], ok[:, ik], on[:, in_]  # (S, T)
     Mc, Kc, Nc = M[:, None], K[:, None], N[:, None]
     Tm, Tk, Tn = _ceil(Mc, tm), _ceil(Kc, tk), _ceil(Nc, tn)
     inner = np.array(INNER)[ii][None, :]
     size = {"input": Mc * Kc * a_b, "weight": Kc * Nc * w_b, "output": Mc * Nc * o_b}
     tile = {"input": tm * tk * a_b, "weight": tk * tn * w_b, "output": tm * tn * t.psum_bytes}
-    holder = {x: t.buffer_for(x) for x in size}
     mult = {"input": Tn, "weight": Tm, "output": Tk}
     reuse_dim = {"input": "n", "weight": "m", "output": "k"}
     dram = {}
-    for x in size:
-        m = mult[x] if holder[x] is None else np.where(inner == reuse_dim[x], 1.0, mult[x])
-        if x == "output":
-            dram[x] = 0.0 * m if x in on_chip else Mc * Nc * (o_b + (m - 1) * 2 * t.psum_bytes)
+    for x in size:  # an operand is re-fetched once per trip of the loop it does not index, unless that loop is innermost
+        m = mult[x] if t.buffer_for(x) is None else np.where(inner == reuse_dim[x], 1.0, mult[x])
+        if x in on_chip:
+            dram[x] = 0.0 * m
+        elif x == "output":  # partial sums spill (write + read back) once per extra k trip
+            dram[x] = Mc * Nc * (o_b + (m - 1) * 2 * t.psum_bytes)
         else:
-            dram[x] = 0.0 * m if x in on_chip else size[x] * m
+            dram[x] = size[x] * m
     fits = np.ones_like(tm, dtype=bool)
     for b in t.buffers:
         need = sum(tile[x] for x in b.holds if not (x == "weight" and resident))
         fits &= need * (2 if b.double_buffered else 1) <= b.bytes
-    dram_total = dram["input"] + dram["weight"] + dram["output"]
-    macs = M * K * N
-    best = None
-    for d, df in enumerate(t.dataflows[:1] if mode == "scalesim" else t.dataflows):
-        cand = _dataflow_costs(t, df, M, K, N, Mc, Kc, Nc, Tm, Tn, size, dram, dram_total, holder, resident, w_b, mode, macs)
-        cand["cycles"] = np.where(fits, cand["cycles"], np.inf)
-        cand.update(tm=tm, tk=tk, tn=tn, inner=ii[None, :] + 0 * tm, df=np.full_like(tm, DATAFLOWS.index(df)))
-        best = cand if best is None else {k: np.concatenate([best[k], v], axis=1) for k, v in cand.items()}
-    return _pick(best, macs, t)
+    return {"tm": tm, "tk": tk, "tn": tn, "ii": ii[None, :], "Mc": Mc, "Kc": Kc, "Nc": Nc, "Tm": Tm, "Tn": Tn,
+            "size": size, "dram": dram, "dram_total": dram["input"] + dram["weight"] + dram["output"], "fits": fits}
 
 
-def _dataflow_costs(t, df, M, K, N, Mc, Kc, Nc, Tm, Tn, size, dram, dram_total, holder, resident, w_b, mode, macs):
+def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     """(S, T) cycles, energy and traffic of every tiling under one dataflow."""
     R, C = float(t.rows), float(t.cols)
+    Mc, Kc, Nc, Tm, Tn = g["Mc"], g["Kc"], g["Nc"], g["Tm"], g["Tn"]
+    size, dram, dram_total = g["size"], g["dram"], g["dram_total"]
     comp, _ = _compute_cycles(t, df, M, K, N, w_b, mode)
     comp = comp[:, None]
     kpe = np.maximum(1.0, np.minimum(t.pe_weight_bytes // max(w_b, 1e-9), _ceil(Kc, R))) if df == "rs" else 1.0

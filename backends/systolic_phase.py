@@ -120,6 +120,22 @@ def _phase(b, pop, tab, head, prec, w_res, kv_res, batch, n_steps=1, sweep=None,
     return per_op  # cycles, energy pJ, DRAM bytes: each (P, O + 3)
 
 
+def _mappings(b, tab: OpTable, prec, i: int, w_res: bool) -> dict[str, dict]:
+    """The selected mapping of each projection/MLP GEMM of genome i's first active layer (prefill)."""
+    from backends.systolic import map_gemm
+
+    layer = int(np.argmax(tab.flops[i].sum(axis=1) > 0))
+    on = ("input", "output") if b.t.activations_on_chip else ()
+    out = {}
+    for j in GEMM_J:
+        if tab.flops[i, layer, j] > 0:
+            c = map_gemm(b.t, tab.M[i, layer, j], tab.K[i, layer, j], tab.N[i, layer, j], b.mode,
+                         a_bytes=prec.act_bytes, w_bytes=prec.weight_bytes, o_bytes=prec.act_bytes, on_chip=on,
+                         resident="weight" if w_res else None)
+            out[OP_NAMES[j]] = {**c.mapping, "utilization": round(c.utilization, 4)}
+    return out
+
+
 def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
     prec, B, Lp, n = wl.precision, wl.batch, wl.prefill, wl.decode
     t, lo, hi = b.t, Lp + 1, Lp + n
@@ -141,6 +157,7 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
               for i in range(pop.P)]
     if pop.P <= b.breakdown_max:
         for i, e in enumerate(extras):
+            e["prefill_mappings"] = _mappings(b, pre, prec, i, bool(w_res[i]))
             e["ttft_ops_ms"] = {k: float(v / hz * 1e3) for k, v in zip(ALL_OPS, p_cyc[i]) if v > 0}
             e["tpot_ops_ms"] = {k: float(v / hz / n * 1e3) for k, v in zip(ALL_OPS, d_cyc[i]) if v > 0}
     return {"ttft_ms": ttft, "tpot_ms": tpot, "energy_per_token_uj": energy, "extras": extras}

@@ -5,14 +5,15 @@
 
 `main` times the console script as a user runs it (process start, imports, surrogate load included).
 `ablation` runs the three recipes in-process with the shipped surrogate and the roofline backend (Table 6
-budget: 24 + 40 × 48 evaluations each), writes bench/results/search_ablation.json and the report
-(HV curves, mean ± std) under bench/results/search_ablation/. Torch runs with 2 threads (the machine's 2 cores).
+budget: 24 + 40 × 48 evaluations each), writes bench/results/search_ablation.json and the HV curves (mean ± std)
+under bench/results/search_ablation/; the runs and the full report stay in multirun/bench-search-ablation/. Torch runs with 1 thread (forge-search's `threads: 1` default).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "multirun" / "bench-search-ablation" / "runs"
 ARMS = {"NSGA+IHA": ["search=nsga", "space=iha-paper"], "Random+IHA": ["search=random", "space=iha-paper"],
         "NSGA+GQA": ["search=nsga", "space=gqa-paper"]}
 PAPER = {"NSGA+IHA": 1.05, "Random+IHA": 0.97, "NSGA+GQA": 1.02}  # LLMForge §4.2, Figure 7
@@ -40,22 +42,21 @@ def bench_main(runs: int) -> dict:
     return {"command": "forge-search", "process_wall_s": walls, "search": inner}
 
 
-def bench_ablation(seeds: int, generations: int, out: Path) -> dict:
+def bench_ablation(seeds: int, generations: int, out: Path, extra: list[str]) -> dict:
     import numpy as np
-    import torch
     from hydra import compose, initialize_config_module
 
     from search.cli import run
     from search.report import make_report
 
-    torch.set_num_threads(2)
+    shutil.rmtree(RUNS, ignore_errors=True)
     res: dict = {}
     for arm, over in ARMS.items():
         for seed in range(seeds):
-            d = out / "runs" / f"{arm.replace('+', '_')}-{seed}"
+            d = RUNS / f"{arm.replace('+', '_')}-{seed}"
             with initialize_config_module(config_module="forge_conf", version_base="1.3"):
                 cfg = compose("forge-search", overrides=[*over, f"seed={seed}", f"search.generations={generations}",
-                                                         "progress=false", f"out_dir={d}"])
+                                                         "progress=false", f"out_dir={d}", *extra])
             s = run(cfg)
             res.setdefault(arm, []).append({k: s[k] for k in ("hypervolume", "hypervolume_loss_params",
                                                                "archive_size", "evaluations", "wall_s")})
@@ -69,7 +70,10 @@ def bench_ablation(seeds: int, generations: int, out: Path) -> dict:
     for t in table.values():
         t["hv_ratio_to_nsga_iha"], t["hv_loss_params_ratio_to_nsga_iha"] = t["hv_mean"] / base, t["hv_loss_params_mean"] / base2
         t["paper_ratio_to_nsga_iha"] = t["paper"] / PAPER["NSGA+IHA"]
-    make_report([out / "runs"], out / "report")
+    rep = make_report([RUNS], RUNS.parent / "report")
+    out.mkdir(parents=True, exist_ok=True)
+    for p in rep["plots"][:2]:  # the Figure 7 curves (the run folders stay in multirun/, ignored by git)
+        shutil.copy(p, out / Path(p).name)
     return {"seeds": seeds, "generations": generations, "arms": table, "runs": res}
 
 
@@ -79,13 +83,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--generations", type=int, default=40)
-    a = ap.parse_args()
+    ap.add_argument("overrides", nargs="*", help="extra forge-search overrides, e.g. evaluator.predictor=PATH")
+    a = ap.parse_intermixed_args()
     out = ROOT / "bench" / "results"
     if a.what == "main":
         r = bench_main(a.runs)
         name = "search_main.json"
     else:
-        r = bench_ablation(a.seeds, a.generations, out / "search_ablation")
+        r = bench_ablation(a.seeds, a.generations, out / "search_ablation", a.overrides)
         name = "search_ablation.json"
     from forge.io import atomic_write_json
 

@@ -5,6 +5,7 @@ the Spearman rank correlation of labels between consecutive budgets (B vs 2B), p
 time per label. Results go to bench/results/train_selfconsistency.json (rewritten after each label).
 
     nice -n 10 .venv/bin/python bench/bench_train.py --n 16 --budgets 32768 65536 131072
+    .venv/bin/python bench/bench_train.py --labels data/labels/iha-tiny-cpu-proxy.jsonl   # throughput of shipped labels
 """
 from __future__ import annotations
 
@@ -38,14 +39,33 @@ def summarize(rows: dict, budgets: list[int]) -> dict:
     return out
 
 
+def label_throughput(path: str) -> dict:
+    """Cost of shipped labels from their provenance: CPU seconds (contention-free), wall, tokens/s."""
+    from forge.labels import read_labels
+
+    labs = list(read_labels(path))
+    fin = [lab for lab in labs if lab.finite]
+    cpu = [lab.provenance["cpu_s"] for lab in fin if "cpu_s" in lab.provenance]
+    med = lambda k: float(np.median([lab.provenance[k] for lab in fin]))  # noqa: E731
+    return {"labels": len(labs), "finite": len(fin), "median_tokens": med("tokens"), "median_wall_s": med("wall_s"),
+            "median_tokens_per_s": med("tokens_per_s"), "n_with_cpu_s": len(cpu),
+            "median_cpu_s": float(np.median(cpu)) if cpu else None,
+            "p90_cpu_s": float(np.percentile(cpu, 90)) if cpu else None,
+            "labels_per_core_minute": 60.0 / float(np.median(cpu)) if cpu else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--labels", default=None, help="only summarize the throughput of a label JSONL file")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--budgets", type=int, nargs="+", default=[32768, 65536, 131072])
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--out", default="bench/results/train_selfconsistency.json")
     a = ap.parse_args()
+    if a.labels:
+        print(json.dumps(label_throughput(a.labels), indent=1))
+        return
     space, corpus = load_space("iha-tiny"), stdlib_corpus()
     genomes = space.sample(a.n, np.random.default_rng(a.seed))
     rows: dict = {}

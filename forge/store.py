@@ -138,9 +138,10 @@ class LabelStore:
             return 0
         ins = _insert(self.engine.dialect.name)
         with self.engine.begin() as conn:
-            if ins is not None:
-                res = conn.execute(ins(labels_table).values(rows).on_conflict_do_nothing(index_elements=["genome_id"]))
-                return int(res.rowcount)
+            if ins is not None:  # count via RETURNING: psycopg reports rowcount -1 here
+                stmt = (ins(labels_table).on_conflict_do_nothing(index_elements=["genome_id"])
+                        .returning(labels_table.c.genome_id))
+                return sum(len(conn.execute(stmt, r).all()) for r in rows)
             new = 0  # other databases: one by one, skipping existing ids
             for r in rows:
                 if conn.execute(select(labels_table.c.genome_id).where(labels_table.c.genome_id == r["genome_id"])).first():

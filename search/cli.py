@@ -21,7 +21,8 @@ from forge.io import atomic_write_text
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.runner import Search
-from search.state import check_same_config, load_checkpoint
+from search.problem import SearchConfigError
+from search.state import CHECKPOINT, check_same_config, load_checkpoint
 
 
 def output_dir(cfg: Any) -> Path:
@@ -42,10 +43,13 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     if resume:
         check_same_config(load_checkpoint(run_dir)["config"], c, run_dir)
     else:
+        if (run_dir / CHECKPOINT).is_file():
+            raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
         run_dir.mkdir(parents=True, exist_ok=True)
         import yaml
 
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(c, sort_keys=False))
+    _set_threads(c.get("threads"))
     parts = dict(components or {})
     space = parts.get("space") or build_space(c)
     evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db")
@@ -60,6 +64,15 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         print(f"search {summary['status']} after generation {summary['generations_done']}; continue with: "
               f"forge-search resume={run_dir}", file=sys.stderr)
     return summary
+
+
+def _set_threads(n: Any) -> None:
+    """Torch intra-op threads for the surrogate: batches of ~48 genomes are too small to gain from more
+    than one thread, and on a shared 2-core machine extra threads mostly spin (20x slower measured)."""
+    if n:
+        import torch
+
+        torch.set_num_threads(int(n))
 
 
 def _brief(s: dict[str, Any]) -> dict[str, Any]:

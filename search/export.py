@@ -55,7 +55,7 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str]) -> list
     if m:
         _check_name(m.group(1), names)
         return [rows[int(np.argmin(_col(rows, m.group(1))))]]
-    m = re.fullmatch(r"budget:(\w+)\s*<=\s*([-+0-9.eE]+)", spec)
+    m = re.fullmatch(r"budget:(\w+)\s*(?:<=|:)\s*([-+0-9.eE]+)", spec)  # ':' needs no shell/Hydra quoting
     if m:
         _check_name(m.group(1), names)
         ok = [r for r in rows if float(r["metrics"].get(m.group(1), np.inf)) <= float(m.group(2))]
@@ -63,7 +63,7 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str]) -> list
             raise ExportError(f"select={spec}: no Pareto genome meets the budget")
         return [min(ok, key=lambda r: float(r["metrics"].get(objectives[0], np.inf)))]
     raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | min:<objective> | "
-                      f"budget:<objective><=<value> with objective in {', '.join(names)}")
+                      f"budget:<objective><=<value> (or budget:<objective>:<value>) with objective in {', '.join(names)}")
 
 
 def _check_name(name: str, names: list[str]) -> None:

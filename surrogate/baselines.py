@@ -81,20 +81,28 @@ class MLPBaseline:
         return self.module(self._x(genomes)).double().numpy() * self.sd + self.mu
 
 
-class RFBaseline:
-    """scikit-learn random forest on packed per-layer fields (active layers in order, pruned removed)."""
+def rf_features(genomes) -> np.ndarray:
+    """Packed per-layer fields plus two counts a tree cannot sum by itself: active and attention layers."""
+    p = featurize(genomes, "paper")
+    counts = np.stack([p.mask.sum(1), p.x[..., 6].sum(1), p.x[:, :6, 6].sum(1)], axis=1)
+    return np.concatenate([flat_packed(p), counts], axis=1)
 
-    def __init__(self, n_estimators: int = 300, max_features: float = 0.33, min_samples_leaf: int = 2,
+
+class RFBaseline:
+    """scikit-learn random forest on packed per-layer fields (active layers in order, pruned removed)
+    plus the active / attention / early-attention layer counts."""
+
+    def __init__(self, n_estimators: int = 300, max_features: float = 0.5, min_samples_leaf: int = 5,
                  seed: int = 0, n_jobs: int = 1) -> None:
         self.rf = RandomForestRegressor(n_estimators=n_estimators, max_features=max_features,
                                         min_samples_leaf=min_samples_leaf, random_state=seed, n_jobs=n_jobs)
 
     def fit(self, train: LabelSet, val: LabelSet | None = None) -> "RFBaseline":
-        self.rf.fit(flat_packed(featurize(train.genomes, "paper")), train.y)  # val rows unused: no selection
+        self.rf.fit(rf_features(train.genomes), train.y)  # val rows unused: no selection
         return self
 
     def predict(self, genomes) -> np.ndarray:
-        return self.rf.predict(flat_packed(featurize(genomes, "paper")))
+        return self.rf.predict(rf_features(genomes))
 
 
 def aggregate(genomes) -> np.ndarray:

@@ -56,7 +56,7 @@ def build(name: str, seed: int, overrides: dict | None = None) -> Any:
 
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
-            overrides: dict | None = None, log=print) -> dict[str, Any]:
+            overrides: dict | None = None, log=print, save_dir: Path | None = None) -> dict[str, Any]:
     """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}."""
     out: dict[str, Any] = {m: {"runs": [], "fit_s": []} for m in models}
     for s in range(seed0, seed0 + seeds):
@@ -67,6 +67,9 @@ def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_
             res = evaluate(test.y, model.predict(test.genomes))
             out[name]["runs"].append({**res, "n_test": len(test)})
             out[name]["fit_s"].append(round(time.perf_counter() - t0, 2))
+            if save_dir is not None and getattr(model, "predictor", None) is not None:
+                model.predictor.meta.update(metrics=res, test={"seed": s, "test_frac": test_frac, "n_test": len(test)})
+                model.predictor.save(Path(save_dir) / f"{name}-seed{s}")
             log(f"seed {s} {name}: " + ", ".join(f"{k}={res[k]:.3f}" for k in METRICS))
     for name in models:
         out[name]["summary"] = summarize(out[name]["runs"])

@@ -50,12 +50,20 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
                                 y_mean, y_std, meta)
 
 
+_FILE_CACHE: dict[tuple[str, float], LabelSet] = {}
+
+
 def _as_labelset(data: LabelSet | Sequence[Label] | str | Path) -> LabelSet:
+    """Label sets from memory or a file; files are cached by (path, mtime) since every refit replays them."""
     if isinstance(data, LabelSet):
         return data
     if isinstance(data, (str, Path)):
-        return load_labelset(data)
-    return from_labels(list(data))
+        key = (str(Path(data).resolve()), Path(data).stat().st_mtime if Path(data).is_file() else 0.0)
+        if key not in _FILE_CACHE:
+            _FILE_CACHE[key] = load_labelset(data)
+        return _FILE_CACHE[key]
+    labels = list(data)
+    return from_labels(labels) if labels else LabelSet([], np.zeros(0), [], 0, "empty")
 
 
 def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str | Path,

@@ -100,8 +100,9 @@ class ReplayBatches(IterableDataset):
     """Each batch: k new rows plus round(ratio·k) replay rows (App. C.2: 5 old rows per new row)."""
 
     def __init__(self, new: tuple, replay: tuple, ratio: float, batch: int, seed: int) -> None:
-        self.new, self.replay, self.ratio = new, replay, ratio
-        self.k = max(1, int(round(batch / (1.0 + ratio))))
+        self.new, self.replay = new, replay
+        self.ratio = ratio if len(replay[2]) else 0.0  # no replay corpus: plain batches of new rows
+        self.k = max(1, int(round(batch / (1.0 + self.ratio))))
         self.rng = np.random.default_rng(seed)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:

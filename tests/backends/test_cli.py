@@ -17,7 +17,7 @@ def cfg(*overrides: str, out=None):
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         c = compose(config_name="forge-hw", overrides=list(overrides))
     if out is not None:
-        from omegaconf import OmegaConf, open_dict
+        from omegaconf import open_dict
 
         with open_dict(c):
             c.out_dir = str(out)

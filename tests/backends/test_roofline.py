@@ -133,3 +133,21 @@ def test_calibrate_recovers_known_overheads(tmp_path):
     loaded = yaml.safe_load((tmp_path / "fit.yaml").read_text())
     again = build_backend(loaded).evaluate(genomes[:3], wl)
     np.testing.assert_allclose(again.tpot_ms, RooflineBackend(**{**truth}).evaluate(genomes[:3], wl).tpot_ms, rtol=0.1)
+
+
+def test_calibrate_rejects_bad_samples_and_parameters():
+    from backends.interface import BackendError
+
+    g = load_genome(data_dir() / "archs" / "gpt2.yaml")
+    with pytest.raises(BackendError, match="finite positive"):
+        calibrate([(g, float("nan"), 1.0)])
+    with pytest.raises(BackendError, match="cannot fit 'peak'"):
+        calibrate([(g, 1.0, 1.0)], fit=("peak",))
+    with pytest.raises(BackendError, match="no samples"):
+        calibrate([])
+
+
+def test_tpot_exact_for_very_wide_heads_too():
+    g = Genome(d_model=512, block_size=256, vocab_size=1000, layers=(LayerGene(260, 4, 8, 8, 256), LayerGene(2, 1, 64, 64, 256)))
+    b, wl = RooflineBackend(launch_us=2.0), Workload(prefill=7, decode=9)
+    assert b.evaluate([g], wl).tpot_ms[0] == pytest.approx(brute_tpot(b, g, wl), rel=1e-9)

@@ -76,7 +76,8 @@ def test_report_draws_pngs_and_one_self_contained_html(two_runs, tmp_path):
         make_report([tmp_path / "rep" / "plots"], tmp_path / "x")
 
 
-@pytest.mark.parametrize("fmt,sel", [("safetensors", "knee"), ("pt", "min:ttft_ms"), ("json", "budget:params<=2e6")])
+@pytest.mark.parametrize("fmt,sel", [("safetensors", "knee"), ("pt", "min:ttft_ms"), ("json", "budget:params<=2e6"),
+                                     ("yaml", "budget:params:2e6")])
 def test_export_loads_back_and_runs_forward(two_runs, tmp_path, fmt, sel):
     s = run_export({"run": str(two_runs / "0"), "select": sel, "format": fmt, "out": str(tmp_path)})
     assert len(s["exported"]) == 1

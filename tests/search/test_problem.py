@@ -109,3 +109,21 @@ def test_beta_needs_mc_passes():
     g = load_space("iha-tiny").sample(3, np.random.default_rng(5))
     loss, mu, sigma = ev(g)
     assert np.allclose(loss, mu - 2.0 * sigma) and np.all(sigma > 0)
+
+
+def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_space, tmp_path):
+    from search.components import build_evaluator
+
+    ev = build_evaluator({"evaluator": {"kind": "train", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}},
+                         tiny_space, tmp_path / "labels.db")
+    p = ForgeProblem(tiny_space, ev, FakeBackend(), Workload(), OBJ, ["val_loss < 3.8"])
+    X = tiny_space.sample_x(24, np.random.default_rng(6))
+    out = {}
+    p._evaluate(X, out)
+    ids = p.ids(X)
+    diverged = np.array([i[0] in "0123" for i in ids])  # FakeTrainer's failures
+    assert diverged.any() and len(ev.trainer.trained) == len(set(ids))
+    assert np.all(out["G"][diverged, 0] > 0) and np.allclose(out["F"][~diverged, 0],
+                                                             fake_loss(tiny_space.decode(X[~diverged]), 0.1))
+    with pytest.raises(SearchConfigError, match="evaluator.kind = 'oracle' is unknown; allowed: surrogate | train"):
+        build_evaluator({"evaluator": {"kind": "oracle"}}, tiny_space)

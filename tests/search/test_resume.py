@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import run
+from search.problem import SearchConfigError
 from search.state import ResumeError, config_diff, load_checkpoint
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend
@@ -122,6 +123,8 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     with pytest.raises(ResumeError, match=r"differs from the run.s in search.pop_size, seed;"):
         run(other, _components())
     assert config_diff({"a": 1, "b": {"c": 2}, "resume": "x"}, {"a": 1, "b": {"c": 3}, "resume": "y"}) == ["b.c"]
+    with pytest.raises(SearchConfigError, match="already holds a search; allowed: resume="):
+        run(tiny_cfg(out_dir=str(tmp_path), progress=False), _components())
     with pytest.raises(ResumeError, match="no search state"):
         run(tiny_cfg(resume=str(tmp_path / "nope")), _components())
 

@@ -130,3 +130,10 @@ def test_training_is_reproducible_with_a_seed(split):
     assert np.array_equal(a.predict(te.genomes)[0], b.predict(te.genomes)[0])
     for x, y in zip(a.members[0].parameters(), b.members[0].parameters()):
         assert torch.equal(x, y)
+
+
+def test_finetune_without_replay_corpus(split, base):
+    _, stem = base
+    te = split[2]
+    p = finetune(stem, te.take(range(0, 6)), [], epochs=1, seed=0)
+    assert p.meta["finetune"]["n_replay"] == 0 and np.isfinite(p.predict(te.genomes)[0]).all()
