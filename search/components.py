@@ -168,6 +168,6 @@ def seed_genome(spec: Any, space: SearchSpace) -> Genome | None:
 
         path = data_dir() / "archs" / f"{spec}.yaml"
     if not path.is_file():
-        raise SearchConfigError(f"search.sampling = {spec!r} is invalid; allowed: uniform, a genome file, or a "
-                                "name from data/archs")
+        raise SearchConfigError(f"genome {spec!r} (search.sampling / hv.anchor) is invalid; allowed: a genome "
+                                "file or a name from data/archs (sampling also: uniform)")
     return space.repair(load_genome(path))

@@ -47,7 +47,9 @@ class Search:
 
     # ------------------------------------------------------------ hypervolume
     def _anchor_metrics(self, hv: dict[str, Any]) -> dict[str, float]:
-        genome = default_anchor(self.space)
+        spec = hv.get("anchor", "auto")
+        genome = default_anchor(self.space) if spec in (None, "auto") else seed_genome(spec, self.space)
+        self.anchor_genome = genome
         X = self.space.encode([genome])
         m = dict(hv.get("anchor_values") or {})
         if self.problem.evaluator.kind != "surrogate" and LOSS not in m:
@@ -202,7 +204,7 @@ class Search:
                    "evaluations": self.problem.n_evaluated, "archive_size": len(self.archive),
                    "wall_s": self.wall(), "phase_s": self.all_timers(), "objectives": self.problem.objectives,
                    "constraints": [str(c) for c in self.problem.constraints],
-                   "hv_anchor": {"genome": default_anchor(self.space).to_dict(), "values": self.anchor,
+                   "hv_anchor": {"genome": self.anchor_genome.to_dict(), "values": self.anchor,
                                  "ref": self.hv.ref}, "algorithm": self.cfg["search"].get("algorithm", "nsga"),
                    "space": self.space.name, "backend": getattr(self.problem.backend, "name", "?"),
                    "seed": self.seed, "surrogate_version": self.problem.evaluator.version,

@@ -1,0 +1,17 @@
+"""Loss surrogates: the Forge-Former predictor (`surrogate.predictor.load_predictor`), replay
+fine-tuning (`surrogate.fit.finetune`), baselines, metrics and the `forge-surrogate` CLI.
+Heavy modules (torch, Lightning) load on first use, so `import surrogate` stays cheap."""
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {"load_predictor": "surrogate.predictor", "ForgeFormerPredictor": "surrogate.predictor",
+         "finetune": "surrogate.fit", "train_forgeformer": "surrogate.fit"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'surrogate' has no attribute {name!r}")

@@ -102,6 +102,7 @@ class ForgeFormerPredictor:
         stem = _stem(stem)
         tensors = {f"m{k}.{n}": t.detach().contiguous().clone() for k, m in enumerate(self.members)
                    for n, t in m.state_dict().items()}
+        stem.parent.mkdir(parents=True, exist_ok=True)
         tmp = stem.with_name(stem.name + ".tmp.safetensors")
         save_file(tensors, str(tmp))
         atomic_write_bytes(stem.with_suffix(".safetensors"), tmp.read_bytes())

@@ -88,3 +88,18 @@ def test_default_anchor_is_gpt2_small_on_the_paper_spaces():
         load_space(name).validate(a)
         layers = a.active_layers
         assert len(layers) == 12 and layers[0].n_h == 12 and layers[0].d_qk == 64 and layers[0].d_mlp == 3072
+
+
+def test_hv_anchor_and_seeded_sampling_from_config(make_search, tmp_path):
+    import pytest
+
+    from search.problem import SearchConfigError
+
+    cfg = tiny_cfg(hv={"anchor": "gpt2", "ref": 3.0}, search={"sampling": "gpt2", "generations": 1})
+    s = make_search(tmp_path / "a", cfg)
+    out = s.run()
+    assert out["hv_anchor"]["ref"] == 3.0 and out["hv_anchor"]["genome"]["d_model"] == 128  # repaired into iha-tiny
+    first = [r for r in read_jsonl(tmp_path / "a" / "archive.jsonl") if r["generation"] == 0]
+    assert first[0]["id"] == s.anchor_genome.id  # sampling around the same seed: row 0 is the seed itself
+    with pytest.raises(SearchConfigError, match="allowed: a genome file or a name from data/archs"):
+        make_search(tmp_path / "b", tiny_cfg(search={"sampling": "no-such-arch"}))
