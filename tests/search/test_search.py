@@ -103,3 +103,11 @@ def test_hv_anchor_and_seeded_sampling_from_config(make_search, tmp_path):
     assert first[0]["id"] == s.anchor_genome.id  # sampling around the same seed: row 0 is the seed itself
     with pytest.raises(SearchConfigError, match="allowed: a genome file or a name from data/archs"):
         make_search(tmp_path / "b", tiny_cfg(search={"sampling": "no-such-arch"}))
+
+
+def test_progress_display_shows_generation_archive_and_hv(make_search, tmp_path, capsys):
+    s = make_search(tmp_path, tiny_cfg(search={"generations": 2}))
+    s.progress = True
+    s.run()
+    err = capsys.readouterr().err
+    assert "archive" in err and "HV" in err and "loss=" in err
