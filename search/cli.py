@@ -22,7 +22,7 @@ from search.components import (build_backend, build_coevolution, build_evaluator
                                build_workload)
 from search.runner import Search
 from search.problem import SearchConfigError
-from search.state import CHECKPOINT, check_same_config, load_checkpoint
+from search.state import CHECKPOINT, RUNTIME_KEYS, ResumeError, check_same_config, load_checkpoint
 
 
 def output_dir(cfg: Any) -> Path:
@@ -41,7 +41,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
-        check_same_config(load_checkpoint(run_dir)["config"], c, run_dir)
+        c = resume_config(c, load_checkpoint(run_dir)["config"], run_dir, _cli_overrides())
     else:
         if (run_dir / CHECKPOINT).is_file():
             raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
@@ -64,6 +64,43 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         print(f"search {summary['status']} after generation {summary['generations_done']}; continue with: "
               f"forge-search resume={run_dir}", file=sys.stderr)
     return summary
+
+
+def _cli_overrides() -> list[str] | None:
+    """The command-line overrides of this Hydra job (None outside Hydra)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return None
+
+
+def _select(d: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return "<unset>"
+        d = d[part]
+    return d
+
+
+def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
+                  overrides: list[str] | None) -> dict[str, Any]:
+    """The config to continue with: the run's own, plus the new runtime keys.
+
+    From the command line only the keys given again are compared (`forge-search resume=DIR` alone works);
+    called with a whole config (tests, scripts) every key is compared. A difference is refused, listed.
+    """
+    if overrides is None:
+        check_same_config(saved, c, run_dir)
+    else:
+        keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+        keys = [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
+        diff = [k for k in keys if _select(saved, k) != _select(c, k)]
+        if diff:
+            raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}; "
+                              "resume with the same overrides (or start a new run)")
+    return {**saved, **{k: c[k] for k in RUNTIME_KEYS if k in c}}
 
 
 def _set_threads(n: Any) -> None:

@@ -19,7 +19,7 @@ from forge.io import atomic_write_json, atomic_write_text
 
 CHECKPOINT = "state/checkpoint.json"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
-RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress")
+RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads")
 
 
 class ResumeError(ValueError):

@@ -143,3 +143,16 @@ def test_a_torn_log_line_from_a_kill_is_dropped_on_resume(make_search, tmp_path)
         from search.state import read_jsonl
 
         read_jsonl(tmp_path / "bad.jsonl")
+
+
+def test_cli_resume_compares_only_the_overrides_given_again(tmp_path):
+    from search.cli import resume_config
+
+    saved = tiny_cfg(progress=False)
+    saved["space"] = {"name": "iha-tiny"}
+    new = tiny_cfg(resume=str(tmp_path), progress=True, stop_after=None)
+    new["space"], new["seed"] = {"name": "iha-paper"}, 7  # what a bare `forge-search resume=DIR` composes
+    out = resume_config(new, saved, tmp_path, ["resume=" + str(tmp_path), "progress=true"])
+    assert out["space"] == {"name": "iha-tiny"} and out["seed"] == 0 and out["progress"] is True
+    with pytest.raises(ResumeError, match="differs from the run.s in space, seed;"):
+        resume_config(new, saved, tmp_path, ["space=iha-paper", "seed=7", "resume=x"])
