@@ -43,7 +43,7 @@ def print_summary(s: dict[str, Any], top: int = 8) -> None:
                     f"{s['workload']['act_bits']}/{s['workload']['kv_bits']})")
     t.add_column("metric"), t.add_column("value", justify="right")
     for k, v in s.items():
-        if k in ("workload", "genome_id") or isinstance(v, dict):
+        if k in ("workload", "genome_id") or isinstance(v, (dict, list)):
             continue
         t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
     con.print(t)
