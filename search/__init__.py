@@ -1,0 +1,7 @@
+"""Forge-DSE: NSGA-II search over IHA genomes (LLMForge §3.3.1, Algorithm 3) on pymoo.
+
+operators (layer-aware variation) · problem (vectorized evaluation, objectives, constraints) · algorithms
+(nsga | random) · archive (Pareto archive, hypervolume) · coevolution (surrogate refits) · runner (the
+generation loop, run files) · state (checkpoint/resume) · report · export · cli (forge-search,
+forge-report, forge-export).
+"""

@@ -137,12 +137,16 @@ def _num(x: float) -> float | str:
 
 
 def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:
-    """The original training corpus for replay: a path (CSV or JSONL); for iha-paper/gqa-paper the LLMForge
+    """The original training corpus for replay: a path (CSV or JSONL, or relative to data/); for iha-paper/gqa-paper the LLMForge
     CSV by default. Other spaces without `replay` fine-tune on the new labels alone (no replay)."""
+    from pathlib import Path
+
+    from forge.config import data_dir
     from forge.io import shared_data_dir
 
     if spec:
-        return str(spec)
+        shipped = data_dir() / str(spec)  # a path relative to the shipped data/ folder works too
+        return str(shipped if not Path(str(spec)).exists() and shipped.exists() else spec)
     if space_name in ("iha-paper", "gqa-paper"):
         return str(shared_data_dir() / "llmforge_iha_200M.csv")
     return []

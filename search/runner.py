@@ -8,8 +8,11 @@ resumed run writes exactly what an uninterrupted one would. Ctrl-C keeps the las
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -183,7 +186,7 @@ class Search:
         self._t0, status = time.perf_counter(), "complete"
         from search.progress import SearchProgress
 
-        with SearchProgress(self.G, enabled=self.progress) as bar:
+        with SearchProgress(self.G, enabled=self.progress) as bar, _term_as_interrupt():
             try:
                 for g in range(self.gen + 1, self.G + 1):
                     self.step(g)
@@ -213,6 +216,21 @@ class Search:
             summary["coevolution"] = self.coevo.summary()
         atomic_write_json(self.run_dir / "summary.json", summary)
         return summary
+
+
+@contextmanager
+def _term_as_interrupt():
+    """SIGTERM (a scheduler's preemption, `kill`) stops like Ctrl-C: keep the last checkpoint, write the summary."""
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, raise_interrupt) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _f(x: Any) -> float:

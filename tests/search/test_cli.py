@@ -101,3 +101,21 @@ def test_export_bad_input(two_runs, tmp_path):
         run_export({"run": str(two_runs / "0"), "format": "onnx", "out": str(tmp_path)})
     with pytest.raises(ExportError, match="no pareto.jsonl"):
         run_export({"run": str(tmp_path), "out": str(tmp_path)})
+
+
+def test_coevolve_tiny_experiment_composes():
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["experiment=coevolve-tiny"])
+    assert (cfg.space.name, cfg.protocol.name, cfg.evaluator.predictor) == ("iha-tiny", "cpu-proxy", "forgeformer-iha-tiny")
+    assert cfg.search.coevolve.every == 5 and cfg.dispatch._target_.endswith("LocalTrainer")
+
+
+@pytest.mark.slow
+def test_coevolve_tiny_experiment_trains_and_refits_for_real(tmp_path):
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["experiment=coevolve-tiny", "search.generations=5", "progress=false",
+                                                 f"out_dir={tmp_path}"])
+    s = run(cfg)
+    assert s["coevolution"]["events"] == 1 and s["surrogate_version"] == 1
+    labels = read_jsonl(tmp_path / "labels.jsonl")
+    assert len(labels) == 4 and all(lab["provenance"]["protocol"] == "cpu-proxy" for lab in labels)

@@ -83,3 +83,15 @@ def test_coevolution_config(tmp_path, tiny_space):
     cfg["search"]["coevolve"]["finetune"] = "no.such.function"
     with pytest.raises(SearchConfigError, match="cannot be imported"):
         build_coevolution(cfg, tiny_space, tmp_path)
+
+
+def test_replay_corpus_resolution(tmp_path):
+    from forge.config import data_dir
+    from search.coevolution import replay_labels
+
+    assert replay_labels(None, "iha-paper").endswith("llmforge_iha_200M.csv")
+    assert replay_labels(None, "iha-tiny") == []  # no replay corpus known: new labels only
+    assert replay_labels("labels/iha-tiny-cpu-proxy.jsonl", "iha-tiny") == str(data_dir() / "labels" / "iha-tiny-cpu-proxy.jsonl")
+    own = tmp_path / "mine.jsonl"
+    own.write_text("")
+    assert replay_labels(str(own), "iha-tiny") == str(own)

@@ -57,3 +57,27 @@ def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
     assert [e["generation"] for e in ev] == [1, 2] and (tmp_path / "full" / "state" / "surrogate-v1.json").is_file()
     for f in ("pareto.jsonl", "archive.jsonl", "coevolution.jsonl"):
         assert (tmp_path / "full" / f).read_text() == (tmp_path / "part" / f).read_text(), f
+
+
+def _shipped() -> bool:
+    from forge.config import data_dir
+
+    return (data_dir() / "surrogate" / "forgeformer-iha-paper.json").is_file()
+
+
+@pytest.mark.skipif(not _shipped(), reason="shipped surrogate data/surrogate/forgeformer-iha-paper.* not built yet")
+def test_default_search_with_the_shipped_surrogate_and_roofline(tmp_path):
+    from hydra import compose, initialize_config_module
+
+    from search.cli import run
+    from search.components import load_surrogate
+    from search.problem import SearchConfigError
+
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["search.generations=2", "progress=false", f"out_dir={tmp_path}"])
+    s = run(cfg)
+    assert s["evaluations"] == 24 + 2 * 48 and s["backend"] == "roofline" and s["archive_size"] > 0
+    pareto = read_jsonl(tmp_path / "pareto.jsonl")
+    assert all(1.0 < r["metrics"]["val_loss"] < 3.8 for r in pareto)  # the constraint holds on the archive
+    with pytest.raises(SearchConfigError, match="does not match space 'iha-tiny'"):
+        load_surrogate("forgeformer-iha-paper", load_space("iha-tiny"))

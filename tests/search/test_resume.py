@@ -156,3 +156,21 @@ def test_cli_resume_compares_only_the_overrides_given_again(tmp_path):
     assert out["space"] == {"name": "iha-tiny"} and out["seed"] == 0 and out["progress"] is True
     with pytest.raises(ResumeError, match="differs from the run.s in space, seed;"):
         resume_config(new, saved, tmp_path, ["space=iha-paper", "seed=7", "resume=x"])
+
+
+def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
+    root = str(Path(__file__).resolve().parents[2])
+    d = tmp_path / "term"
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(d))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and not ((d / "state" / "checkpoint.json").is_file()
+                                          and load_checkpoint(d)["generation"] >= 1):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    import json
+
+    s = json.loads((d / "summary.json").read_text())
+    assert s["status"] == "interrupted" and s["generations_done"] == load_checkpoint(d)["generation"] < 8
+    assert b"resume=" in proc.stderr.read()
