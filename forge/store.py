@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, event, func, select
+from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, event, func, inspect, select
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from forge.genome import Genome, genome_from_dict
 from forge.labels import Label, read_labels, write_labels
@@ -119,10 +119,8 @@ class LabelStore:
             self._engine, self._pid = _make_engine(self.url, self.timeout_s), os.getpid()
             try:
                 _meta.create_all(self._engine, checkfirst=True)
-            except IntegrityError:  # another process created the table at the same moment
-                pass
-            except OperationalError as e:
-                if "already exists" not in str(e):
+            except DBAPIError as e:  # e.g. another process created the table at the same moment
+                if not _has_table(self._engine):
                     raise StoreError(f"{self!r}: cannot open the store ({e.orig})") from None
         return self._engine
 
@@ -197,6 +195,13 @@ class LabelStore:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _has_table(engine: Engine) -> bool:
+    try:
+        return inspect(engine).has_table(labels_table.name)
+    except DBAPIError:
+        return False
 
 
 def _row(lab: Label) -> dict[str, Any]:

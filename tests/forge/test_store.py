@@ -106,6 +106,12 @@ def test_bad_urls_are_clear_errors(tmp_path):
     assert normalize_url("x.db").startswith("sqlite:////")
 
 
+def test_unreachable_server_is_a_clear_error():
+    pytest.importorskip("psycopg", reason="the postgres extra")
+    with pytest.raises(StoreError, match="cannot open the store"):
+        len(LabelStore("postgresql+psycopg://u:p@127.0.0.1:1/db", timeout_s=3))
+
+
 _KILL_SCRIPT = """
 import sys, time
 from forge.store import LabelStore
