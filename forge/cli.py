@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from forge.config import CONFIG_PATH, conf_dir, data_dir, to_container
+from forge.config import CONFIG_PATH, conf_dir, data_dir, to_container, user_errors
 from forge.genome import Genome, GenomeError, load_genome
 from forge.io import atomic_write_json
 from forge.space import load_space
@@ -96,12 +96,14 @@ def run_space(cfg: Any) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-arch", version_base="1.3")
 def arch_main(cfg: DictConfig) -> None:
-    run_arch(cfg)
+    with user_errors("forge-arch"):
+        run_arch(cfg)
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-space", version_base="1.3")
 def space_main(cfg: DictConfig) -> None:
-    run_space(cfg)
+    with user_errors("forge-space"):
+        run_space(cfg)
 
 
 __all__ = ["run_arch", "run_space", "resolve_arch", "conf_dir"]

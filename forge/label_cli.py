@@ -119,7 +119,10 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-label", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    print(json.dumps(run(cfg), indent=2))
+    from forge.config import user_errors
+
+    with user_errors("forge-label"):
+        print(json.dumps(run(cfg), indent=2))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from forge.config import CONFIG_PATH, to_container
+from forge.config import CONFIG_PATH, to_container, user_errors
 from forge.io import atomic_write_text
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
@@ -120,18 +120,21 @@ def _brief(s: dict[str, Any]) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-search", version_base="1.3")
 def search_main(cfg: DictConfig) -> None:
-    print(json.dumps(_brief(run(cfg)), indent=2))
+    with user_errors("forge-search"):
+        print(json.dumps(_brief(run(cfg)), indent=2))
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-report", version_base="1.3")
 def report_main(cfg: DictConfig) -> None:
     from search.report import run as run_report
 
-    print(json.dumps(run_report(cfg), indent=2))
+    with user_errors("forge-report"):
+        print(json.dumps(run_report(cfg), indent=2))
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-export", version_base="1.3")
 def export_main(cfg: DictConfig) -> None:
     from search.export import run as run_export
 
-    print(json.dumps(run_export(cfg), indent=2))
+    with user_errors("forge-export"):
+        print(json.dumps(run_export(cfg), indent=2))
