@@ -9,13 +9,13 @@ import inspect
 from typing import Any
 
 from backends.interface import Backend, BackendError, Workload
-from forge.config import conf_dir, to_container
+from forge.config import conf_dir, group_names, to_container
 
 BITS = ("weight_bits", "act_bits", "kv_bits")
 
 
 def list_backends() -> list[str]:
-    return sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
+    return group_names("backend")
 
 
 def backend_config(name: str) -> dict[str, Any]:

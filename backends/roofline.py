@@ -50,9 +50,9 @@ class Hardware:
 
 
 def hardware_names() -> list[str]:
-    from forge.config import conf_dir
+    from forge.config import group_names
 
-    return sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
+    return group_names("hardware")
 
 
 def load_hardware(spec: Any) -> Hardware:
@@ -60,14 +60,11 @@ def load_hardware(spec: Any) -> Hardware:
     if isinstance(spec, Hardware):
         return spec
     if isinstance(spec, str):
-        import yaml
+        from forge.config import group_yaml
 
-        from forge.config import conf_dir
-
-        path = conf_dir() / "hardware" / f"{spec}.yaml"
-        if not path.is_file():
-            raise BackendError(f"hardware preset {spec!r} is unknown; allowed: {', '.join(hardware_names())}")
-        spec = yaml.safe_load(path.read_text())
+        name, spec = spec, group_yaml("hardware", spec)
+        if spec is None:
+            raise BackendError(f"hardware preset {name!r} is unknown; allowed: {', '.join(hardware_names())}")
     from forge.config import to_container
 
     d = dict(to_container(spec))

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from forge.config import CONFIG_PATH, conf_dir, data_dir, to_container, user_errors
+from forge.config import CONFIG_PATH, conf_dir, data_dir, output_dir, to_container, user_errors
 from forge.genome import Genome, GenomeError, load_genome
 from forge.io import atomic_write_json
 from forge.space import load_space
@@ -29,16 +29,6 @@ def resolve_arch(arch: str) -> Genome:
         return load_genome(known)
     names = sorted(x.stem for x in (data_dir() / "archs").glob("*.yaml"))
     raise GenomeError(f"arch = {arch!r} is neither a genome file nor a known baseline; allowed: {', '.join(names)} or a path")
-
-
-def output_dir(cfg: Any) -> Path:
-    """Hydra's run directory when under Hydra, else cfg.out_dir (tests), else the current folder."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:
-        return Path(cfg.get("out_dir") or ".")
 
 
 def arch_summary(genome: Genome) -> dict[str, Any]:

@@ -39,3 +39,27 @@ def user_errors(app: str) -> Iterator[None]:
         if os.environ.get("FORGE_DEBUG"):
             raise
         raise SystemExit(f"{app}: error: {e}") from None
+
+
+def group_names(group: str) -> list[str]:
+    """Config names available in conf/<group>/ (what an error message lists as allowed)."""
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def group_yaml(group: str, name: str) -> dict[str, Any] | None:
+    """The plain mapping of conf/<group>/<name>.yaml, or None when there is no such config."""
+    import yaml
+
+    path = conf_dir() / group / f"{name}.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else None
+
+
+def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:
+    """Hydra's run directory under @hydra.main; else cfg.out_dir (tests call run() directly); else fallback."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        out = cfg.get("out_dir") if hasattr(cfg, "get") else None
+        return Path(out) if out else (Path(fallback) if fallback is not None else None)

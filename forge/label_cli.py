@@ -18,7 +18,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from forge.config import CONFIG_PATH, to_container
+from forge.config import CONFIG_PATH, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict, load_genome
 from forge.io import atomic_write_json
 from forge.labels import Label
@@ -63,12 +63,7 @@ def _genomes(cfg: DictConfig) -> list[Genome]:
 
 
 def _out_dir(cfg: DictConfig) -> Path | None:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:  # run() called outside Hydra
-        return Path(cfg.out_dir) if cfg.get("out_dir") else None
+    return output_dir(cfg, fallback=None)
 
 
 def _progress(total: int):

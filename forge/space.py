@@ -11,7 +11,7 @@ d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and der
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -238,12 +238,9 @@ def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:
 
 def load_space(name: str) -> SearchSpace:
     """Load `conf/space/<name>.yaml` by name (used outside Hydra: tests, notebooks)."""
-    import yaml
+    from forge.config import group_names, group_yaml
 
-    from forge.config import conf_dir
-
-    path = conf_dir() / "space" / f"{name}.yaml"
-    if not path.is_file():
-        valid = sorted(p.stem for p in (conf_dir() / "space").glob("*.yaml"))
-        raise GenomeError(f"space = {name!r} is unknown; allowed: {', '.join(valid)}")
-    return space_from_config(yaml.safe_load(path.read_text()))
+    node = group_yaml("space", name)
+    if node is None:
+        raise GenomeError(f"space = {name!r} is unknown; allowed: {', '.join(group_names('space'))}")
+    return space_from_config(node)

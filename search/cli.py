@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from forge.config import CONFIG_PATH, to_container, user_errors
+from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
@@ -27,12 +28,7 @@ from search.state import CHECKPOINT, RUNTIME_KEYS, ResumeError, check_same_confi
 
 def output_dir(cfg: Any) -> Path:
     """Hydra's run directory under Hydra, else cfg.out_dir (tests), else ./outputs/search."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:
-        return Path(cfg.get("out_dir") or "outputs/search")
+    return _output_dir(cfg, fallback="outputs/search")
 
 
 def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:

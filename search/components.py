@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from backends.interface import Workload
-from forge.config import conf_dir
+from forge.config import group_names, group_yaml
 from forge.genome import Genome, load_genome
 from forge.space import SearchSpace, load_space, space_from_config
 from search.problem import LossEvaluator, SearchConfigError, TrainEvaluator
 
 
 def _group_names(group: str) -> str:
-    return ", ".join(sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))) or "none yet"
+    return ", ".join(group_names(group)) or "none yet"
 
 
 def instantiate_node(node: Any, what: str) -> Any:
@@ -25,12 +25,7 @@ def instantiate_node(node: Any, what: str) -> Any:
     from hydra.utils import instantiate
 
     if isinstance(node, str):
-        path = conf_dir() / what / f"{node}.yaml"
-        if not path.is_file():
-            raise SearchConfigError(f"{what} = {node!r} is unknown; allowed: {_group_names(what)}")
-        import yaml
-
-        node = yaml.safe_load(path.read_text())
+        node = _group_yaml(what, node)
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise SearchConfigError(f"{what} = {node!r} is invalid; allowed: one of {_group_names(what)} "
                                 "or a mapping with _target_")
@@ -106,12 +101,10 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
 
 
 def _group_yaml(group: str, name: str) -> dict[str, Any]:
-    import yaml
-
-    path = conf_dir() / group / f"{name}.yaml"
-    if not path.is_file():
+    node = group_yaml(group, name)
+    if node is None:
         raise SearchConfigError(f"{group} = {name!r} is unknown; allowed: {_group_names(group)}")
-    return yaml.safe_load(path.read_text())
+    return node
 
 
 def import_callable(spec: str) -> Any:

@@ -13,7 +13,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from forge.config import CONFIG_PATH, to_container
+from forge.config import CONFIG_PATH, output_dir, to_container
 from forge.io import atomic_write_json, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
@@ -24,14 +24,10 @@ MODES = ("train", "eval", "compare", "finetune")
 
 
 def _out_dir(cfg: DictConfig) -> Path:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:  # run() called outside @hydra.main (tests)
-        if not cfg.get("out_dir"):
-            raise ValueError("out_dir is required when run() is called outside Hydra") from None
-        return Path(cfg.out_dir)
+    out = output_dir(cfg, fallback=None)
+    if out is None:
+        raise ValueError("out_dir is required when run() is called outside Hydra")
+    return out
 
 
 def _data_path(cfg: DictConfig) -> Path:
