@@ -7,12 +7,15 @@ and a reason; evaluate never raises for such a genome inside a search.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
 from forge.genome import Genome
 from forge.workload import Precision
+
+if TYPE_CHECKING:
+    from forge.arrays import PopArrays
 
 
 class BackendError(ValueError):

@@ -35,7 +35,6 @@ def main() -> None:
             tot = model_totals(pop)
             _ = pre.total("flops") + dec.total("weight_bytes") + tot["params"]
         res[np.dtype(dtype).name] = time.perf_counter() - t0
-    vec = res["float64"]
     sub = s.decode(X[:500])
     t0 = time.perf_counter()
     for g in sub:

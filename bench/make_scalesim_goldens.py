@@ -17,7 +17,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import tempfile
 from pathlib import Path
 

@@ -20,7 +20,7 @@ a GELU MLP) are all-zero rows. The per-genome `describe()` is derived from the s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
