@@ -3,15 +3,24 @@
 Default shape = the paper's: 9 per-field Linear(1→64) lifts summed with a learned positional
 embedding over 40 packed positions, 4 pre-LN encoder blocks (width 64, 4 heads, FFN 256, GELU,
 dropout 0.2), masked mean pooling, a linear head — 203,713 parameters (no final LayerNorm).
+
+The parameters live in a stock `nn.TransformerEncoder` (so checkpoints are plain state dicts), but
+`forward` runs the blocks on *packed* tokens: the projections and FFN only see active layers (the
+IHA labels average 17 of 40), attention runs padded per sequence, and dropout masks come from a
+numpy PCG64 stream (16-bit thresholds, 4 masks per 64-bit draw), ~5× cheaper than torch's CPU
+bernoulli. `reference_forward` is the stock padded path; tests pin the two to each other.
 """
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass
 
 import lightning as L
+import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 
 @dataclass
@@ -30,6 +39,23 @@ class FFConfig:
         return asdict(self)
 
 
+class MaskStream:
+    """Inverted-dropout multipliers (0 or 1/(1-p)) drawn from a seeded numpy PCG64 generator.
+
+    Keep probability is round((1-p)·65536)/65536 (|error| < 8e-6). One seed → the same masks."""
+
+    def __init__(self, p: float, seed: int) -> None:
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.thr = np.uint16(min(65535, round((1.0 - p) * 65536)))
+        self.scale = np.float32(1.0 / (1.0 - p))
+
+    def __call__(self, shape: torch.Size) -> torch.Tensor:
+        n = math.prod(shape)
+        bits = self.rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
+        keep = np.multiply(bits < self.thr, self.scale, dtype=np.float32)
+        return torch.from_numpy(keep).view(shape)
+
+
 class ForgeFormer(nn.Module):
     """Encoder over packed layer tokens → scalar (in the target units the trainer chose)."""
 
@@ -45,17 +71,52 @@ class ForgeFormer(nn.Module):
                                            batch_first=True, norm_first=True)
         self.encoder = nn.TransformerEncoder(block, cfg.n_layers, enable_nested_tensor=False)
         self.head = nn.Linear(cfg.d_enc, 1)
+        self.masks: MaskStream | None = None  # dropout source; seeded lazily from torch's RNG
+
+    def seed_dropout(self, seed: int) -> None:
+        self.masks = MaskStream(self.cfg.dropout, seed)
+
+    def _drop(self, t: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.cfg.dropout <= 0:
+            return t
+        if self.masks is None:
+            self.seed_dropout(int(torch.randint(0, 2**62, (1,))))
+        return t * self.masks(t.shape)
+
+    def _attend(self, blk: nn.TransformerEncoderLayer, h: torch.Tensor, where: tuple, shape: tuple,
+                key_bias: torch.Tensor) -> torch.Tensor:
+        """Multi-head self-attention of packed tokens h (N, d); padded per sequence for the scores."""
+        B, n = shape
+        H, d = self.cfg.n_heads, self.cfg.d_enc
+        a = blk.self_attn
+        qkv = F.linear(h, a.in_proj_weight, a.in_proj_bias)  # (N, 3d)
+        qkv = qkv.new_zeros(B, n, 3 * d).index_put(where, qkv)  # (B, n, 3d)
+        q, k, v = qkv.view(B, n, 3, H, d // H).permute(2, 0, 3, 1, 4)  # each (B, H, n, d/H)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // H) + key_bias, dim=-1)  # (B, H, n, n)
+        o = (self._drop(att) @ v).transpose(1, 2).reshape(B, n, d)[where]  # (N, d)
+        return F.linear(o, a.out_proj.weight, a.out_proj.bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x: (B, L, F) normalized fields, mask: (B, L) bool real tokens → (B,)."""
-        # Trailing padding is dropped: with key masking and masked pooling the result is identical.
         n = int(mask.sum(dim=1).max())
         x, mask = x[:, :n], mask[:, :n]
-        z = x @ self.lift_w + self.lift_b.sum(0) + self.pos[:n]
+        where = mask.nonzero(as_tuple=True)  # (batch index, position) of every active token
+        z = x[where] @ self.lift_w + self.lift_b.sum(0) + self.pos[where[1]]  # (N, d)
+        key_bias = torch.zeros(mask.shape, dtype=z.dtype).masked_fill(~mask, float("-inf"))[:, None, None, :]
+        for blk in self.encoder.layers:  # pre-LN: z += Drop(SA(LN1 z)); z += Drop(W2 Drop(GELU(W1 LN2 z)))
+            z = z + self._drop(self._attend(blk, blk.norm1(z), where, tuple(mask.shape), key_bias))
+            ff = blk.linear2(self._drop(F.gelu(blk.linear1(blk.norm2(z)))))
+            z = z + self._drop(ff)
+        counts = mask.sum(dim=1, keepdim=True).to(z.dtype).clamp_min(1.0)
+        pooled = z.new_zeros(x.shape[0], z.shape[1]).index_add(0, where[0], z) / counts  # masked mean
+        return self.head(pooled).squeeze(-1)
+
+    def reference_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The same network through the stock padded `nn.TransformerEncoder` (tests compare the two)."""
+        z = x @ self.lift_w + self.lift_b.sum(0) + self.pos[: x.shape[1]]
         h = self.encoder(z, src_key_padding_mask=~mask)
         m = mask.unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp_min(1.0)
-        return self.head(pooled).squeeze(-1)
+        return self.head((h * m).sum(1) / m.sum(1).clamp_min(1.0)).squeeze(-1)
 
 
 def n_params(model: nn.Module) -> int:
@@ -102,4 +163,5 @@ class FFModule(L.LightningModule):
             self.best_state = copy.deepcopy(self.model.state_dict())
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.wd)
+        # fused: one kernel for all 26 parameter tensors instead of a Python loop (CPU and CUDA).
+        return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.wd, fused=True)

@@ -51,6 +51,9 @@ class ForgeFormerPredictor:
     y_std: float = 1.0
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.seed_mc(0)
+
     @property
     def L_max(self) -> int:
         return int(self.space["L_max"])
@@ -71,9 +74,19 @@ class ForgeFormerPredictor:
         p = featurize(genomes, self.field_set, self.L_max)
         return torch.from_numpy(self.norm.apply(p)), torch.from_numpy(p.mask)
 
-    @torch.no_grad()
+    def seed_mc(self, seed: int) -> None:
+        """Re-seed every member's dropout stream: the same seed and call sequence give the same σ."""
+        for k, m in enumerate(self.members):
+            m.seed_dropout(int(np.random.SeedSequence([seed, k]).generate_state(1)[0]))
+
+    @torch.inference_mode()
     def predict(self, genomes: Sequence[Genome], n_mc: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, sigma) in loss units; n_mc > 0 = one batched forward of n_mc dropout passes per member."""
+        """(mu, sigma) in loss units. n_mc = 0: deterministic mean of the members, sigma = 0.
+
+        n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the passes round-robin to
+        its members (pass j uses member j mod K), i.e. it samples the mixture of the members' MC-dropout
+        posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what 10 passes of one
+        member cost. Each member's passes run as one batched forward."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
         x, mask = self.tensors(genomes)
@@ -82,11 +95,13 @@ class ForgeFormerPredictor:
             outs = [m.eval()(x, mask) for m in self.members]
             mu = torch.stack(outs).mean(0).double().numpy() * self.y_std + self.y_mean
             return mu, np.zeros(n)
-        xr, mr = x.repeat(n_mc, 1, 1), mask.repeat(n_mc, 1)
+        K = len(self.members)
         samples = []
-        for m in self.members:
-            samples.append(m.train()(xr, mr).view(n_mc, n))
-            m.eval()
+        for k, m in enumerate(self.members):
+            reps = n_mc // K + (k < n_mc % K)
+            if reps:
+                samples.append(m.train()(x.repeat(reps, 1, 1), mask.repeat(reps, 1)).view(reps, n))
+                m.eval()
         s = torch.cat(samples).double().numpy() * self.y_std + self.y_mean
         return s.mean(0), s.std(0)
 
