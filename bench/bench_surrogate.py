@@ -27,27 +27,65 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 def bench_predict(ckpt: str, n: int, n_mc: int, reps: int) -> dict:
+    """Packed forward + round-robin MC passes, against the stock path measured in the same run
+    (padded nn.TransformerEncoder, torch dropout, n_mc passes of *every* member)."""
     from forge.space import load_space
     from surrogate.predictor import load_predictor
 
     p = load_predictor(ckpt)
     genomes = load_space(p.space["name"]).sample(n, np.random.default_rng(0))
-    p.predict(genomes, n_mc=n_mc)  # warm-up
+    x, mask = p.tensors(genomes)
+    xr, mr = x.repeat(n_mc, 1, 1), mask.repeat(n_mc, 1)
+
+    def stock() -> None:
+        with torch.no_grad():
+            for m in p.members:
+                m.train().reference_forward(xr, mr)
+                m.eval()
+
+    cases = {"n_mc=0": lambda: p.predict(genomes, n_mc=0), f"n_mc={n_mc}": lambda: p.predict(genomes, n_mc=n_mc),
+             f"stock n_mc={n_mc}": stock}
     times = {}
-    for mc in (0, n_mc):
+    for name, f in cases.items():
+        f()  # warm-up
         ts = []
         for _ in range(reps):
             t = time.perf_counter()
-            p.predict(genomes, n_mc=mc)
+            f()
             ts.append((time.perf_counter() - t) * 1e3)
-        times[f"n_mc={mc}"] = {"median_ms": round(statistics.median(ts), 2), "min_ms": round(min(ts), 2)}
-    return {"ckpt": ckpt, "members": len(p.members), "n_genomes": n, **times}
+        times[name] = {"median_ms": round(statistics.median(ts), 2), "min_ms": round(min(ts), 2)}
+    speedup = times[f"stock n_mc={n_mc}"]["median_ms"] / times[f"n_mc={n_mc}"]["median_ms"]
+    return {"ckpt": ckpt, "members": len(p.members), "n_genomes": n, **times, "speedup_vs_stock": round(speedup, 2)}
 
 
-def bench_train(epochs: int, seed: int) -> dict:
+def _stock_s_per_epoch(train: tuple, val: tuple, epochs: int, y_std: float) -> float:
+    """The pre-packing trainer: padded nn.TransformerEncoder forward, torch dropout, for-loop AdamW."""
+    from surrogate.forgeformer import FFConfig, FFModule
+    from surrogate.training import _tensors, _trainer
+
+    class Stock(FFModule):
+        def training_step(self, batch, _idx):
+            x, mask, y = batch
+            return torch.nn.functional.l1_loss(self.model.reference_forward(x, mask), y)
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.wd, foreach=False)
+
+    torch.manual_seed(0)
+    tl = DataLoader(TensorDataset(*_tensors(*train)), batch_size=32, shuffle=True)
+    vl = DataLoader(TensorDataset(*_tensors(*val)), batch_size=len(val[2]))
+    t = time.perf_counter()
+    _trainer(epochs, True).fit(Stock(FFConfig(), 1e-4, 0.0, 0.0, y_std), tl, vl)
+    return (time.perf_counter() - t) / epochs
+
+
+def bench_train(epochs: int, seed: int, stock_epochs: int) -> dict:
+    """The paper recipe (raw targets, L1, AdamW 1e-4, batch 32, unbucketed) on the seed's 80 % part:
+    1,262 training + 137 validation rows = the issue's 'about 1,400 rows'."""
     from forge.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
-    from surrogate.fit import train_forgeformer
+    from surrogate.features import MinMax, featurize
+    from surrogate.fit import _arrays, train_forgeformer
     from surrogate.metrics import evaluate
     from surrogate.training import Recipe
 
@@ -57,9 +95,15 @@ def bench_train(epochs: int, seed: int) -> dict:
     p = train_forgeformer(train, val, Recipe(epochs=epochs, seed=seed))
     wall = time.perf_counter() - t
     m = evaluate(test.y, p.predict(test.genomes)[0])
-    return {"epochs": epochs, "n_train": len(train), "n_val": len(val), "wall_s": round(wall, 1),
-            "s_per_epoch": round(wall / epochs, 2), "best_epoch": p.meta["members"][0]["best_epoch"],
-            "test": {k: round(v, 4) for k, v in m.items()}}
+    res = {"epochs": epochs, "n_train": len(train), "n_val": len(val), "wall_s": round(wall, 1),
+           "s_per_epoch": round(wall / epochs, 3), "best_epoch": p.meta["members"][0]["best_epoch"],
+           "test": {k: round(v, 4) for k, v in m.items()}}
+    if stock_epochs:
+        norm = MinMax.fit(featurize(train.genomes, "paper", 40))
+        tr, va = (_arrays(None, d, norm, "paper", 40, 0.0, 1.0) for d in (train, val))
+        res["stock_s_per_epoch"] = round(_stock_s_per_epoch(tr, va, stock_epochs, 1.0), 3)
+        res["speedup_vs_stock"] = round(res["stock_s_per_epoch"] / res["s_per_epoch"], 2)
+    return res
 
 
 def _member(cfg, recipe, tr, va, seed, y_std):
@@ -74,7 +118,7 @@ def _member(cfg, recipe, tr, va, seed, y_std):
                 self.snaps = getattr(self, "snaps", []) + [(self.best_epoch, copy.deepcopy(self.best_state))]
 
     torch.manual_seed(seed)
-    module = Snap(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std)
+    module = Snap(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std, recipe.schedule, recipe.epochs)
     tl = DataLoader(TensorDataset(*_tensors(*tr)), batch_sampler=BucketBatches(tr[1].sum(axis=1), recipe.batch, seed))
     vl = DataLoader(TensorDataset(*_tensors(*va)), batch_size=len(va[2]))
     _trainer(recipe.epochs, True).fit(module, tl, vl)
@@ -82,7 +126,7 @@ def _member(cfg, recipe, tr, va, seed, y_std):
 
 
 def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: list[int], splits: list[int], out: Path,
-        ship_dir: Path | None) -> None:
+                  ship_dir: Path | None, overrides: dict | None = None) -> None:
     from forge.io import atomic_write_json, shared_data_dir
     from surrogate.compare import model_config
     from surrogate.dataset import load_labelset, train_val_test
@@ -93,8 +137,9 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
     from surrogate.training import Recipe
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
-    conf = {k: v for k, v in dict(model_config(recipe_name)).items() if k != "_target_"}
-    res = json.loads(out.read_text()) if out.is_file() else {"recipe": recipe_name, "epochs": epochs, "runs": []}
+    conf = {k: v for k, v in dict(model_config(recipe_name)).items() if k != "_target_"} | (overrides or {})
+    res = json.loads(out.read_text()) if out.is_file() else {"recipe": recipe_name, "overrides": overrides or {},
+                                                             "epochs": epochs, "runs": []}
     for k in members:
         for s in splits:
             train, val, test = train_val_test(data, s, 0.2)
@@ -108,8 +153,9 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
             mod = _member(cfg, recipe, tr, va, s + k, ys)
             row = {"split": s, "member": k, "fit_s": round(time.perf_counter() - t0, 1), "y_test": test.y.tolist(),
                    "val_curve": [round(v, 5) for v in mod.history], "by_budget": {}}
-            for b in budgets:
-                ep, state = [x for x in mod.snaps if x[0] < b][-1]
+            snaps = [(b, [x for x in mod.snaps if x[0] < b][-1]) for b in budgets]
+            snaps.append(("last", (epochs - 1, copy.deepcopy(mod.model.state_dict()))))  # no selection
+            for b, (ep, state) in snaps:
                 m = ForgeFormer(cfg)
                 m.load_state_dict(state)
                 m.eval()
@@ -127,11 +173,11 @@ def budgets_table(files: list[Path], member_sets: list[list[int]]) -> list[dict]
 
     runs = [r for f in files if f.is_file() for r in json.loads(f.read_text())["runs"]]
     by = {(r["split"], r["member"]): r for r in runs}
-    budgets = sorted({int(b) for r in runs for b in r["by_budget"]})
+    budgets = sorted({b for r in runs for b in r["by_budget"]}, key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0))
     rows = []
     for ms in member_sets:
         for b in budgets:
-            splits = sorted({s for s, _ in by if all((s, m) in by for m in ms)})
+            splits = sorted({s for s, _ in by if all((s, m) in by and str(b) in by[(s, m)]["by_budget"] for m in ms)})
             if not splits:
                 continue
             res = [evaluate(np.asarray(by[(s, ms[0])]["y_test"]),
@@ -157,6 +203,8 @@ def main() -> None:
     ap.add_argument("--splits", default="0,1,2,3,4")
     ap.add_argument("--out", default="")
     ap.add_argument("--ship-dir", default="")
+    ap.add_argument("--stock-epochs", type=int, default=5, help="train: epochs of the stock path to time")
+    ap.add_argument("--set", nargs="*", default=[], help="recipe overrides key=value (YAML values)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if a.what == "budgets-table":  # --out a.json,b.json --members "0;0,1,2;0,1,2,3,4"
@@ -168,9 +216,12 @@ def main() -> None:
         sd = Path(a.ship_dir) if a.ship_dir else None
         if sd:
             sd.mkdir(parents=True, exist_ok=True)
-        bench_budgets(a.recipe, a.epochs, ints(a.budgets), ints(a.members), ints(a.splits), Path(a.out), sd)
+        import yaml
+
+        sets = {kv.split("=", 1)[0]: yaml.safe_load(kv.split("=", 1)[1]) for kv in a.set}
+        bench_budgets(a.recipe, a.epochs, ints(a.budgets), ints(a.members), ints(a.splits), Path(a.out), sd, sets)
         return
-    res = bench_predict(a.ckpt, a.n, a.n_mc, a.reps) if a.what == "predict" else bench_train(a.epochs, a.seed)
+    res = bench_predict(a.ckpt, a.n, a.n_mc, a.reps) if a.what == "predict" else bench_train(a.epochs, a.seed, a.stock_epochs)
     print(json.dumps({"threads": a.threads, **res}, indent=1))
 
 

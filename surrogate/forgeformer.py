@@ -137,10 +137,13 @@ class FFModule(L.LightningModule):
     """L1 (+ optional pairwise ranking) regression; keeps the weights of the best validation epoch."""
 
     def __init__(self, cfg: FFConfig, lr: float = 1e-4, weight_decay: float = 0.0, rank_weight: float = 0.0,
-                 y_std: float = 1.0) -> None:
+                 y_std: float = 1.0, schedule: str = "constant", epochs: int = 0) -> None:
         super().__init__()
+        if schedule not in ("constant", "cosine"):
+            raise ValueError(f"schedule = {schedule!r} is invalid; allowed: constant | cosine")
         self.model = ForgeFormer(cfg)
         self.lr, self.wd, self.rank_weight, self.y_std = lr, weight_decay, rank_weight, y_std
+        self.schedule, self.epochs = schedule, epochs
         self.best_val = float("inf")
         self.best_epoch = -1
         self.best_state: dict | None = None
@@ -164,4 +167,9 @@ class FFModule(L.LightningModule):
 
     def configure_optimizers(self):
         # fused: one kernel for all 26 parameter tensors instead of a Python loop (CPU and CUDA).
-        return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.wd, fused=True)
+        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.wd, fused=True)
+        if self.schedule == "constant":
+            return opt
+        # cosine: lr decays per epoch from lr to ~0 at the last epoch, so late epochs average out batch noise
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.epochs))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}

@@ -38,6 +38,7 @@ class Recipe:
     val_frac: float = 0.1  # validation carve of the training split (model selection)
     seed: int = 100  # App. C uses seed 100
     bucket: bool = False  # length-bucketed batches (same rows per epoch, far less padding on CPU)
+    schedule: str = "constant"  # constant | cosine (per-epoch cosine decay of lr to ~0 at `epochs`)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,7 +82,7 @@ def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, s
                y_std: float) -> tuple[ForgeFormer, dict]:
     """Train one member from scratch; returns the best-validation weights (last epoch without val)."""
     torch.manual_seed(seed)
-    module = FFModule(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std)
+    module = FFModule(cfg, recipe.lr, recipe.weight_decay, recipe.rank_weight, y_std, recipe.schedule, recipe.epochs)
     ds = TensorDataset(*_tensors(*train))
     if recipe.bucket:
         tl = DataLoader(ds, batch_sampler=BucketBatches(train[1].sum(axis=1), recipe.batch, seed))

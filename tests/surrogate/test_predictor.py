@@ -58,6 +58,25 @@ def test_mc_sigma_positive_with_dropout_and_zero_without(split, base):
     assert (s > 0).all() and mu.shape == (8,) and np.abs(mu - mu0).max() < 1.0
 
 
+def test_mc_passes_are_seeded_and_dealt_round_robin_to_members(split, base):
+    from surrogate.predictor import ForgeFormerPredictor
+
+    p, _ = base
+    g = split[2].genomes[:6]
+    p.seed_mc(5)
+    a = p.predict(g, n_mc=6)
+    p.seed_mc(5)
+    assert all(np.array_equal(u, v) for u, v in zip(a, p.predict(g, n_mc=6)))
+    # a 3-member ensemble runs n_mc passes in all (4 + 3 + 3), not n_mc per member
+    calls = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: calls.append(inp[0].shape[0])) for m in p.members]
+    trio = ForgeFormerPredictor(p.members * 3, p.norm, p.field_set, p.space, p.y_mean, p.y_std)
+    mu, s = trio.predict(g, n_mc=10)
+    for h in hooks:
+        h.remove()
+    assert sum(calls) == 10 * len(g) and (s > 0).all()
+
+
 def test_checkpoint_roundtrip_is_exact(split, base):
     p, stem = base
     q = load_predictor(str(stem) + ".json")
