@@ -254,7 +254,12 @@ def calibration_study(store, splits, rng, n_val=160, reps=20):
                "rf_agg_rank": lambda d: d["rf_agg_rank"],
                "nn5+rf_agg_rank@0.5": lambda d: 0.5 * d["nn5"] + 0.5 * d["rf_agg_rank"],
                "nn5+cheap_rank_avg@0.5": lambda d: 0.5 * d["nn5"] + 0.5 * d["cheap_rank_avg"],
-               "nn3+cheap_rank_avg@0.5": lambda d: 0.5 * d["nn3"] + 0.5 * d["cheap_rank_avg"]}
+               "nn3+cheap_rank_avg@0.5": lambda d: 0.5 * d["nn3"] + 0.5 * d["cheap_rank_avg"],
+               "nn5+cheap_rank_all@0.5": lambda d: d["nn5+cheap_rank_all@0.5"],
+               "eq[nn5,rf_agg_rank,rf_full_rank]": lambda d: d["eq[nn5,rf_agg_rank,rf_full_rank]"],
+               "eq[nn5,rf_agg_rank_tv,rf_full_rank_tv]": lambda d: d["eq[nn5,rf_agg_rank_tv,rf_full_rank_tv]"],
+               "eq[nn3,rf_agg_rank_tv,rf_full_rank_tv]": lambda d: d["eq[nn3,rf_agg_rank_tv,rf_full_rank_tv]"],
+               "nn3+cheap_rank_all@0.5": lambda d: d["nn3+cheap_rank_all@0.5"]}
     for ens, get in getters.items():
         try:
             get(store[splits[0]])
@@ -367,6 +372,25 @@ def tune_study(data, plus, splits, out: Path) -> dict:
     return res
 
 
+def curve_study(data, splits, out: Path, fracs=(0.25, 0.5, 0.75, 1.0)) -> dict:
+    """Learning curve of the rank-target RF on aggregates: test Spearman vs fraction of the train rows."""
+    rows: dict[float, list] = {f: [] for f in fracs}
+    for s in splits:
+        tr, _, te = train_val_test(data, s)
+        Xtr, Xte = features(tr.genomes, "agg")[0], features(te.genomes, "agg")[0]
+        rng = np.random.default_rng(s)
+        perm = rng.permutation(len(tr.y))
+        for f in fracs:
+            i = perm[: int(f * len(perm))]
+            rt = RankTarget(tr.y[i])
+            rf = make("rf", s).fit(Xtr[i], rt.fwd(tr.y[i]))
+            rows[f].append(ev(te.y, rt.inv(rf.predict(Xte))))
+    res = {str(f): {m: msd([r[m] for r in v]) for m in ("spearman", "mae_at_5", "mae")} for f, v in rows.items()}
+    res["n_train_full"] = int(len(tr.y))
+    (out / "curve.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
 # ----------------------------------------------------------------------------- main
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -376,6 +400,7 @@ def main() -> None:
     ap.add_argument("--feats", nargs="+", default=["agg", "full"],
                     help="agg | full (aggregates [+ packed per-layer fields]); agg0 / full0 = without the early-width aggregates")
     ap.add_argument("--no-rank", action="store_true", help="skip the rank-target variants")
+    ap.add_argument("--curve", action="store_true", help="only the learning curve of the rank-target RF (curve.json)")
     ap.add_argument("--tune", action="store_true", help="only the val-selected random-forest grid (tune.json)")
     ap.add_argument("--stack", action="store_true", help="stacking proxy on out-of-split nn5 predictions")
     ap.add_argument("--importance", action="store_true", help="permutation importance of hgb/agg on val")
@@ -387,6 +412,9 @@ def main() -> None:
     plus = json.load(open(ROOT / "bench/results/surrogate_budgets_plus.json"))["runs"]
     dflt = json.load(open(ROOT / "bench/results/surrogate_budgets_default.json"))["runs"]
     rng = np.random.default_rng(0)
+    if args.curve:
+        print(json.dumps(curve_study(data, args.splits, out), indent=1))
+        return
     if args.tune:
         r = tune_study(data, plus, args.splits, out)
         print(json.dumps({k: v for k, v in r.items() if k != "grid_test"}, indent=1))
@@ -483,13 +511,34 @@ def main() -> None:
         if rank_keys:  # fixed average of the three rank-target models (no selection)
             preds["cheap_rank_avg"] = np.mean([preds[k] for k in rank_keys], 0)
 
+        # the RF needs no selection, so it can also be fit on train + val carve (more labels; fixed config)
+        for fk, ((Xtr, _), Xva, Xte) in feats.items():
+            if "rf" in args.models:
+                ytv = np.concatenate([tr.y, va.y])
+                rt = RankTarget(ytv)
+                rf = make("rf", s).fit(np.concatenate([Xtr, Xva]), rt.fwd(ytv))
+                preds[f"rf_{fk}_rank_tv"] = rt.inv(rf.predict(Xte))
+        # fixed multi-model combos (equal weights decided in advance; no selection)
+        allr = [k for k in ("rf_agg_rank", "rf_full_rank", "et_agg_rank", "et_full_rank", "hgb_agg_rank",
+                            "hgb_full_rank") if k in preds]
+        if allr:
+            preds["cheap_rank_all"] = np.mean([preds[k] for k in allr], 0)
+            for ens in ("nn5", "nn3"):
+                preds[f"{ens}+cheap_rank_all@0.5"] = 0.5 * preds[ens] + 0.5 * preds["cheap_rank_all"]
+                preds[f"eq[{ens},rf_agg_rank,rf_full_rank]"] = np.mean(
+                    [preds[ens], preds["rf_agg_rank"], preds["rf_full_rank"]], 0)
+                if "rf_agg_rank_tv" in preds and "rf_full_rank_tv" in preds:
+                    preds[f"eq[{ens},rf_agg_rank_tv,rf_full_rank_tv]"] = np.mean(
+                        [preds[ens], preds["rf_agg_rank_tv"], preds["rf_full_rank_tv"]], 0)
+                preds[f"eq[{ens},{len(allr)} rank models]"] = np.mean([preds[ens]] + [preds[k] for k in allr], 0)
         # ---- metrics
         split_rows: dict[str, dict] = {}
         for k, p in preds.items():
             if k.startswith("_"):
                 continue
             split_rows[k] = ev(y, p)
-        base_cheap = [k for k in preds if not k.startswith("_") and k not in nn]
+        base_cheap = [k for k in preds if not k.startswith("_") and k not in nn and "@" not in k and "[" not in k
+                      and not k.endswith("_tv")]
         for ens in ("nn5", "nn3"):
             for k in base_cheap:
                 for w in W_GRID[1:-1]:
@@ -506,7 +555,9 @@ def main() -> None:
                 # low-mode MAE fix: replace NN by 0.5 NN + 0.5 low-mode regressor where p(high) < 0.1
                 mix = np.where(ph < 0.1, 0.5 * preds[ens] + 0.5 * preds[f"_rlo_{fk}"], preds[ens])
                 split_rows[f"{ens}_lowmix_{fk}"] = ev(y, mix)
-        modes = {k: mode_analysis(y, preds[k]) for k in ("nn5", "nn3", "nn1", "default1", "cheap_valbest")}
+        modes = {k: mode_analysis(y, preds[k]) for k in ("nn5", "nn3", "nn1", "default1", "cheap_valbest", "rf_agg_rank",
+                                                          "cheap_rank_all", "nn5+cheap_rank_all@0.5",
+                                                          "eq[nn5,rf_agg_rank_tv,rf_full_rank_tv]") if k in preds}
         res["per_split"][s] = {"best_val_cheap": best_val, "val": valm, "modes": modes}
         for k, r in split_rows.items():
             rows.setdefault(k, []).append(r)
@@ -525,6 +576,10 @@ def main() -> None:
     if imp_acc:
         res["perm_importance_hgb_agg_val_spearman"] = dict(sorted(((k, msd(v)) for k, v in imp_acc.items()),
                                                                    key=lambda kv: -kv[1][0]))
+    key_rows = ("nn5", "nn3", "rf_agg_rank", "rf_full_rank_tv", "eq[nn5,rf_agg_rank,rf_full_rank]",
+                "eq[nn5,rf_agg_rank_tv,rf_full_rank_tv]", "eq[nn3,rf_agg_rank_tv,rf_full_rank_tv]")
+    res["per_split_test"] = {k: [{m: r[m] for m in ("spearman", "mae_at_5", "mae")} for r in rows[k]]
+                             for k in key_rows if k in rows}
     res["elapsed_s"] = time.time() - t0
     (out / "acc_study.json").write_text(json.dumps(res, indent=1))
     # compact summary

@@ -87,6 +87,7 @@ def bench_train(epochs: int, seed: int, stock_epochs: int) -> dict:
     from surrogate.features import MinMax, featurize
     from surrogate.fit import _arrays, train_forgeformer
     from surrogate.metrics import evaluate
+    from surrogate.targets import TargetMap
     from surrogate.training import Recipe
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
@@ -100,7 +101,7 @@ def bench_train(epochs: int, seed: int, stock_epochs: int) -> dict:
            "test": {k: round(v, 4) for k, v in m.items()}}
     if stock_epochs:
         norm = MinMax.fit(featurize(train.genomes, "paper", 40))
-        tr, va = (_arrays(None, d, norm, "paper", 40, 0.0, 1.0) for d in (train, val))
+        tr, va = (_arrays(None, d, norm, "paper", 40, TargetMap()) for d in (train, val))
         res["stock_s_per_epoch"] = round(_stock_s_per_epoch(tr, va, stock_epochs, 1.0), 3)
         res["speedup_vs_stock"] = round(res["stock_s_per_epoch"] / res["s_per_epoch"], 2)
     return res
@@ -134,6 +135,7 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
     from surrogate.fit import _arrays
     from surrogate.forgeformer import FFConfig, ForgeFormer
     from surrogate.predictor import ForgeFormerPredictor, _space_of
+    from surrogate.targets import TargetMap
     from surrogate.training import Recipe
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
@@ -146,11 +148,11 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
             recipe = Recipe(**{**conf, "epochs": epochs, "seed": s, "n_members": 1})
             cfg = FFConfig(n_fields=len(field_names(recipe.field_set)))
             norm = MinMax.fit(featurize(train.genomes, recipe.field_set, 40))
-            ym, ys = (float(train.y.mean()), float(train.y.std())) if recipe.standardize else (0.0, 1.0)
-            args = (norm, recipe.field_set, 40, ym, ys)
+            target = TargetMap.fit(train.y, recipe.target_kind())
+            args = (norm, recipe.field_set, 40, target)
             tr, va, te = (_arrays(None, d, *args) for d in (train, val, test))
             t0 = time.perf_counter()
-            mod = _member(cfg, recipe, tr, va, s + k, ys)
+            mod = _member(cfg, recipe, tr, va, s + k, target.scale)
             row = {"split": s, "member": k, "fit_s": round(time.perf_counter() - t0, 1), "y_test": test.y.tolist(),
                    "val_curve": [round(v, 5) for v in mod.history], "by_budget": {}}
             snaps = [(b, [x for x in mod.snaps if x[0] < b][-1]) for b in budgets]
@@ -159,7 +161,7 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
                 m = ForgeFormer(cfg)
                 m.load_state_dict(state)
                 m.eval()
-                p = ForgeFormerPredictor([m], norm, recipe.field_set, _space_of(train, "iha-paper", 40), ym, ys, {})
+                p = ForgeFormerPredictor([m], norm, recipe.field_set, _space_of(train, "iha-paper", 40), target, {})
                 row["by_budget"][str(b)] = {"best_epoch": ep, "pred": p.predict(test.genomes)[0].tolist()}
                 if ship_dir is not None and s == 0:
                     torch.save(state, ship_dir / f"{recipe_name}-b{b}-m{k}.pt")
@@ -187,9 +189,32 @@ def budgets_table(files: list[Path], member_sets: list[list[int]]) -> list[dict]
     return rows
 
 
+def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: float, n_trees: int) -> dict:
+    """Score the hybrid on the compare splits: stored encoder-member test predictions (budget study)
+    averaged, blended with rank forests fit here on the split's train + val rows (seeds s, s + 1, exactly
+    what `train_forgeformer` with `forests: true` fits). Also scores each part alone."""
+    from forge.io import shared_data_dir
+    from surrogate.dataset import load_labelset, train_val_test
+    from surrogate.fit import fit_forests
+    from surrogate.metrics import evaluate, summarize
+
+    data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
+    by = {(r["split"], r["member"]): r for f in files for r in json.loads(f.read_text())["runs"]}
+    splits = sorted({s for s, _ in by if all((s, m) in by for m in members)})
+    out: dict[str, list] = {"encoder": [], "forests": [], "hybrid": []}
+    for s in splits:
+        train, val, test = train_val_test(data, s, 0.2)
+        nn = np.mean([by[(s, m)]["by_budget"][budget]["pred"] for m in members], axis=0)
+        trees = np.mean([f.predict(test.genomes) for f in fit_forests(train.join(val), n_trees, s, 40)], axis=0)
+        for key, pred in (("encoder", nn), ("forests", trees), ("hybrid", nn_weight * nn + (1 - nn_weight) * trees)):
+            out[key].append(evaluate(test.y, pred))
+    return {"splits": splits, "members": members, "budget": budget, "nn_weight": nn_weight,
+            **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["predict", "train", "budgets", "budgets-table"])
+    ap.add_argument("what", choices=["predict", "train", "budgets", "budgets-table", "hybrid-table"])
     ap.add_argument("--ckpt", default="forgeformer-iha-paper")
     ap.add_argument("--n", type=int, default=48)
     ap.add_argument("--n-mc", type=int, default=10)
@@ -203,6 +228,8 @@ def main() -> None:
     ap.add_argument("--splits", default="0,1,2,3,4")
     ap.add_argument("--out", default="")
     ap.add_argument("--ship-dir", default="")
+    ap.add_argument("--nn-weight", type=float, default=1 / 3)
+    ap.add_argument("--trees", type=int, default=100)
     ap.add_argument("--stock-epochs", type=int, default=5, help="train: epochs of the stock path to time")
     ap.add_argument("--set", nargs="*", default=[], help="recipe overrides key=value (YAML values)")
     a = ap.parse_args()
@@ -210,6 +237,11 @@ def main() -> None:
     if a.what == "budgets-table":  # --out a.json,b.json --members "0;0,1,2;0,1,2,3,4"
         sets = [[int(x) for x in s.split(",")] for s in a.members.split(";")]
         print(json.dumps(budgets_table([Path(f) for f in a.out.split(",")], sets), indent=1))
+        return
+    if a.what == "hybrid-table":  # --out a.json,b.json --members 0,1,2 --budgets 60
+        res = hybrid_table([Path(f) for f in a.out.split(",")], [int(x) for x in a.members.split(",")],
+                           a.budgets, a.nn_weight, a.trees)
+        print(json.dumps(res, indent=1))
         return
     if a.what == "budgets":
         ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731

@@ -37,6 +37,10 @@ class LabelSet:
         idx = np.asarray(idx, dtype=np.int64)
         return LabelSet([self.genomes[i] for i in idx], self.y[idx], [self.ids[i] for i in idx], 0, self.source)
 
+    def join(self, other: "LabelSet") -> "LabelSet":
+        return LabelSet(self.genomes + other.genomes, np.concatenate([self.y, other.y]), self.ids + other.ids,
+                        0, self.source)
+
     def data_hash(self) -> str:
         """Order-independent hash of (id, label) pairs: identifies the training data in a checkpoint."""
         pairs = sorted(f"{i}:{v:.6f}" for i, v in zip(self.ids, self.y))

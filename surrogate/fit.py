@@ -17,15 +17,17 @@ from surrogate.dataset import LabelSet, from_labels, load_labelset
 from surrogate.features import MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig
 from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_checkpoint
+from surrogate.targets import TargetMap
+from surrogate.trees import VIEWS, RankForest
 from surrogate.training import Recipe, finetune_member, fit_member
 
 
 def _arrays(p: ForgeFormerPredictor | None, data: LabelSet, norm: MinMax, field_set: str, L_max: int,
-            y_mean: float, y_std: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            target: TargetMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if p is not None:
         p.check(data.genomes)
     pk = featurize(data.genomes, field_set, L_max)
-    return norm.apply(pk), pk.mask, ((data.y - y_mean) / y_std).astype(np.float32)
+    return norm.apply(pk), pk.mask, target.to_target(data.y).astype(np.float32)
 
 
 def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, space_name: str = "iha-paper",
@@ -36,18 +38,25 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
     names = field_names(recipe.field_set)
     cfg = cfg or FFConfig(n_fields=len(names), L_max=L_max)
     norm = MinMax.fit(featurize(train.genomes, recipe.field_set, L_max))  # TRAIN split only
-    y_mean, y_std = (float(train.y.mean()), float(train.y.std()) or 1.0) if recipe.standardize else (0.0, 1.0)
-    tr = _arrays(None, train, norm, recipe.field_set, L_max, y_mean, y_std)
-    va = _arrays(None, val, norm, recipe.field_set, L_max, y_mean, y_std) if val is not None and len(val) else None
+    target = TargetMap.fit(train.y, recipe.target_kind())  # TRAIN split only
+    tr = _arrays(None, train, norm, recipe.field_set, L_max, target)
+    va = _arrays(None, val, norm, recipe.field_set, L_max, target) if val is not None and len(val) else None
     members, infos = [], []
     for k in range(recipe.n_members):
-        m, info = fit_member(cfg, recipe, tr, va, recipe.seed + k, y_std)
+        m, info = fit_member(cfg, recipe, tr, va, recipe.seed + k, target.scale)
         members.append(m)
         infos.append(info)
     meta = {"recipe": recipe.to_dict(), "data_hash": train.data_hash(), "n_train": len(train),
             "n_val": len(val) if val is not None else 0, "members": infos}
-    return ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max),
-                                y_mean, y_std, meta)
+    p = ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max), target, meta)
+    if recipe.forests:  # fixed settings, nothing selected on val, so the forests may fit train + val
+        rows = train if val is None or not len(val) else train.join(val)
+        p.forests, p.nn_weight = fit_forests(rows, recipe.forest_trees, recipe.seed, L_max), recipe.nn_weight
+    return p
+
+
+def fit_forests(data: LabelSet, n_trees: int, seed: int, L_max: int) -> list[RankForest]:
+    return [RankForest.fit(data.genomes, data.y, view, n_trees, seed + j, L_max) for j, view in enumerate(VIEWS)]
 
 
 _FILE_CACHE: dict[tuple[str, float], LabelSet] = {}
@@ -78,12 +87,16 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     new, old = _as_labelset(new_labels), _as_labelset(replay_data)
     if len(new) == 0:
         raise ValueError("finetune: no new labels; allowed: at least one finite label")
-    args = (base.norm, base.field_set, base.L_max, base.y_mean, base.y_std)
+    args = (base.norm, base.field_set, base.L_max, base.target)
     new_a, old_a = _arrays(base, new, *args), _arrays(base, old, *args)
-    members = [finetune_member(m, new_a, old_a, ratio, epochs, lr, batch, seed + k, base.y_std)
+    members = [finetune_member(m, new_a, old_a, ratio, epochs, lr, batch, seed + k, base.target.scale)
                for k, m in enumerate(base.members)]
     base_hash = hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest()[:16]
     meta = {**base.meta, "finetune": {"base": str(stem), "base_weights_hash": base_hash, "n_new": len(new),
                                       "n_replay": len(old), "ratio": ratio, "epochs": epochs, "lr": lr,
                                       "batch": batch, "seed": seed, "new_data_hash": new.data_hash()}}
-    return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.y_mean, base.y_std, meta)
+    forests = base.forests
+    if forests and len(old):  # forests train in seconds: refit on replay + new rows (base forests if no replay)
+        forests = fit_forests(old.join(new), forests[0].a["roots"].size, seed, base.L_max)
+    return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
+                                base.nn_weight)

@@ -20,8 +20,10 @@ from forge.config import data_dir
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.dataset import LabelSet
-from surrogate.features import FeatureError, MinMax, featurize, field_names
+from surrogate.features import FIELD_SETS, FeatureError, MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
+from surrogate.targets import TargetMap
+from surrogate.trees import RankForest
 
 FORMAT = "forge-surrogate/forgeformer-v1"
 
@@ -47,9 +49,10 @@ class ForgeFormerPredictor:
     norm: MinMax
     field_set: str
     space: dict[str, Any]
-    y_mean: float = 0.0
-    y_std: float = 1.0
+    target: TargetMap = field(default_factory=TargetMap)
     meta: dict[str, Any] = field(default_factory=dict)
+    forests: list[RankForest] = field(default_factory=list)  # hybrid: rank-target forests averaged in
+    nn_weight: float = 1.0  # weight of the encoder ensemble; the forests share the rest equally
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
@@ -79,22 +82,28 @@ class ForgeFormerPredictor:
         for k, m in enumerate(self.members):
             m.seed_dropout(int(np.random.SeedSequence([seed, k]).generate_state(1)[0]))
 
-    @torch.inference_mode()
     def predict(self, genomes: Sequence[Genome], n_mc: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, sigma) in loss units. n_mc = 0: deterministic mean of the members, sigma = 0.
+        """(mu, sigma) in loss units. n_mc = 0: deterministic, sigma = 0. n_mc > 0: see `_encoder`.
+        A hybrid adds its forests' mean with weight 1 − nn_weight; sigma (dropout) is scaled by nn_weight."""
+        mu, sigma = self._encoder(genomes, n_mc)
+        if not self.forests or len(genomes) == 0:
+            return mu, sigma
+        trees = np.mean([f.predict(genomes) for f in self.forests], axis=0)
+        return self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
 
-        n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the passes round-robin to
-        its members (pass j uses member j mod K), i.e. it samples the mixture of the members' MC-dropout
-        posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what 10 passes of one
-        member cost. Each member's passes run as one batched forward."""
+    @torch.inference_mode()
+    def _encoder(self, genomes: Sequence[Genome], n_mc: int) -> tuple[np.ndarray, np.ndarray]:
+        """The encoder ensemble. n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the
+        passes round-robin to its members (pass j uses member j mod K), i.e. it samples the mixture of the
+        members' MC-dropout posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what
+        10 passes of one member cost. Each member's passes run as one batched forward."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
         x, mask = self.tensors(genomes)
         n = x.shape[0]
         if n_mc <= 0:
             outs = [m.eval()(x, mask) for m in self.members]
-            mu = torch.stack(outs).mean(0).double().numpy() * self.y_std + self.y_mean
-            return mu, np.zeros(n)
+            return self.target.to_loss(torch.stack(outs).mean(0).double().numpy()), np.zeros(n)
         K = len(self.members)
         samples = []
         for k, m in enumerate(self.members):
@@ -102,14 +111,15 @@ class ForgeFormerPredictor:
             if reps:
                 samples.append(m.train()(x.repeat(reps, 1, 1), mask.repeat(reps, 1)).view(reps, n))
                 m.eval()
-        s = torch.cat(samples).double().numpy() * self.y_std + self.y_mean
+        s = self.target.to_loss(torch.cat(samples).double().numpy())  # each pass in loss units
         return s.mean(0), s.std(0)
 
     # ------------------------------------------------------------------ persistence
     def sidecar(self) -> dict[str, Any]:
         return {"format": FORMAT, "config": self.members[0].cfg.to_dict(), "n_members": len(self.members),
                 "field_set": self.field_set, "fields": list(field_names(self.field_set)),
-                "norm": self.norm.to_dict(), "target": {"mean": self.y_mean, "std": self.y_std},
+                "norm": self.norm.to_dict(), "target": self.target.to_dict(),
+                "forests": [f.meta() for f in self.forests], "nn_weight": self.nn_weight,
                 "space": self.space, **self.meta}
 
     def save(self, stem: str | Path) -> Path:
@@ -117,6 +127,8 @@ class ForgeFormerPredictor:
         stem = _stem(stem)
         tensors = {f"m{k}.{n}": t.detach().contiguous().clone() for k, m in enumerate(self.members)
                    for n, t in m.state_dict().items()}
+        for j, f in enumerate(self.forests):
+            tensors.update({k: torch.from_numpy(v) for k, v in f.tensors(f"f{j}").items()})
         stem.parent.mkdir(parents=True, exist_ok=True)
         tmp = stem.with_name(stem.name + ".tmp.safetensors")
         save_file(tensors, str(tmp))
@@ -152,7 +164,7 @@ def _read_sidecar(stem: Path) -> dict[str, Any]:
         raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
                               f"allowed: {FORMAT}")
     fs = meta.get("field_set")
-    if fs not in ("paper", "derived") or meta.get("fields") != list(field_names(fs)):
+    if fs not in FIELD_SETS or meta.get("fields") != list(field_names(fs)):
         raise CheckpointError(f"{stem}.json: field layout {meta.get('fields')} does not match this code's "
                               f"layout for field_set={fs!r}")
     if meta["config"].get("n_fields") != len(meta["fields"]) or len(meta["norm"]["lo"]) != len(meta["fields"]):
@@ -178,7 +190,14 @@ def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeF
         except RuntimeError as e:
             raise CheckpointError(f"{stem}.safetensors: member {k} does not match its config: {e}") from None
         members.append(m.eval())
+    try:
+        forests = [RankForest.from_tensors({k: v.numpy() for k, v in tensors.items() if k.startswith(f"f{j}.")},
+                                           f"f{j}", fm, int(meta["space"]["L_max"]))
+                   for j, fm in enumerate(meta.get("forests", []))]
+    except (KeyError, ValueError) as e:
+        raise CheckpointError(f"{stem}.safetensors: forest arrays do not match the sidecar: {e}") from None
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields",
-                                                         "norm", "target", "space")}
+                                                         "norm", "target", "space", "forests", "nn_weight")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                float(meta["target"]["mean"]), float(meta["target"]["std"]), rest)
+                                TargetMap.from_dict(meta["target"]), rest, forests,
+                                float(meta.get("nn_weight", 1.0)))

@@ -33,15 +33,22 @@ class Recipe:
     weight_decay: float = 0.0
     batch: int = 32
     standardize: bool = False  # train on (y - mean) / std instead of raw losses
+    normal_scores: bool = False  # train on the rank-Gauss transform of y (overrides standardize)
     rank_weight: float = 0.0  # pairwise ranking loss mixed with L1
     n_members: int = 1  # seed ensemble
     val_frac: float = 0.1  # validation carve of the training split (model selection)
     seed: int = 100  # App. C uses seed 100
     bucket: bool = False  # length-bucketed batches (same rows per epoch, far less padding on CPU)
     schedule: str = "constant"  # constant | cosine (per-epoch cosine decay of lr to ~0 at `epochs`)
+    forests: bool = False  # hybrid: add two rank-target random forests (surrogate/trees.py), fit on train + val
+    forest_trees: int = 100
+    nn_weight: float = 1.0 / 3.0  # hybrid: encoder-ensemble weight; the two forests share the rest
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def target_kind(self) -> str:
+        return "normal_scores" if self.normal_scores else "standard" if self.standardize else "raw"
 
 
 def _trainer(epochs: int, with_val: bool) -> L.Trainer:

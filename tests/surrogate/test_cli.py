@@ -27,10 +27,10 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path):
 
 
 def test_compare_writes_summary_and_table(tiny_jsonl, tmp_path):
-    res = run(_cfg("mode=compare", f"data={tiny_jsonl}", "seeds=2", "models=[rf,scaling_law]",
+    res = run(_cfg("mode=compare", f"data={tiny_jsonl}", "seeds=2", "models=[rf,rf_rank,scaling_law]",
                    f"out_dir={tmp_path}"))
     summ = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summ["models"]) == {"rf", "scaling_law"}
+    assert set(summ["models"]) == {"rf", "rf_rank", "scaling_law"}
     assert len(summ["models"]["rf"]["runs"]) == 2
     assert summ["models"]["rf"]["summary"]["spearman"]["std"] >= 0
     table = (tmp_path / "table.md").read_text()

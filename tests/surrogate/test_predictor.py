@@ -70,7 +70,7 @@ def test_mc_passes_are_seeded_and_dealt_round_robin_to_members(split, base):
     # a 3-member ensemble runs n_mc passes in all (4 + 3 + 3), not n_mc per member
     calls = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: calls.append(inp[0].shape[0])) for m in p.members]
-    trio = ForgeFormerPredictor(p.members * 3, p.norm, p.field_set, p.space, p.y_mean, p.y_std)
+    trio = ForgeFormerPredictor(p.members * 3, p.norm, p.field_set, p.space, p.target)
     mu, s = trio.predict(g, n_mc=10)
     for h in hooks:
         h.remove()
@@ -156,3 +156,50 @@ def test_finetune_without_replay_corpus(split, base):
     te = split[2]
     p = finetune(stem, te.take(range(0, 6)), [], epochs=1, seed=0)
     assert p.meta["finetune"]["n_replay"] == 0 and np.isfinite(p.predict(te.genomes)[0]).all()
+
+
+@pytest.fixture(scope="module")
+def hybrid(split, tmp_path_factory):
+    tr, va, _ = split
+    p = train_forgeformer(tr, va, Recipe(**FAST, n_members=2, forests=True, forest_trees=6, field_set="derived"),
+                          "iha-tiny", L_max=12)
+    stem = tmp_path_factory.mktemp("hyb") / "hybrid"
+    p.save(stem)
+    return p, stem
+
+
+def test_hybrid_blends_encoder_and_forests_and_roundtrips(split, hybrid):
+    p, stem = hybrid
+    g = split[2].genomes
+    assert len(p.forests) == 2 and p.nn_weight == pytest.approx(1 / 3)
+    enc, _ = p._encoder(g, 0)
+    trees = np.mean([f.predict(g) for f in p.forests], axis=0)
+    mu, sigma = p.predict(g)
+    assert np.allclose(mu, enc / 3 + 2 * trees / 3) and (sigma == 0).all()
+    _, s_mc = p.predict(g, n_mc=6)
+    assert (s_mc > 0).all()
+    q = load_predictor(stem)
+    assert len(q.forests) == 2 and np.array_equal(q.predict(g)[0], mu)
+    # the forests were fit on train + val (fixed settings, nothing selected on val)
+    assert sorted(q.forests[0].target.sorted_y) == sorted(np.concatenate([split[0].y, split[1].y]))
+
+
+def test_hybrid_with_damaged_forest_arrays_is_refused(hybrid, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    _, stem = hybrid
+    t = load_file(str(stem.with_suffix(".safetensors")))
+    t["f1.value"] = t["f1.value"][:-3]
+    bad = tmp_path / "bad"
+    save_file(t, str(bad.with_suffix(".safetensors")))
+    bad.with_suffix(".json").write_text(stem.with_suffix(".json").read_text())
+    with pytest.raises(CheckpointError, match="forest arrays"):
+        load_predictor(bad)
+
+
+def test_hybrid_finetune_refits_forests_on_replay_plus_new(split, hybrid):
+    _, stem = hybrid
+    tr, va, te = split
+    ft = finetune(stem, te, tr, ratio=5.0, epochs=1, seed=0)
+    assert len(ft.forests[0].target.sorted_y) == len(tr) + len(te)
+    assert len(load_predictor(stem).forests[0].target.sorted_y) == len(tr) + len(va)  # base untouched

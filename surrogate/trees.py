@@ -1,0 +1,153 @@
+"""Rank-target random forests over whole-architecture aggregates: the tree half of the hybrid surrogate.
+
+Why (bench/results/acc_study/REPORT.md, 5 splits): a scikit-learn forest fit on the *normal scores*
+of the losses (not the raw, bimodal losses) and given early-attention aggregates (value width of the
+first attention layer, attention width within the first k layers) matches the 5-member Forge-Former+
+on its own (Spearman 0.762 vs 0.752), and averaging the two beats either. The first attention
+layer's value width is the single most important feature by permutation importance.
+
+A fitted forest is flattened to plain arrays (children, feature, threshold, leaf value) so it is saved
+in safetensors next to the encoder weights and loaded without unpickling anything; `predict` walks all
+trees at once with numpy and equals sklearn's own `predict` (a test pins it).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.ensemble import RandomForestRegressor
+
+from forge.genome import Genome
+from surrogate.features import featurize, field_names
+from surrogate.targets import TargetMap
+
+VIEWS = ("agg", "full")  # aggregates only | aggregates + packed per-layer fields
+_ARRAYS = ("right", "feature", "threshold", "value", "roots")  # left child = node + 1 (depth-first order)
+
+
+def _agg(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(n, L, 18) derived fields → (n, A) aggregates a tree cannot sum by itself."""
+    f = dict(zip(field_names("derived"), np.moveaxis(x, -1, 0)))
+    m = mask.astype(np.float64)
+    att, n_act, idx = f["attn"] * m, m.sum(1), np.arange(m.shape[1])[None, :]
+    has, rows = att.any(1), np.arange(len(m))
+    first = np.where(has, att.argmax(1), n_act).astype(int)
+    k_th = lambda k: np.where((np.cumsum(att, 1) == k) & (att > 0), idx, 10**6).min(1)  # noqa: E731
+    widths = {"q": f["n_h"] * f["d_qk"], "v": f["n_h"] * f["d_v"], "n_h": f["n_h"], "n_kv": f["n_kv"],
+              "kv": f["n_kv"] * (f["d_qk"] + f["d_v"])}
+    run, longest = np.zeros(len(m)), np.zeros(len(m))
+    for j in range(m.shape[1]):  # longest run of identity-attention layers among the active ones
+        run = np.where((m[:, j] > 0) & (att[:, j] == 0), run + 1, 0)
+        longest = np.maximum(longest, run)
+    from_end = n_act[:, None] - 1 - idx
+    cols = [n_act, att.sum(1), att.sum(1) / np.maximum(n_act, 1), first, first / np.maximum(n_act, 1),
+            np.minimum(k_th(2), n_act), longest, (att * (idx < n_act[:, None] / 2)).sum(1),
+            f["attn_params"].sum(1), f["mlp_params"].sum(1), f["flops_per_token"].sum(1), f["kv_per_token"].sum(1)]
+    cols += [att[:, :k].sum(1) for k in range(1, 9)]
+    cols += [(att * (from_end < k) * m).sum(1) for k in (2, 4, 6)]
+    dm = np.where(m > 0, f["d_mlp"], np.nan)
+    with warnings.catch_warnings():  # architectures without attention: NaN reductions → 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cols += [np.nanmean(dm, 1), np.nanmin(dm, 1), np.nanmax(dm, 1)]
+        for w in widths.values():
+            wa = np.where(att > 0, w, np.nan)
+            cols += [np.nan_to_num(np.nanmean(wa, 1)), np.nan_to_num(np.nanmin(wa, 1)),
+                     np.nan_to_num(np.nanmax(wa, 1)), np.nansum(wa, 1)]
+    at = lambda a, pos: np.where(pos < m.shape[1], a[rows, np.minimum(pos, m.shape[1] - 1)], 0.0)  # noqa: E731
+    for key in ("q", "v"):
+        cols.append(np.where(has, at(widths[key], first), 0.0))
+        cols += [(widths[key] * att)[:, :k].sum(1) for k in (1, 2, 3, 4, 6, 8)]
+    cols += [at(widths["v"], k_th(2)), at(widths["v"], k_th(3))]
+    cols += [np.where(has, at(f[k], first), 0.0) for k in ("d_mlp", "n_kv", "d_v")]
+    return np.stack(cols, 1)
+
+
+def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
+    """(n, F) features of one view; `full` appends the packed (n_h, n_kv, d_qk, d_v, d_mlp, attn) of every slot."""
+    if view not in VIEWS:
+        raise ValueError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
+    p = featurize(genomes, "derived", L_max)
+    a = _agg(p.x, p.mask)
+    if view == "agg":
+        return a
+    keep = [field_names("derived").index(k) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")]
+    return np.concatenate([a, (p.x[..., keep] * p.mask[..., None]).reshape(len(a), -1)], 1)
+
+
+class RankForest:
+    """A random forest on normal-score targets, stored as flat node arrays."""
+
+    def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40) -> None:
+        self.view, self.target, self.a, self.L_max = view, target, arrays, L_max
+        self.depth = int(arrays["depth"]) if "depth" in arrays else 64
+
+    @classmethod
+    def fit(cls, genomes: Sequence[Genome], y: np.ndarray, view: str, n_trees: int = 100, seed: int = 0,
+            L_max: int = 40) -> "RankForest":
+        target = TargetMap.fit(y, "normal_scores")
+        # settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test
+        rf = RandomForestRegressor(n_estimators=n_trees, max_features=0.3, min_samples_leaf=3,
+                                   random_state=seed, n_jobs=1)
+        rf.fit(tree_features(genomes, view, L_max).astype(np.float32), target.to_target(y))
+        return cls(view, target, _flatten(rf), L_max)
+
+    def predict_z(self, X: np.ndarray) -> np.ndarray:
+        """Mean leaf value over trees (normal-score units); same float32 inputs and `<=` rule as sklearn."""
+        a = self.a
+        X = np.asarray(X, dtype=np.float32)
+        node = np.broadcast_to(a["roots"], (len(X), len(a["roots"]))).copy()  # (n, trees)
+        rows = np.arange(len(X))[:, None]
+        for _ in range(self.depth):
+            right = a["right"][node]
+            if (right < 0).all():
+                break
+            go_left = X[rows, a["feature"][node]] <= a["threshold"][node]
+            node = np.where(right < 0, node, np.where(go_left, node + 1, right))
+        return a["value"][node].astype(np.float64).mean(1)
+
+    def predict(self, genomes: Sequence[Genome]) -> np.ndarray:
+        return self.target.to_loss(self.predict_z(tree_features(genomes, self.view, self.L_max)))
+
+    def meta(self) -> dict[str, Any]:
+        return {"view": self.view, "n_trees": int(len(self.a["roots"])), "target": self.target.to_dict()}
+
+    def tensors(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}.{k}": np.ascontiguousarray(self.a[k]) for k in _ARRAYS}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Any], prefix: str, meta: dict[str, Any], L_max: int) -> "RankForest":
+        arrays = {k: np.asarray(tensors[f"{prefix}.{k}"]) for k in _ARRAYS}
+        n = len(arrays["right"])
+        if not all(len(arrays[k]) == n for k in ("feature", "threshold", "value")) or \
+                len(arrays["roots"]) != meta["n_trees"]:
+            raise ValueError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
+                             f"for {meta['n_trees']} trees")
+        return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
+
+
+def _threshold32(t: np.ndarray) -> np.ndarray:
+    """float64 split points → the largest float32 not above them. No float32 input lies in between,
+    so `x <= t32` decides exactly as sklearn's `x <= t` for its float32 inputs, at half the bytes."""
+    t32 = t.astype(np.float32)
+    return np.where(t32.astype(np.float64) > t, np.nextafter(t32, np.float32(-np.inf)), t32)
+
+
+def _flatten(rf: RandomForestRegressor) -> dict[str, np.ndarray]:
+    """Concatenate every tree's nodes with global child indices (leaves: right = -1)."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _ARRAYS}
+    off, depth = 0, 0
+    for est in rf.estimators_:
+        t = est.tree_
+        inner = t.children_left >= 0
+        if not (t.children_left[inner] == np.flatnonzero(inner) + 1).all():
+            raise ValueError("tree not in depth-first order (left child != node + 1); cannot flatten")
+        parts["right"].append(np.where(inner, t.children_right + off, -1).astype(np.int32))
+        parts["feature"].append(np.maximum(t.feature, 0).astype(np.int16))
+        parts["threshold"].append(_threshold32(t.threshold))
+        parts["value"].append(t.value[:, 0, 0].astype(np.float32))
+        parts["roots"].append(np.array([off], dtype=np.int32))
+        off, depth = off + t.node_count, max(depth, t.max_depth)
+    out = {k: np.concatenate(v) for k, v in parts.items()}
+    out["depth"] = np.array(depth + 1)
+    return out

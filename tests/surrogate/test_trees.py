@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from surrogate.trees import RankForest, _flatten, tree_features
+
+
+def test_flattened_forest_predicts_exactly_like_sklearn():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6)).astype(np.float32) * np.array([1, 1e7, 3, 1e-3, 50, 1], np.float32)
+    X[:, 2] = np.round(X[:, 2])  # ties and integer-valued features, like layer counts
+    y = X[:, 0] + np.sin(X[:, 2]) + rng.normal(scale=0.1, size=300)
+    rf = RandomForestRegressor(n_estimators=12, max_features=0.5, min_samples_leaf=3, random_state=0).fit(X, y)
+    f = RankForest("agg", None, _flatten(rf))
+    Xt = np.concatenate([X, rng.normal(size=(200, 6)).astype(np.float32) * X.std(0)])
+    assert np.allclose(f.predict_z(Xt), rf.predict(Xt), atol=1e-6)
+
+
+def test_rank_forest_roundtrips_through_tensors(tiny_jsonl):
+    from surrogate.dataset import load_labelset
+
+    data = load_labelset(tiny_jsonl)
+    g, y = data.genomes, data.y
+    f = RankForest.fit(g, y, "full", n_trees=8, seed=0, L_max=12)
+    t = f.tensors("f0")
+    g2 = RankForest.from_tensors(t, "f0", f.meta(), 12)
+    assert np.array_equal(f.predict(g), g2.predict(g))
+    p = f.predict(g)
+    assert y.min() <= p.min() and p.max() <= y.max()  # mapped back through the training quantiles
+    t["f0.value"] = t["f0.value"][:-1]
+    with pytest.raises(ValueError, match="unequal length"):
+        RankForest.from_tensors(t, "f0", f.meta(), 12)
+
+
+def test_features_see_the_first_attention_layer_width(tiny_jsonl):
+    from forge.labels import read_labels
+
+    g = next(lab.genome for lab in read_labels(tiny_jsonl) if lab.genome.layers[0].attn and lab.genome.layers[0].active)
+    wide = g.with_layers([g.layers[0].__class__(**{**g.layers[0].__dict__, "d_v": 64})] + list(g.layers[1:]))
+    a, b = tree_features([g, wide], "agg", 12)
+    assert not np.array_equal(a, b) or g.layers[0].d_v == 64
+    with pytest.raises(ValueError, match="allowed: agg | full"):
+        tree_features([g], "deep")
