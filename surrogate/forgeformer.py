@@ -79,6 +79,8 @@ class ForgeFormer(nn.Module):
     def _drop(self, t: torch.Tensor) -> torch.Tensor:
         if not self.training or self.cfg.dropout <= 0:
             return t
+        if t.is_cuda:  # on a GPU torch's own dropout is fast; the numpy stream is for CPU
+            return F.dropout(t, self.cfg.dropout, True)
         if self.masks is None:
             self.seed_dropout(int(torch.randint(0, 2**62, (1,))))
         return t * self.masks(t.shape)
@@ -102,7 +104,8 @@ class ForgeFormer(nn.Module):
         x, mask = x[:, :n], mask[:, :n]
         where = mask.nonzero(as_tuple=True)  # (batch index, position) of every active token
         z = x[where] @ self.lift_w + self.lift_b.sum(0) + self.pos[where[1]]  # (N, d)
-        key_bias = torch.zeros(mask.shape, dtype=z.dtype).masked_fill(~mask, float("-inf"))[:, None, None, :]
+        key_bias = torch.zeros(mask.shape, dtype=z.dtype, device=z.device).masked_fill(~mask, float("-inf"))
+        key_bias = key_bias[:, None, None, :]  # (B, 1, 1, n): padded keys get no attention
         for blk in self.encoder.layers:  # pre-LN: z += Drop(SA(LN1 z)); z += Drop(W2 Drop(GELU(W1 LN2 z)))
             z = z + self._drop(self._attend(blk, blk.norm1(z), where, tuple(mask.shape), key_bias))
             ff = blk.linear2(self._drop(F.gelu(blk.linear1(blk.norm2(z)))))

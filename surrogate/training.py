@@ -43,6 +43,7 @@ class Recipe:
     forests: bool = False  # hybrid: add two rank-target random forests (surrogate/trees.py), fit on train + val
     forest_trees: int = 100
     nn_weight: float = 1.0 / 3.0  # hybrid: encoder-ensemble weight; the two forests share the rest
+    accelerator: str = "cpu"  # Lightning accelerator for training: cpu | gpu | auto
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,8 +52,8 @@ class Recipe:
         return "normal_scores" if self.normal_scores else "standard" if self.standardize else "raw"
 
 
-def _trainer(epochs: int, with_val: bool) -> L.Trainer:
-    return L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+def _trainer(epochs: int, with_val: bool, accelerator: str = "cpu") -> L.Trainer:
+    return L.Trainer(max_epochs=epochs, accelerator=accelerator, devices=1, logger=False, enable_checkpointing=False,
                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                      limit_val_batches=1.0 if with_val else 0)
 
@@ -96,9 +97,10 @@ def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, s
     else:
         tl = DataLoader(ds, batch_size=recipe.batch, shuffle=True, generator=torch.Generator().manual_seed(seed))
     vl = DataLoader(TensorDataset(*_tensors(*val)), batch_size=max(1, len(val[2]))) if val is not None else None
-    _trainer(recipe.epochs, vl is not None).fit(module, tl, vl)
+    _trainer(recipe.epochs, vl is not None, recipe.accelerator).fit(module, tl, vl)
     if module.best_state is not None:
         module.model.load_state_dict(module.best_state)
+    module.model.cpu()  # predictors and checkpoints live on the CPU
     info = {"best_epoch": module.best_epoch, "best_val_mae": module.best_val if vl is not None else None,
             "val_curve": [round(v, 5) for v in module.history]}
     return module.model.eval(), info
