@@ -30,37 +30,51 @@ def _agg(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """(n, L, 18) derived fields → (n, A) aggregates a tree cannot sum by itself."""
     f = dict(zip(field_names("derived"), np.moveaxis(x, -1, 0)))
     m = mask.astype(np.float64)
-    att, n_act, idx = f["attn"] * m, m.sum(1), np.arange(m.shape[1])[None, :]
-    has, rows = att.any(1), np.arange(len(m))
-    first = np.where(has, att.argmax(1), n_act).astype(int)
-    k_th = lambda k: np.where((np.cumsum(att, 1) == k) & (att > 0), idx, 10**6).min(1)  # noqa: E731
-    widths = {"q": f["n_h"] * f["d_qk"], "v": f["n_h"] * f["d_v"], "n_h": f["n_h"], "n_kv": f["n_kv"],
-              "kv": f["n_kv"] * (f["d_qk"] + f["d_v"])}
+    att = f["attn"] * m
+    idx = np.arange(m.shape[1])[None, :]
+    # position of the k-th attention layer (10**6 if there is none)
+    kth = lambda k: np.where((np.cumsum(att, 1) == k) & (att > 0), idx, 10**6).min(1)  # noqa: E731
+    return np.stack(_depth_cols(f, att, m, kth) + _width_cols(f, att, m, kth), 1)
+
+
+def _depth_cols(f: dict, att: np.ndarray, m: np.ndarray, kth) -> list[np.ndarray]:
+    """Where attention sits: counts, first/second positions, gaps, early/late counts, size totals."""
+    n_act, idx = m.sum(1), np.arange(m.shape[1])[None, :]
+    first = np.where(att.any(1), att.argmax(1), n_act)
     run, longest = np.zeros(len(m)), np.zeros(len(m))
     for j in range(m.shape[1]):  # longest run of identity-attention layers among the active ones
         run = np.where((m[:, j] > 0) & (att[:, j] == 0), run + 1, 0)
         longest = np.maximum(longest, run)
     from_end = n_act[:, None] - 1 - idx
     cols = [n_act, att.sum(1), att.sum(1) / np.maximum(n_act, 1), first, first / np.maximum(n_act, 1),
-            np.minimum(k_th(2), n_act), longest, (att * (idx < n_act[:, None] / 2)).sum(1),
+            np.minimum(kth(2), n_act), longest, (att * (idx < n_act[:, None] / 2)).sum(1),
             f["attn_params"].sum(1), f["mlp_params"].sum(1), f["flops_per_token"].sum(1), f["kv_per_token"].sum(1)]
     cols += [att[:, :k].sum(1) for k in range(1, 9)]
-    cols += [(att * (from_end < k) * m).sum(1) for k in (2, 4, 6)]
-    dm = np.where(m > 0, f["d_mlp"], np.nan)
+    return cols + [(att * (from_end < k) * m).sum(1) for k in (2, 4, 6)]
+
+
+def _width_cols(f: dict, att: np.ndarray, m: np.ndarray, kth) -> list[np.ndarray]:
+    """How wide attention is: width statistics over attention layers and the early-attention widths
+    (value width n_h·d_v of the first attention layer ranks first by permutation importance)."""
+    has, rows, L = att.any(1), np.arange(len(m)), m.shape[1]
+    first = np.where(has, att.argmax(1), L)
+    widths = {"q": f["n_h"] * f["d_qk"], "v": f["n_h"] * f["d_v"], "n_h": f["n_h"], "n_kv": f["n_kv"],
+              "kv": f["n_kv"] * (f["d_qk"] + f["d_v"])}
+    cols = []
     with warnings.catch_warnings():  # architectures without attention: NaN reductions → 0
         warnings.simplefilter("ignore", RuntimeWarning)
+        dm = np.where(m > 0, f["d_mlp"], np.nan)
         cols += [np.nanmean(dm, 1), np.nanmin(dm, 1), np.nanmax(dm, 1)]
         for w in widths.values():
             wa = np.where(att > 0, w, np.nan)
             cols += [np.nan_to_num(np.nanmean(wa, 1)), np.nan_to_num(np.nanmin(wa, 1)),
                      np.nan_to_num(np.nanmax(wa, 1)), np.nansum(wa, 1)]
-    at = lambda a, pos: np.where(pos < m.shape[1], a[rows, np.minimum(pos, m.shape[1] - 1)], 0.0)  # noqa: E731
+    at = lambda a, pos: np.where(pos < L, a[rows, np.minimum(pos, L - 1)], 0.0)  # noqa: E731
     for key in ("q", "v"):
         cols.append(np.where(has, at(widths[key], first), 0.0))
         cols += [(widths[key] * att)[:, :k].sum(1) for k in (1, 2, 3, 4, 6, 8)]
-    cols += [at(widths["v"], k_th(2)), at(widths["v"], k_th(3))]
-    cols += [np.where(has, at(f[k], first), 0.0) for k in ("d_mlp", "n_kv", "d_v")]
-    return np.stack(cols, 1)
+    cols += [at(widths["v"], kth(2)), at(widths["v"], kth(3))]
+    return cols + [np.where(has, at(f[k], first), 0.0) for k in ("d_mlp", "n_kv", "d_v")]
 
 
 def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
