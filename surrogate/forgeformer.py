@@ -85,33 +85,36 @@ class ForgeFormer(nn.Module):
             self.seed_dropout(int(torch.randint(0, 2**62, (1,))))
         return t * self.masks(t.shape)
 
-    def _attend(self, blk: nn.TransformerEncoderLayer, h: torch.Tensor, where: tuple, shape: tuple,
+    def _attend(self, blk: nn.TransformerEncoderLayer, h: torch.Tensor, flat: torch.Tensor, shape: tuple,
                 key_bias: torch.Tensor) -> torch.Tensor:
         """Multi-head self-attention of packed tokens h (N, d); padded per sequence for the scores."""
         B, n = shape
         H, d = self.cfg.n_heads, self.cfg.d_enc
         a = blk.self_attn
         qkv = F.linear(h, a.in_proj_weight, a.in_proj_bias)  # (N, 3d)
-        qkv = qkv.new_zeros(B, n, 3 * d).index_put(where, qkv)  # (B, n, 3d)
+        # index_copy / index_select: their backwards are a gather and an index_add, both far cheaper on
+        # CPU than the sorting scatter behind advanced indexing's backward
+        qkv = qkv.new_zeros(B * n, 3 * d).index_copy(0, flat, qkv).view(B, n, 3 * d)
         q, k, v = qkv.view(B, n, 3, H, d // H).permute(2, 0, 3, 1, 4)  # each (B, H, n, d/H)
         att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // H) + key_bias, dim=-1)  # (B, H, n, n)
-        o = (self._drop(att) @ v).transpose(1, 2).reshape(B, n, d)[where]  # (N, d)
+        o = (self._drop(att) @ v).transpose(1, 2).reshape(B * n, d).index_select(0, flat)  # (N, d)
         return F.linear(o, a.out_proj.weight, a.out_proj.bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x: (B, L, F) normalized fields, mask: (B, L) bool real tokens → (B,)."""
         n = int(mask.sum(dim=1).max())
         x, mask = x[:, :n], mask[:, :n]
-        where = mask.nonzero(as_tuple=True)  # (batch index, position) of every active token
-        z = x[where] @ self.lift_w + self.lift_b.sum(0) + self.pos[where[1]]  # (N, d)
+        flat = mask.reshape(-1).nonzero().squeeze(1)  # (N,) row-major index b·n + position of active tokens
+        tok, pos = x.reshape(-1, x.shape[-1]).index_select(0, flat), flat % n
+        z = tok @ self.lift_w + self.lift_b.sum(0) + self.pos.index_select(0, pos)  # (N, d)
         key_bias = torch.zeros(mask.shape, dtype=z.dtype, device=z.device).masked_fill(~mask, float("-inf"))
         key_bias = key_bias[:, None, None, :]  # (B, 1, 1, n): padded keys get no attention
         for blk in self.encoder.layers:  # pre-LN: z += Drop(SA(LN1 z)); z += Drop(W2 Drop(GELU(W1 LN2 z)))
-            z = z + self._drop(self._attend(blk, blk.norm1(z), where, tuple(mask.shape), key_bias))
+            z = z + self._drop(self._attend(blk, blk.norm1(z), flat, tuple(mask.shape), key_bias))
             ff = blk.linear2(self._drop(F.gelu(blk.linear1(blk.norm2(z)))))
             z = z + self._drop(ff)
         counts = mask.sum(dim=1, keepdim=True).to(z.dtype).clamp_min(1.0)
-        pooled = z.new_zeros(x.shape[0], z.shape[1]).index_add(0, where[0], z) / counts  # masked mean
+        pooled = z.new_zeros(x.shape[0], z.shape[1]).index_add(0, flat // n, z) / counts  # masked mean
         return self.head(pooled).squeeze(-1)
 
     def reference_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
