@@ -94,7 +94,6 @@ class RankForest:
 
     def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40) -> None:
         self.view, self.target, self.a, self.L_max = view, target, arrays, L_max
-        self.depth = int(arrays["depth"]) if "depth" in arrays else 64
 
     @classmethod
     def fit(cls, genomes: Sequence[Genome], y: np.ndarray, view: str, n_trees: int = 100, seed: int = 0,
@@ -112,7 +111,7 @@ class RankForest:
         X = np.asarray(X, dtype=np.float32)
         node = np.broadcast_to(a["roots"], (len(X), len(a["roots"]))).copy()  # (n, trees)
         rows = np.arange(len(X))[:, None]
-        for _ in range(self.depth):
+        for _ in range(len(a["right"])):  # one level per step; stops when every walker sits on a leaf
             right = a["right"][node]
             if (right < 0).all():
                 break
@@ -150,7 +149,7 @@ def _threshold32(t: np.ndarray) -> np.ndarray:
 def _flatten(rf: RandomForestRegressor) -> dict[str, np.ndarray]:
     """Concatenate every tree's nodes with global child indices (leaves: right = -1)."""
     parts: dict[str, list[np.ndarray]] = {k: [] for k in _ARRAYS}
-    off, depth = 0, 0
+    off = 0
     for est in rf.estimators_:
         t = est.tree_
         inner = t.children_left >= 0
@@ -161,7 +160,5 @@ def _flatten(rf: RandomForestRegressor) -> dict[str, np.ndarray]:
         parts["threshold"].append(_threshold32(t.threshold))
         parts["value"].append(t.value[:, 0, 0].astype(np.float32))
         parts["roots"].append(np.array([off], dtype=np.int32))
-        off, depth = off + t.node_count, max(depth, t.max_depth)
-    out = {k: np.concatenate(v) for k, v in parts.items()}
-    out["depth"] = np.array(depth + 1)
-    return out
+        off += t.node_count
+    return {k: np.concatenate(v) for k, v in parts.items()}
