@@ -19,12 +19,16 @@ from scipy import stats
 KINDS = ("raw", "standard", "normal_scores")
 
 
+GRID = 257  # quantile-grid points kept for normal_scores: a compact map, not the training label column
+
+
 @dataclass
 class TargetMap:
     kind: str = "raw"
     mean: float = 0.0
     std: float = 1.0
-    sorted_y: np.ndarray | None = None  # normal_scores: the training losses, ascending
+    grid_q: np.ndarray | None = None  # normal_scores: training-split quantile levels, ascending
+    grid_y: np.ndarray | None = None  # ... and the training losses at those levels
 
     @classmethod
     def fit(cls, y: np.ndarray, kind: str) -> "TargetMap":
@@ -34,38 +38,43 @@ class TargetMap:
         if kind == "standard":
             return cls(kind, float(y.mean()), float(y.std()) or 1.0)
         if kind == "normal_scores":
-            return cls(kind, sorted_y=np.sort(y))
+            ys = np.sort(y)
+            q = (np.arange(len(ys)) + 0.5) / len(ys)  # plotting positions of the sorted losses
+            if len(ys) > GRID:  # keep GRID points of the empirical quantile function
+                gq = np.linspace(q[0], q[-1], GRID)
+                q, ys = gq, np.interp(gq, q, ys)
+            return cls(kind, grid_q=q, grid_y=ys)
         return cls(kind)
 
     @property
     def scale(self) -> float:
         """Loss units per target unit near the middle (only used to report validation MAE)."""
-        return self.std if self.sorted_y is None else float(np.std(self.sorted_y))
-
-    def _q(self) -> np.ndarray:
-        return (np.arange(len(self.sorted_y)) + 0.5) / len(self.sorted_y)
+        return self.std if self.grid_y is None else float(np.std(self.grid_y))
 
     def to_target(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
-        if self.sorted_y is None:
+        if self.grid_y is None:
             return (y - self.mean) / self.std
-        return stats.norm.ppf(np.interp(y, self.sorted_y, self._q()))  # train CDF, clipped to the range
+        return stats.norm.ppf(np.interp(y, self.grid_y, self.grid_q))  # train CDF, clipped to the range
 
     def to_loss(self, z: np.ndarray) -> np.ndarray:
         z = np.asarray(z, dtype=np.float64)
-        if self.sorted_y is None:
+        if self.grid_y is None:
             return z * self.std + self.mean
-        return np.interp(stats.norm.cdf(z), self._q(), self.sorted_y)
+        return np.interp(stats.norm.cdf(z), self.grid_q, self.grid_y)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "mean": self.mean, "std": self.std}
-        if self.sorted_y is not None:
-            d["sorted_y"] = [float(v) for v in self.sorted_y]
+        if self.grid_y is not None:
+            d.update(grid_q=[float(v) for v in self.grid_q], grid_y=[float(v) for v in self.grid_y])
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TargetMap":
-        sy = d.get("sorted_y")
         kind = d.get("kind", "standard" if (d.get("mean", 0.0), d.get("std", 1.0)) != (0.0, 1.0) else "raw")
-        return cls(kind, float(d.get("mean", 0.0)), float(d.get("std", 1.0)),
-                   None if sy is None else np.asarray(sy, dtype=np.float64))
+        gq, gy = d.get("grid_q"), d.get("grid_y")
+        if (gq is None) != (gy is None) or (gq is not None and len(gq) != len(gy)) or \
+                (kind == "normal_scores" and gq is None):
+            raise ValueError("target map: grid_q and grid_y must both be present and of equal length")
+        arr = lambda v: None if v is None else np.asarray(v, dtype=np.float64)  # noqa: E731
+        return cls(kind, float(d.get("mean", 0.0)), float(d.get("std", 1.0)), arr(gq), arr(gy))

@@ -181,7 +181,8 @@ def test_hybrid_blends_encoder_and_forests_and_roundtrips(split, hybrid):
     q = load_predictor(stem)
     assert len(q.forests) == 2 and np.array_equal(q.predict(g)[0], mu)
     # the forests were fit on train + val (fixed settings, nothing selected on val)
-    assert sorted(q.forests[0].target.sorted_y) == sorted(np.concatenate([split[0].y, split[1].y]))
+    tv = np.concatenate([split[0].y, split[1].y])
+    assert np.allclose(q.forests[0].target.grid_y[[0, -1]], [tv.min(), tv.max()])
 
 
 def test_hybrid_with_damaged_forest_arrays_is_refused(hybrid, tmp_path):
@@ -201,5 +202,7 @@ def test_hybrid_finetune_refits_forests_on_replay_plus_new(split, hybrid):
     _, stem = hybrid
     tr, va, te = split
     ft = finetune(stem, te, tr, ratio=5.0, epochs=1, seed=0)
-    assert len(ft.forests[0].target.sorted_y) == len(tr) + len(te)
-    assert len(load_predictor(stem).forests[0].target.sorted_y) == len(tr) + len(va)  # base untouched
+    ends = lambda p: p.forests[0].target.grid_y[[0, -1]]  # noqa: E731
+    both = lambda *d: [min(x.y.min() for x in d), max(x.y.max() for x in d)]  # noqa: E731
+    assert np.allclose(ends(ft), both(tr, te))  # refit on replay + new rows
+    assert np.allclose(ends(load_predictor(stem)), both(tr, va))  # base untouched

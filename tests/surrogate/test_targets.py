@@ -38,3 +38,17 @@ def test_unknown_target_kind_is_refused():
 def test_old_sidecars_without_kind_still_load():
     assert TargetMap.from_dict({"mean": 3.0, "std": 0.5}).kind == "standard"
     assert TargetMap.from_dict({"mean": 0.0, "std": 1.0}).kind == "raw"
+
+
+def test_normal_scores_keep_a_compact_quantile_grid():
+    from surrogate.targets import GRID
+
+    y = _bimodal(n=5000, seed=1)
+    t = TargetMap.fit(y, "normal_scores")
+    assert len(t.grid_y) == GRID and t.grid_y[0] == y.min() and t.grid_y[-1] == y.max()
+    z = t.to_target(y)
+    assert abs(z.mean()) < 0.01 and np.abs(t.to_loss(z) - y).max() < 0.05
+    small = TargetMap.fit(y[:100], "normal_scores")
+    assert np.array_equal(small.grid_y, np.sort(y[:100]))  # small sets keep every training loss
+    with pytest.raises(ValueError, match="grid_q and grid_y"):
+        TargetMap.from_dict({"kind": "normal_scores", "mean": 0.0, "std": 1.0})
