@@ -195,7 +195,7 @@ def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: 
     what `train_forgeformer` with `forests: true` fits). Also scores each part alone."""
     from forge.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
-    from surrogate.fit import fit_forests
+    from surrogate.trees import fit_forests, forests_predict
     from surrogate.metrics import evaluate, summarize
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
@@ -205,7 +205,7 @@ def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: 
     for s in splits:
         train, val, test = train_val_test(data, s, 0.2)
         nn = np.mean([by[(s, m)]["by_budget"][budget]["pred"] for m in members], axis=0)
-        trees = np.mean([f.predict(test.genomes) for f in fit_forests(train.join(val), n_trees, s, 40)], axis=0)
+        trees = forests_predict(fit_forests(train, val, n_trees, s, 40), test.genomes)
         for key, pred in (("encoder", nn), ("forests", trees), ("hybrid", nn_weight * nn + (1 - nn_weight) * trees)):
             out[key].append(evaluate(test.y, pred))
     return {"splits": splits, "members": members, "budget": budget, "nn_weight": nn_weight,

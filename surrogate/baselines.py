@@ -114,14 +114,15 @@ class RankForestBaseline:
         self.n_trees, self.seed, self.L_max, self.forests = n_trees, seed, L_max, []
 
     def fit(self, train: LabelSet, val: LabelSet | None = None) -> "RankForestBaseline":
-        from surrogate.fit import fit_forests
+        from surrogate.trees import fit_forests
 
-        rows = train if val is None or not len(val) else train.join(val)
-        self.forests = fit_forests(rows, self.n_trees, self.seed, self.L_max)
+        self.forests = fit_forests(train, val, self.n_trees, self.seed, self.L_max)
         return self
 
     def predict(self, genomes) -> np.ndarray:
-        return np.mean([f.predict(genomes) for f in self.forests], axis=0)
+        from surrogate.trees import forests_predict
+
+        return forests_predict(self.forests, genomes)
 
 
 def aggregate(genomes) -> np.ndarray:

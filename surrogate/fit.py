@@ -18,7 +18,7 @@ from surrogate.features import MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig
 from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_checkpoint
 from surrogate.targets import TargetMap
-from surrogate.trees import VIEWS, RankForest
+from surrogate.trees import fit_forests
 from surrogate.training import Recipe, finetune_member, fit_member
 
 
@@ -49,14 +49,11 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
     meta = {"recipe": recipe.to_dict(), "data_hash": train.data_hash(), "n_train": len(train),
             "n_val": len(val) if val is not None else 0, "members": infos}
     p = ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max), target, meta)
-    if recipe.forests:  # fixed settings, nothing selected on val, so the forests may fit train + val
-        rows = train if val is None or not len(val) else train.join(val)
-        p.forests, p.nn_weight = fit_forests(rows, recipe.forest_trees, recipe.seed, L_max), recipe.nn_weight
+    if recipe.forests:
+        if not 0.0 <= recipe.nn_weight <= 1.0:
+            raise ValueError(f"nn_weight = {recipe.nn_weight}; allowed: 0 <= nn_weight <= 1")
+        p.forests, p.nn_weight = fit_forests(train, val, recipe.forest_trees, recipe.seed, L_max), recipe.nn_weight
     return p
-
-
-def fit_forests(data: LabelSet, n_trees: int, seed: int, L_max: int) -> list[RankForest]:
-    return [RankForest.fit(data.genomes, data.y, view, n_trees, seed + j, L_max) for j, view in enumerate(VIEWS)]
 
 
 _FILE_CACHE: dict[tuple[str, float], LabelSet] = {}
@@ -97,6 +94,6 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
                                       "batch": batch, "seed": seed, "new_data_hash": new.data_hash()}}
     forests = base.forests
     if forests and len(old):  # forests train in seconds: refit on replay + new rows (base forests if no replay)
-        forests = fit_forests(old.join(new), forests[0].a["roots"].size, seed, base.L_max)
+        forests = fit_forests(old, new, forests[0].n_trees, seed, base.L_max)
     return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
                                 base.nn_weight)

@@ -23,7 +23,7 @@ from surrogate.dataset import LabelSet
 from surrogate.features import FIELD_SETS, FeatureError, MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.targets import TargetMap
-from surrogate.trees import RankForest
+from surrogate.trees import RankForest, forests_predict
 
 FORMAT = "forge-surrogate/forgeformer-v1"
 
@@ -88,7 +88,7 @@ class ForgeFormerPredictor:
         mu, sigma = self._encoder(genomes, n_mc)
         if not self.forests or len(genomes) == 0:
             return mu, sigma
-        trees = np.mean([f.predict(genomes) for f in self.forests], axis=0)
+        trees = forests_predict(self.forests, genomes)
         return self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
 
     @torch.inference_mode()
@@ -196,8 +196,10 @@ def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeF
                    for j, fm in enumerate(meta.get("forests", []))]
     except (KeyError, ValueError) as e:
         raise CheckpointError(f"{stem}.safetensors: forest arrays do not match the sidecar: {e}") from None
+    nn_weight = float(meta.get("nn_weight", 1.0))
+    if not 0.0 <= nn_weight <= 1.0:
+        raise CheckpointError(f"{stem}.json: nn_weight = {nn_weight}; allowed: 0 <= nn_weight <= 1")
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields",
                                                          "norm", "target", "space", "forests", "nn_weight")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                TargetMap.from_dict(meta["target"]), rest, forests,
-                                float(meta.get("nn_weight", 1.0)))
+                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight)

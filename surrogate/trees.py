@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
 from forge.genome import Genome
+from surrogate.dataset import LabelSet
 from surrogate.features import featurize, field_names
 from surrogate.targets import TargetMap
 
@@ -77,16 +78,24 @@ def _width_cols(f: dict, att: np.ndarray, m: np.ndarray, kth) -> list[np.ndarray
     return cols + [np.where(has, at(f[k], first), 0.0) for k in ("d_mlp", "n_kv", "d_v")]
 
 
-def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
-    """(n, F) features of one view; `full` appends the packed (n_h, n_kv, d_qk, d_v, d_mlp, attn) of every slot."""
-    if view not in VIEWS:
-        raise ValueError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
+def tree_views(genomes: Sequence[Genome], L_max: int = 40) -> dict[str, np.ndarray]:
+    """Every view at once from one featurization: `full` is `agg` plus the packed
+    (n_h, n_kv, d_qk, d_v, d_mlp, attn) of every slot, so the hybrid featurizes a population once."""
     p = featurize(genomes, "derived", L_max)
     a = _agg(p.x, p.mask)
-    if view == "agg":
-        return a
     keep = [field_names("derived").index(k) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")]
-    return np.concatenate([a, (p.x[..., keep] * p.mask[..., None]).reshape(len(a), -1)], 1)
+    return {"agg": a, "full": np.concatenate([a, (p.x[..., keep] * p.mask[..., None]).reshape(len(a), -1)], 1)}
+
+
+def _check_view(view: str) -> None:
+    if view not in VIEWS:
+        raise ValueError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
+
+
+def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
+    """(n, F) features of one view."""
+    _check_view(view)
+    return tree_views(genomes, L_max)[view]
 
 
 class RankForest:
@@ -95,14 +104,20 @@ class RankForest:
     def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40) -> None:
         self.view, self.target, self.a, self.L_max = view, target, arrays, L_max
 
+    @property
+    def n_trees(self) -> int:
+        return int(len(self.a["roots"]))
+
     @classmethod
     def fit(cls, genomes: Sequence[Genome], y: np.ndarray, view: str, n_trees: int = 100, seed: int = 0,
-            L_max: int = 40) -> "RankForest":
+            L_max: int = 40, X: np.ndarray | None = None) -> "RankForest":
+        """X: this view's features of `genomes` when the caller already has them."""
         target = TargetMap.fit(y, "normal_scores")
         # settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test
         rf = RandomForestRegressor(n_estimators=n_trees, max_features=0.3, min_samples_leaf=3,
                                    random_state=seed, n_jobs=1)
-        rf.fit(tree_features(genomes, view, L_max).astype(np.float32), target.to_target(y))
+        X = tree_features(genomes, view, L_max) if X is None else X
+        rf.fit(X.astype(np.float32), target.to_target(y))
         return cls(view, target, _flatten(rf), L_max)
 
     def predict_z(self, X: np.ndarray) -> np.ndarray:
@@ -119,17 +134,19 @@ class RankForest:
             node = np.where(right < 0, node, np.where(go_left, node + 1, right))
         return a["value"][node].astype(np.float64).mean(1)
 
-    def predict(self, genomes: Sequence[Genome]) -> np.ndarray:
-        return self.target.to_loss(self.predict_z(tree_features(genomes, self.view, self.L_max)))
+    def predict(self, genomes: Sequence[Genome], X: np.ndarray | None = None) -> np.ndarray:
+        X = tree_features(genomes, self.view, self.L_max) if X is None else X
+        return self.target.to_loss(self.predict_z(X))
 
     def meta(self) -> dict[str, Any]:
-        return {"view": self.view, "n_trees": int(len(self.a["roots"])), "target": self.target.to_dict()}
+        return {"view": self.view, "n_trees": self.n_trees, "target": self.target.to_dict()}
 
     def tensors(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.{k}": np.ascontiguousarray(self.a[k]) for k in _ARRAYS}
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, Any], prefix: str, meta: dict[str, Any], L_max: int) -> "RankForest":
+        _check_view(meta["view"])
         arrays = {k: np.asarray(tensors[f"{prefix}.{k}"]) for k in _ARRAYS}
         n = len(arrays["right"])
         if not all(len(arrays[k]) == n for k in ("feature", "threshold", "value")) or \
@@ -137,6 +154,20 @@ class RankForest:
             raise ValueError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
                              f"for {meta['n_trees']} trees")
         return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
+
+
+def fit_forests(train: LabelSet, val: LabelSet | None, n_trees: int, seed: int, L_max: int) -> list[RankForest]:
+    """One rank forest per view (seeds seed, seed + 1), on train + val: the settings are fixed and nothing
+    is selected on val, so the carve is free training data here."""
+    rows = train if val is None or not len(val) else train.join(val)
+    X = tree_views(rows.genomes, L_max)
+    return [RankForest.fit(rows.genomes, rows.y, v, n_trees, seed + j, L_max, X[v]) for j, v in enumerate(VIEWS)]
+
+
+def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome]) -> np.ndarray:
+    """Mean loss prediction of several forests, featurizing the population once."""
+    X = tree_views(genomes, forests[0].L_max)
+    return np.mean([f.predict(genomes, X[f.view]) for f in forests], axis=0)
 
 
 def _threshold32(t: np.ndarray) -> np.ndarray:
