@@ -35,8 +35,11 @@ def test_rank_forest_roundtrips_through_tensors(tiny_jsonl):
 def test_features_see_the_first_attention_layer_width(tiny_jsonl):
     from forge.labels import read_labels
 
-    g = next(lab.genome for lab in read_labels(tiny_jsonl) if lab.genome.layers[0].attn and lab.genome.layers[0].active)
-    wide = g.with_layers([g.layers[0].__class__(**{**g.layers[0].__dict__, "d_v": 64})] + list(g.layers[1:]))
+    from dataclasses import replace
+
+    g = next(lab.genome for lab in read_labels(tiny_jsonl)
+             if lab.genome.layers[0].attn and lab.genome.layers[0].active and lab.genome.layers[0].d_v != 64)
+    wide = g.with_layers([replace(g.layers[0], d_v=64)] + list(g.layers[1:]))
     a, b = tree_features([g, wide], "agg", 12)
     assert not np.array_equal(a, b) or g.layers[0].d_v == 64
     with pytest.raises(ValueError, match="allowed: agg | full"):
