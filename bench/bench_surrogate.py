@@ -154,6 +154,7 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
             t0 = time.perf_counter()
             mod = _member(cfg, recipe, tr, va, s + k, target.scale)
             row = {"split": s, "member": k, "fit_s": round(time.perf_counter() - t0, 1), "y_test": test.y.tolist(),
+                   "y_val": val.y.tolist(),
                    "val_curve": [round(v, 5) for v in mod.history], "by_budget": {}}
             snaps = [(b, [x for x in mod.snaps if x[0] < b][-1]) for b in budgets]
             snaps.append(("last", (epochs - 1, copy.deepcopy(mod.model.state_dict()))))  # no selection
@@ -162,7 +163,8 @@ def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: li
                 m.load_state_dict(state)
                 m.eval()
                 p = ForgeFormerPredictor([m], norm, recipe.field_set, _space_of(train, "iha-paper", 40), target, {})
-                row["by_budget"][str(b)] = {"best_epoch": ep, "pred": p.predict(test.genomes)[0].tolist()}
+                row["by_budget"][str(b)] = {"best_epoch": ep, "pred": p.predict(test.genomes)[0].tolist(),
+                                            "pred_val": p.predict(val.genomes)[0].tolist()}
                 if ship_dir is not None and s == 0:
                     torch.save(state, ship_dir / f"{recipe_name}-b{b}-m{k}.pt")
             res["runs"].append(row)
@@ -192,24 +194,35 @@ def budgets_table(files: list[Path], member_sets: list[list[int]]) -> list[dict]
 def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: float, n_trees: int) -> dict:
     """Score the hybrid on the compare splits: stored encoder-member test predictions (budget study)
     averaged, blended with rank forests fit here on the split's train + val rows (seeds s, s + 1, exactly
-    what `train_forgeformer` with `forests: true` fits). Also scores each part alone."""
+    what `train_forgeformer` with `forests: true` fits). Also scores each part alone, and (where the runs
+    stored validation predictions) the hybrid with the low-end stretch fit on the validation carve exactly
+    as `calibrate: true` does (encoder val predictions + forest out-of-bag predictions)."""
     from forge.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
-    from surrogate.trees import fit_forests, forests_predict
+    from surrogate.calibration import LowEndStretch
+    from surrogate.trees import fit_forests, forests_oob, forests_predict
     from surrogate.metrics import evaluate, summarize
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
     by = {(r["split"], r["member"]): r for f in files for r in json.loads(f.read_text())["runs"]}
     splits = sorted({s for s, _ in by if all((s, m) in by for m in members)})
-    out: dict[str, list] = {"encoder": [], "forests": [], "hybrid": []}
+    out: dict[str, list] = {"encoder": [], "forests": [], "hybrid": [], "hybrid_calibrated": []}
+    calibs = []
     for s in splits:
         train, val, test = train_val_test(data, s, 0.2)
         nn = np.mean([by[(s, m)]["by_budget"][budget]["pred"] for m in members], axis=0)
-        trees = forests_predict(fit_forests(train, val, n_trees, s, 40), test.genomes)
-        for key, pred in (("encoder", nn), ("forests", trees), ("hybrid", nn_weight * nn + (1 - nn_weight) * trees)):
+        forests = fit_forests(train, val, n_trees, s, 40)
+        trees = forests_predict(forests, test.genomes)
+        hyb = nn_weight * nn + (1 - nn_weight) * trees
+        for key, pred in (("encoder", nn), ("forests", trees), ("hybrid", hyb)):
             out[key].append(evaluate(test.y, pred))
-    return {"splits": splits, "members": members, "budget": budget, "nn_weight": nn_weight,
-            **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items()}}
+        if all("pred_val" in by[(s, m)]["by_budget"][budget] for m in members):
+            nn_val = np.mean([by[(s, m)]["by_budget"][budget]["pred_val"] for m in members], axis=0)
+            cal = LowEndStretch.fit(nn_weight * nn_val + (1 - nn_weight) * forests_oob(forests, len(val)), val.y)
+            calibs.append(cal.to_dict())
+            out["hybrid_calibrated"].append(evaluate(test.y, cal.apply(hyb, np.zeros_like(hyb))[0]))
+    return {"splits": splits, "members": members, "budget": budget, "nn_weight": nn_weight, "calibrations": calibs,
+            **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items() if v}}
 
 
 def main() -> None:

@@ -13,12 +13,13 @@ from typing import Sequence
 import numpy as np
 
 from forge.labels import Label
+from surrogate.calibration import LowEndStretch
 from surrogate.dataset import LabelSet, from_labels, load_labelset
 from surrogate.features import MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig
 from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_checkpoint
 from surrogate.targets import TargetMap
-from surrogate.trees import fit_forests
+from surrogate.trees import fit_forests, forests_oob
 from surrogate.training import Recipe, finetune_member, fit_member
 
 
@@ -53,7 +54,21 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
         if not 0.0 <= recipe.nn_weight <= 1.0:
             raise ValueError(f"nn_weight = {recipe.nn_weight}; allowed: 0 <= nn_weight <= 1")
         p.forests, p.nn_weight = fit_forests(train, val, recipe.forest_trees, recipe.seed, L_max), recipe.nn_weight
+    if recipe.calibrate:
+        p.calib = _calibrate(p, val)
     return p
+
+
+def _calibrate(p: ForgeFormerPredictor, val: LabelSet | None) -> LowEndStretch:
+    """Fit the low-end stretch on held-out predictions of the validation carve: the encoder never trained on
+    it, and each forest row counts only the trees that did not see it (out-of-bag)."""
+    if val is None or len(val) < 20:
+        raise ValueError(f"calibrate: needs a validation carve of >= 20 rows; got {0 if val is None else len(val)} "
+                         "(raise val_frac or set calibrate: false)")
+    mu = p.encoder_predict(val.genomes, 0)[0]
+    if p.forests:
+        mu = p.nn_weight * mu + (1.0 - p.nn_weight) * forests_oob(p.forests, len(val))
+    return LowEndStretch.fit(mu, val.y)
 
 
 _FILE_CACHE: dict[tuple[str, float], LabelSet] = {}
@@ -95,5 +110,6 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     forests = base.forests
     if forests and len(old):  # forests train in seconds: refit on replay + new rows (base forests if no replay)
         forests = fit_forests(old, new, forests[0].n_trees, seed, base.L_max)
+    # the base's low-end stretch is kept: it corrects the recipe's shrinkage, which a short refit keeps
     return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
-                                base.nn_weight)
+                                base.nn_weight, base.calib)

@@ -13,7 +13,7 @@ from scipy import stats
 METRICS = ("mae", "mae_at_5", "spearman", "kendall", "k_at_1", "k_at_5")
 
 
-def _top(y: np.ndarray, pct: float) -> np.ndarray:
+def top_rows(y: np.ndarray, pct: float) -> np.ndarray:
     """Indices of the true top-pct% (lowest loss) rows; at least one row."""
     n = max(1, int(math.ceil(pct / 100.0 * len(y))))
     return np.argsort(y, kind="stable")[:n]
@@ -22,7 +22,7 @@ def _top(y: np.ndarray, pct: float) -> np.ndarray:
 def k_at(y: np.ndarray, pred: np.ndarray, pct: float) -> int:
     rank = np.empty(len(pred), dtype=np.int64)
     rank[np.argsort(pred, kind="stable")] = np.arange(1, len(pred) + 1)
-    return int(rank[_top(y, pct)].max())
+    return int(rank[top_rows(y, pct)].max())
 
 
 def evaluate(y_true, y_pred) -> dict[str, float]:
@@ -32,7 +32,7 @@ def evaluate(y_true, y_pred) -> dict[str, float]:
         raise ValueError(f"metrics need two equal 1-D arrays of >= 2 rows; got {y.shape} and {p.shape}")
     if not (np.isfinite(y).all() and np.isfinite(p).all()):
         raise ValueError("metrics: non-finite value in labels or predictions; allowed: finite numbers")
-    top5 = _top(y, 5)
+    top5 = top_rows(y, 5)
     return {
         "mae": float(np.abs(y - p).mean()),
         "mae_at_5": float(np.abs(y[top5] - p[top5]).mean()),

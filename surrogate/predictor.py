@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from forge.config import data_dir
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
+from surrogate.calibration import LowEndStretch
 from surrogate.dataset import LabelSet
 from surrogate.features import FIELD_SETS, FeatureError, MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
@@ -53,6 +54,7 @@ class ForgeFormerPredictor:
     meta: dict[str, Any] = field(default_factory=dict)
     forests: list[RankForest] = field(default_factory=list)  # hybrid: rank-target forests averaged in
     nn_weight: float = 1.0  # weight of the encoder ensemble; the forests share the rest equally
+    calib: LowEndStretch | None = None  # low-end stretch fit on held-out predictions (surrogate/calibration.py)
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
@@ -83,16 +85,17 @@ class ForgeFormerPredictor:
             m.seed_dropout(int(np.random.SeedSequence([seed, k]).generate_state(1)[0]))
 
     def predict(self, genomes: Sequence[Genome], n_mc: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, sigma) in loss units. n_mc = 0: deterministic, sigma = 0. n_mc > 0: see `_encoder`.
-        A hybrid adds its forests' mean with weight 1 − nn_weight; sigma (dropout) is scaled by nn_weight."""
-        mu, sigma = self._encoder(genomes, n_mc)
-        if not self.forests or len(genomes) == 0:
-            return mu, sigma
-        trees = forests_predict(self.forests, genomes)
-        return self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
+        """(mu, sigma) in loss units. n_mc = 0: deterministic, sigma = 0. n_mc > 0: see `encoder_predict`.
+        A hybrid adds its forests' mean with weight 1 − nn_weight; sigma (dropout) is scaled by nn_weight.
+        A calibrated predictor then stretches its low tail (order unchanged)."""
+        mu, sigma = self.encoder_predict(genomes, n_mc)
+        if self.forests and len(genomes):
+            trees = forests_predict(self.forests, genomes)
+            mu, sigma = self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
+        return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
     @torch.inference_mode()
-    def _encoder(self, genomes: Sequence[Genome], n_mc: int) -> tuple[np.ndarray, np.ndarray]:
+    def encoder_predict(self, genomes: Sequence[Genome], n_mc: int) -> tuple[np.ndarray, np.ndarray]:
         """The encoder ensemble. n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the
         passes round-robin to its members (pass j uses member j mod K), i.e. it samples the mixture of the
         members' MC-dropout posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what
@@ -120,6 +123,7 @@ class ForgeFormerPredictor:
                 "field_set": self.field_set, "fields": list(field_names(self.field_set)),
                 "norm": self.norm.to_dict(), "target": self.target.to_dict(),
                 "forests": [f.meta() for f in self.forests], "nn_weight": self.nn_weight,
+                "calibration": self.calib.to_dict() if self.calib is not None else None,
                 "space": self.space, **self.meta}
 
     def save(self, stem: str | Path) -> Path:
@@ -199,7 +203,11 @@ def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeF
     nn_weight = float(meta.get("nn_weight", 1.0))
     if not 0.0 <= nn_weight <= 1.0:
         raise CheckpointError(f"{stem}.json: nn_weight = {nn_weight}; allowed: 0 <= nn_weight <= 1")
-    rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields",
-                                                         "norm", "target", "space", "forests", "nn_weight")}
+    try:
+        calib = LowEndStretch.from_dict(meta["calibration"]) if meta.get("calibration") is not None else None
+    except ValueError as e:
+        raise CheckpointError(f"{stem}.json: {e}") from None
+    rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields", "norm",
+                                                         "target", "space", "forests", "nn_weight", "calibration")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight)
+                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib)

@@ -43,6 +43,7 @@ class Recipe:
     forests: bool = False  # hybrid: add two rank-target random forests (surrogate/trees.py), fit on train + val
     forest_trees: int = 100
     nn_weight: float = 1.0 / 3.0  # hybrid: encoder-ensemble weight; the two forests share the rest
+    calibrate: bool = False  # low-end stretch picked on the validation carve (surrogate/calibration.py)
     accelerator: str = "cpu"  # Lightning accelerator for training: cpu | gpu | auto
 
     def to_dict(self) -> dict:

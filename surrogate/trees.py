@@ -101,8 +101,10 @@ def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.n
 class RankForest:
     """A random forest on normal-score targets, stored as flat node arrays."""
 
-    def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40) -> None:
+    def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40,
+                 oob: np.ndarray | None = None) -> None:
         self.view, self.target, self.a, self.L_max = view, target, arrays, L_max
+        self.oob = oob  # after `fit`: out-of-bag loss prediction of every training row (not saved)
 
     @property
     def n_trees(self) -> int:
@@ -114,11 +116,15 @@ class RankForest:
         """X: this view's features of `genomes` when the caller already has them."""
         target = TargetMap.fit(y, "normal_scores")
         # settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test
+        # oob_score only adds the out-of-bag pass (honest predictions of the training rows); the trees
+        # are the same as without it
         rf = RandomForestRegressor(n_estimators=n_trees, max_features=0.3, min_samples_leaf=3,
-                                   random_state=seed, n_jobs=1)
+                                   random_state=seed, n_jobs=1, oob_score=True)
         X = tree_features(genomes, view, L_max) if X is None else X
-        rf.fit(X.astype(np.float32), target.to_target(y))
-        return cls(view, target, _flatten(rf), L_max)
+        with warnings.catch_warnings():  # with a handful of trees some rows are never out of bag: sklearn
+            warnings.filterwarnings("ignore", "Some inputs do not have OOB")  # gives them z = 0, the median
+            rf.fit(X.astype(np.float32), target.to_target(y))
+        return cls(view, target, _flatten(rf), L_max, target.to_loss(np.ravel(rf.oob_prediction_)))
 
     def predict_z(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf value over trees (normal-score units); same float32 inputs and `<=` rule as sklearn."""
@@ -162,6 +168,14 @@ def fit_forests(train: LabelSet, val: LabelSet | None, n_trees: int, seed: int, 
     rows = train if val is None or not len(val) else train.join(val)
     X = tree_views(rows.genomes, L_max)
     return [RankForest.fit(rows.genomes, rows.y, v, n_trees, seed + j, L_max, X[v]) for j, v in enumerate(VIEWS)]
+
+
+def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
+    """Mean out-of-bag prediction of the last `last` rows the forests were fit on (`fit_forests` puts the
+    validation carve last): held-out predictions for calibrating a hybrid."""
+    if any(f.oob is None for f in forests):
+        raise ValueError("forests_oob: a forest has no out-of-bag predictions (loaded, not fit here)")
+    return np.mean([f.oob[len(f.oob) - last:] for f in forests], axis=0)
 
 
 def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome]) -> np.ndarray:

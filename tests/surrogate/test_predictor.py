@@ -172,7 +172,7 @@ def test_hybrid_blends_encoder_and_forests_and_roundtrips(split, hybrid):
     p, stem = hybrid
     g = split[2].genomes
     assert len(p.forests) == 2 and p.nn_weight == pytest.approx(1 / 3)
-    enc, _ = p._encoder(g, 0)
+    enc, _ = p.encoder_predict(g, 0)
     trees = np.mean([f.predict(g) for f in p.forests], axis=0)
     mu, sigma = p.predict(g)
     assert np.allclose(mu, enc / 3 + 2 * trees / 3) and (sigma == 0).all()
@@ -206,3 +206,51 @@ def test_hybrid_finetune_refits_forests_on_replay_plus_new(split, hybrid):
     both = lambda *d: [min(x.y.min() for x in d), max(x.y.max() for x in d)]  # noqa: E731
     assert np.allclose(ends(ft), both(tr, te))  # refit on replay + new rows
     assert np.allclose(ends(load_predictor(stem)), both(tr, va))  # base untouched
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    from forge.labels import write_labels
+    from tests.surrogate.conftest import synth_labels
+
+    path = tmp_path_factory.mktemp("cal") / "labels.jsonl"
+    write_labels(path, synth_labels(300, seed=3))
+    tr, va, te = train_val_test(load_labelset(path), seed=0)
+    p = train_forgeformer(tr, va, Recipe(**FAST, forests=True, forest_trees=8, calibrate=True), "iha-tiny", 12)
+    stem = tmp_path_factory.mktemp("calck") / "cal"
+    p.save(stem)
+    return p, stem, (tr, va, te)
+
+
+def test_calibration_is_fit_on_held_out_predictions_and_roundtrips(calibrated):
+    from surrogate.trees import forests_oob, forests_predict
+
+    p, stem, (tr, va, te) = calibrated
+    assert p.calib is not None and len(va) >= 20
+    # out-of-bag predictions of the carve differ from the in-sample ones the forests would give
+    oob = forests_oob(p.forests, len(va))
+    assert oob.shape == (len(va),) and not np.allclose(oob, forests_predict(p.forests, va.genomes))
+    enc = p.encoder_predict(te.genomes, 0)[0]
+    blend = enc / 3 + 2 * forests_predict(p.forests, te.genomes) / 3
+    mu, _ = p.predict(te.genomes)
+    assert np.allclose(mu, p.calib.apply(blend, np.zeros_like(blend))[0])
+    assert (np.argsort(mu, kind="stable") == np.argsort(blend, kind="stable")).all()
+    q = load_predictor(stem)
+    assert q.calib == p.calib and np.array_equal(q.predict(te.genomes)[0], mu)
+
+
+def test_bad_calibration_in_a_sidecar_is_refused(calibrated, tmp_path):
+    _, stem, _ = calibrated
+    meta = json.loads(stem.with_suffix(".json").read_text())
+    meta["calibration"] = {"cut": 2.0, "k": 0.5}
+    bad = tmp_path / "bad"
+    bad.with_suffix(".safetensors").write_bytes(stem.with_suffix(".safetensors").read_bytes())
+    bad.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="1 <= k <= 10"):
+        load_predictor(bad)
+
+
+def test_calibrate_without_a_big_enough_carve_is_refused(split):
+    tr, va, _ = split
+    with pytest.raises(ValueError, match="validation carve of >= 20 rows"):
+        train_forgeformer(tr, va.take(np.arange(5)), Recipe(epochs=1, calibrate=True), "iha-tiny", 12)
