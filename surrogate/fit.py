@@ -7,6 +7,7 @@ reloads the base checkpoint from disk (App. C.2: refits never compound earlier r
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -21,6 +22,8 @@ from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_ch
 from surrogate.targets import TargetMap
 from surrogate.trees import fit_forests, forests_oob
 from surrogate.training import Recipe, finetune_member, fit_member
+
+log = logging.getLogger(__name__)
 
 
 def _arrays(p: ForgeFormerPredictor | None, data: LabelSet, norm: MinMax, field_set: str, L_max: int,
@@ -59,12 +62,15 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
     return p
 
 
-def _calibrate(p: ForgeFormerPredictor, val: LabelSet | None) -> LowEndStretch:
+def _calibrate(p: ForgeFormerPredictor, val: LabelSet | None) -> LowEndStretch | None:
     """Fit the low-end stretch on held-out predictions of the validation carve: the encoder never trained on
-    it, and each forest row counts only the trees that did not see it (out-of-bag)."""
+    it, and each forest row counts only the trees that did not see it (out-of-bag). A carve under 20 rows
+    is too small to pick k from: the predictor stays uncalibrated and says why in its metadata."""
     if val is None or len(val) < 20:
-        raise ValueError(f"calibrate: needs a validation carve of >= 20 rows; got {0 if val is None else len(val)} "
-                         "(raise val_frac or set calibrate: false)")
+        n = 0 if val is None else len(val)
+        p.meta["calibration_skipped"] = f"validation carve has {n} rows; calibration needs >= 20 (raise val_frac)"
+        log.warning("calibrate: %s", p.meta["calibration_skipped"])
+        return None
     mu = p.encoder_predict(val.genomes, 0)[0]
     if p.forests:
         mu = p.nn_weight * mu + (1.0 - p.nn_weight) * forests_oob(p.forests, len(val))

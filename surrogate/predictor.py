@@ -21,7 +21,7 @@ from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
 from surrogate.dataset import LabelSet
-from surrogate.features import FIELD_SETS, FeatureError, MinMax, featurize, field_names
+from surrogate.features import FIELD_SETS, FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.targets import TargetMap
 from surrogate.trees import RankForest, forests_predict
@@ -74,9 +74,12 @@ class ForgeFormerPredictor:
                 raise FeatureError(f"genome #{i} has {len(g.layers)} layer slots ({g.n_active} active); "
                                    f"allowed: at most {self.L_max} (space {self.space['name']!r})")
 
-    def tensors(self, genomes: Sequence[Genome]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.check(genomes)
-        p = featurize(genomes, self.field_set, self.L_max)
+    def tensors(self, genomes: Sequence[Genome], packed: Packed | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Normalized fields and mask; `packed`: this predictor's fields of `genomes`, already checked."""
+        if packed is None:
+            self.check(genomes)
+            packed = featurize(genomes, self.field_set, self.L_max)
+        p = packed
         return torch.from_numpy(self.norm.apply(p)), torch.from_numpy(p.mask)
 
     def seed_mc(self, seed: int) -> None:
@@ -88,21 +91,26 @@ class ForgeFormerPredictor:
         """(mu, sigma) in loss units. n_mc = 0: deterministic, sigma = 0. n_mc > 0: see `encoder_predict`.
         A hybrid adds its forests' mean with weight 1 − nn_weight; sigma (dropout) is scaled by nn_weight.
         A calibrated predictor then stretches its low tail (order unchanged)."""
-        mu, sigma = self.encoder_predict(genomes, n_mc)
+        packed = None
+        if len(genomes):  # featurize once: the forests reuse the encoder's `derived` fields
+            self.check(genomes)
+            packed = featurize(genomes, self.field_set, self.L_max)
+        mu, sigma = self.encoder_predict(genomes, n_mc, packed)
         if self.forests and len(genomes):
-            trees = forests_predict(self.forests, genomes)
+            trees = forests_predict(self.forests, genomes, packed if self.field_set == "derived" else None)
             mu, sigma = self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
     @torch.inference_mode()
-    def encoder_predict(self, genomes: Sequence[Genome], n_mc: int) -> tuple[np.ndarray, np.ndarray]:
+    def encoder_predict(self, genomes: Sequence[Genome], n_mc: int,
+                        packed: Packed | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The encoder ensemble. n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the
         passes round-robin to its members (pass j uses member j mod K), i.e. it samples the mixture of the
         members' MC-dropout posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what
         10 passes of one member cost. Each member's passes run as one batched forward."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
-        x, mask = self.tensors(genomes)
+        x, mask = self.tensors(genomes, packed)
         n = x.shape[0]
         if n_mc <= 0:
             outs = [m.eval()(x, mask) for m in self.members]

@@ -20,7 +20,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from forge.genome import Genome
 from surrogate.dataset import LabelSet
-from surrogate.features import featurize, field_names
+from surrogate.features import Packed, featurize, field_names
 from surrogate.targets import TargetMap
 
 VIEWS = ("agg", "full")  # aggregates only | aggregates + packed per-layer fields
@@ -78,10 +78,11 @@ def _width_cols(f: dict, att: np.ndarray, m: np.ndarray, kth) -> list[np.ndarray
     return cols + [np.where(has, at(f[k], first), 0.0) for k in ("d_mlp", "n_kv", "d_v")]
 
 
-def tree_views(genomes: Sequence[Genome], L_max: int = 40) -> dict[str, np.ndarray]:
+def tree_views(genomes: Sequence[Genome], L_max: int = 40, packed: Packed | None = None) -> dict[str, np.ndarray]:
     """Every view at once from one featurization: `full` is `agg` plus the packed
-    (n_h, n_kv, d_qk, d_v, d_mlp, attn) of every slot, so the hybrid featurizes a population once."""
-    p = featurize(genomes, "derived", L_max)
+    (n_h, n_kv, d_qk, d_v, d_mlp, attn) of every slot, so the hybrid featurizes a population once.
+    packed: the population's `derived` fields when the caller (the encoder) already has them."""
+    p = featurize(genomes, "derived", L_max) if packed is None else packed
     a = _agg(p.x, p.mask)
     keep = [field_names("derived").index(k) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")]
     return {"agg": a, "full": np.concatenate([a, (p.x[..., keep] * p.mask[..., None]).reshape(len(a), -1)], 1)}
@@ -178,9 +179,10 @@ def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
     return np.mean([f.oob[len(f.oob) - last:] for f in forests], axis=0)
 
 
-def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome]) -> np.ndarray:
-    """Mean loss prediction of several forests, featurizing the population once."""
-    X = tree_views(genomes, forests[0].L_max)
+def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome],
+                    packed: Packed | None = None) -> np.ndarray:
+    """Mean loss prediction of several forests, featurizing the population once (or not at all: packed)."""
+    X = tree_views(genomes, forests[0].L_max, packed)
     return np.mean([f.predict(genomes, X[f.view]) for f in forests], axis=0)
 
 
