@@ -110,11 +110,12 @@ class ForgeFormerPredictor:
         10 passes of one member cost. Each member's passes run as one batched forward."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
-        x, mask = self.tensors(genomes, packed)
+        dev = self.device
+        x, mask = (t.to(dev) for t in self.tensors(genomes, packed))
         n = x.shape[0]
         if n_mc <= 0:
             outs = [m.eval()(x, mask) for m in self.members]
-            return self.target.to_loss(torch.stack(outs).mean(0).double().numpy()), np.zeros(n)
+            return self.target.to_loss(torch.stack(outs).mean(0).double().cpu().numpy()), np.zeros(n)
         K = len(self.members)
         samples = []
         for k, m in enumerate(self.members):
@@ -122,8 +123,19 @@ class ForgeFormerPredictor:
             if reps:
                 samples.append(m.train()(x.repeat(reps, 1, 1), mask.repeat(reps, 1)).view(reps, n))
                 m.eval()
-        s = self.target.to_loss(torch.cat(samples).double().numpy())  # each pass in loss units
+        s = self.target.to_loss(torch.cat(samples).double().cpu().numpy())  # each pass in loss units
         return s.mean(0), s.std(0)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.members[0].parameters()).device
+
+    def to(self, device: str | torch.device) -> "ForgeFormerPredictor":
+        """Run the encoder on `device` (e.g. "cuda"; on a GPU dropout is torch's own). The forests, the
+        featurization and every returned array stay on the CPU."""
+        for m in self.members:
+            m.to(device)
+        return self
 
     # ------------------------------------------------------------------ persistence
     def sidecar(self) -> dict[str, Any]:
@@ -137,7 +149,7 @@ class ForgeFormerPredictor:
     def save(self, stem: str | Path) -> Path:
         """Write `<stem>.safetensors` + `<stem>.json` atomically; returns the sidecar path."""
         stem = _stem(stem)
-        tensors = {f"m{k}.{n}": t.detach().contiguous().clone() for k, m in enumerate(self.members)
+        tensors = {f"m{k}.{n}": t.detach().cpu().contiguous().clone() for k, m in enumerate(self.members)
                    for n, t in m.state_dict().items()}
         for j, f in enumerate(self.forests):
             tensors.update({k: torch.from_numpy(v) for k, v in f.tensors(f"f{j}").items()})

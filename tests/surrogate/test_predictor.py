@@ -267,3 +267,22 @@ def test_hybrid_predict_featurizes_a_population_once(split, hybrid, monkeypatch)
         real = mod.featurize
         monkeypatch.setattr(mod, "featurize", lambda *a, _real=real, **k: calls.append(1) or _real(*a, **k))
     assert np.array_equal(p.predict(split[2].genomes)[0], mu) and len(calls) == 1
+
+
+def test_predictor_device_moves_only_the_encoder(split, hybrid, tmp_path):
+    p, _ = hybrid
+    g = split[2].genomes
+    mu = p.predict(g)[0]
+    assert p.to("cpu").device.type == "cpu" and np.array_equal(p.predict(g)[0], mu)
+    assert load_predictor(p.save(tmp_path / "again")).device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU path of predict)")
+def test_gpu_predict_matches_cpu(split, hybrid, tmp_path):
+    p, stem = hybrid
+    g = split[2].genomes
+    q = load_predictor(stem).to("cuda")
+    assert np.allclose(q.predict(g)[0], p.predict(g)[0], atol=1e-4)
+    mu, sigma = q.predict(g, n_mc=6)
+    assert np.isfinite(mu).all() and (sigma > 0).all()
+    q.save(tmp_path / "from_gpu")  # weights come back to the CPU for safetensors
