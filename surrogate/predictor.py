@@ -24,7 +24,7 @@ from surrogate.dataset import LabelSet
 from surrogate.features import FIELD_SETS, FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.targets import TargetMap
-from surrogate.trees import RankForest, forests_predict
+from surrogate.trees import RankForest, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
 
@@ -89,7 +89,8 @@ class ForgeFormerPredictor:
 
     def predict(self, genomes: Sequence[Genome], n_mc: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(mu, sigma) in loss units. n_mc = 0: deterministic, sigma = 0. n_mc > 0: see `encoder_predict`.
-        A hybrid adds its forests' mean with weight 1 − nn_weight; sigma (dropout) is scaled by nn_weight.
+        A hybrid adds its forests' mean with weight 1 − nn_weight; with n_mc > 0 its sigma combines the
+        encoder's MC-dropout spread (weight nn_weight) and the forests' across-tree spread (1 − nn_weight).
         A calibrated predictor then stretches its low tail (order unchanged)."""
         packed = None
         if len(genomes):  # featurize once: the forests reuse the encoder's `derived` fields
@@ -97,8 +98,11 @@ class ForgeFormerPredictor:
             packed = featurize(genomes, self.field_set, self.L_max)
         mu, sigma = self.encoder_predict(genomes, n_mc, packed)
         if self.forests and len(genomes):
-            trees = forests_predict(self.forests, genomes, packed if self.field_set == "derived" else None)
-            mu, sigma = self.nn_weight * mu + (1.0 - self.nn_weight) * trees, self.nn_weight * sigma
+            w = self.nn_weight
+            trees, spread = forests_predict_spread(self.forests, genomes, packed if self.field_set == "derived" else None)
+            mu = w * mu + (1.0 - w) * trees
+            # n_mc > 0: the encoder's MC-dropout spread and the forests' across-tree spread, as independent parts
+            sigma = np.sqrt((w * sigma) ** 2 + ((1.0 - w) * spread) ** 2) if n_mc > 0 else w * sigma
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
     @torch.inference_mode()

@@ -286,3 +286,18 @@ def test_gpu_predict_matches_cpu(split, hybrid, tmp_path):
     mu, sigma = q.predict(g, n_mc=6)
     assert np.isfinite(mu).all() and (sigma > 0).all()
     q.save(tmp_path / "from_gpu")  # weights come back to the CPU for safetensors
+
+
+def test_hybrid_mc_sigma_adds_the_forests_tree_spread(split, hybrid):
+    from surrogate.trees import forests_predict_spread
+
+    p, _ = hybrid
+    g = split[2].genomes
+    p.seed_mc(3)
+    _, sigma = p.predict(g, n_mc=6)
+    p.seed_mc(3)
+    _, s_enc = p.encoder_predict(g, 6)
+    _, spread = forests_predict_spread(p.forests, g)
+    w = p.nn_weight
+    assert np.allclose(sigma, np.sqrt((w * s_enc) ** 2 + ((1 - w) * spread) ** 2))
+    assert (sigma > w * s_enc).any() and (p.predict(g)[1] == 0).all()  # deterministic mode keeps sigma = 0

@@ -44,3 +44,21 @@ def test_features_see_the_first_attention_layer_width(tiny_jsonl):
     assert not np.array_equal(a, b) or g.layers[0].d_v == 64
     with pytest.raises(ValueError, match="allowed: agg | full"):
         tree_features([g], "deep")
+
+
+def test_forest_spread_is_the_std_of_every_trees_own_prediction(tiny_jsonl):
+    from surrogate.dataset import load_labelset
+    from surrogate.targets import TargetMap
+    from surrogate.trees import forests_predict, forests_predict_spread, tree_views
+
+    data = load_labelset(tiny_jsonl)
+    g, y = data.genomes, data.y
+    X = tree_views(g, 12)["agg"].astype(np.float32)
+    target = TargetMap.fit(y, "normal_scores")
+    rf = RandomForestRegressor(n_estimators=9, max_features=0.3, min_samples_leaf=3, random_state=0)
+    rf.fit(X, target.to_target(y))
+    f = RankForest("agg", target, _flatten(rf), 12)
+    mean, spread = forests_predict_spread([f], g)
+    per_tree = np.stack([target.to_loss(est.predict(X)) for est in rf.estimators_], axis=1)
+    assert np.allclose(spread, per_tree.std(1), atol=1e-6) and (spread > 0).any()
+    assert np.array_equal(mean, forests_predict([f], g))
