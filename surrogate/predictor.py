@@ -24,7 +24,7 @@ from surrogate.dataset import LabelSet
 from surrogate.features import FIELD_SETS, FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.targets import TargetMap
-from surrogate.trees import RankForest, forests_predict_spread
+from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
 
@@ -98,11 +98,13 @@ class ForgeFormerPredictor:
             packed = featurize(genomes, self.field_set, self.L_max)
         mu, sigma = self.encoder_predict(genomes, n_mc, packed)
         if self.forests and len(genomes):
-            w = self.nn_weight
-            trees, spread = forests_predict_spread(self.forests, genomes, packed if self.field_set == "derived" else None)
+            w, shared = self.nn_weight, packed if self.field_set == "derived" else None
+            if n_mc > 0:  # the encoder's MC-dropout spread and the forests' across-tree spread, as independent parts
+                trees, spread = forests_predict_spread(self.forests, genomes, shared)
+                sigma = np.sqrt((w * sigma) ** 2 + ((1.0 - w) * spread) ** 2)
+            else:  # deterministic (the search's hot path): no per-tree loss mapping
+                trees = forests_predict(self.forests, genomes, shared)
             mu = w * mu + (1.0 - w) * trees
-            # n_mc > 0: the encoder's MC-dropout spread and the forests' across-tree spread, as independent parts
-            sigma = np.sqrt((w * sigma) ** 2 + ((1.0 - w) * spread) ** 2) if n_mc > 0 else w * sigma
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
     @torch.inference_mode()

@@ -186,7 +186,7 @@ def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
 def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome],
                     packed: Packed | None = None) -> np.ndarray:
     """Mean loss prediction of several forests, featurizing the population once (or not at all: packed)."""
-    return forests_predict_spread(forests, genomes, packed)[0]
+    return np.mean([f.target.to_loss(z.mean(1)) for f, z in _leaves(forests, genomes, packed)], axis=0)
 
 
 def forests_predict_spread(forests: Sequence[RankForest], genomes: Sequence[Genome],
@@ -195,13 +195,16 @@ def forests_predict_spread(forests: Sequence[RankForest], genomes: Sequence[Geno
     the usual random-forest uncertainty (as in SMAC, Hutter et al. 2011). On the 5 compare splits it ranks
     the hybrid's held-out |error| with Spearman 0.56 ± 0.04, against 0.45 for MC-dropout σ, and its scale
     is right: (1 − w)·spread averages 1.19 × the mean |error| (a Gaussian gives 1.25). bench/RESULTS.md."""
+    leaves = _leaves(forests, genomes, packed)
+    mean = np.mean([f.target.to_loss(z.mean(1)) for f, z in leaves], axis=0)
+    return mean, np.concatenate([f.target.to_loss(z) for f, z in leaves], axis=1).std(1)
+
+
+def _leaves(forests: Sequence[RankForest], genomes: Sequence[Genome],
+            packed: Packed | None) -> list[tuple[RankForest, np.ndarray]]:
+    """Each forest with its (n, trees) leaf values, from one featurization of the population."""
     X = tree_views(genomes, forests[0].L_max, packed)
-    means, trees = [], []
-    for f in forests:
-        z = f.leaves_z(X[f.view])  # (n, trees)
-        means.append(f.target.to_loss(z.mean(1)))
-        trees.append(f.target.to_loss(z))
-    return np.mean(means, axis=0), np.concatenate(trees, axis=1).std(1)
+    return [(f, f.leaves_z(X[f.view])) for f in forests]
 
 
 def _threshold32(t: np.ndarray) -> np.ndarray:
