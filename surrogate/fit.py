@@ -21,7 +21,7 @@ from surrogate.forgeformer import FFConfig
 from surrogate.predictor import ForgeFormerPredictor, load_predictor, resolve_checkpoint
 from surrogate.targets import TargetMap
 from surrogate.trees import fit_forests, forests_oob
-from surrogate.training import Recipe, finetune_member, fit_member
+from surrogate.training import Recipe, finetune_member, fit_members
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +45,8 @@ def train_forgeformer(train: LabelSet, val: LabelSet | None, recipe: Recipe, spa
     target = TargetMap.fit(train.y, recipe.target_kind())  # TRAIN split only
     tr = _arrays(None, train, norm, recipe.field_set, L_max, target)
     va = _arrays(None, val, norm, recipe.field_set, L_max, target) if val is not None and len(val) else None
-    members, infos = [], []
-    for k in range(recipe.n_members):
-        m, info = fit_member(cfg, recipe, tr, va, recipe.seed + k, target.scale)
-        members.append(m)
-        infos.append(info)
+    fitted = fit_members(cfg, recipe, tr, va, target.scale)
+    members, infos = [m for m, _ in fitted], [info for _, info in fitted]
     meta = {"recipe": recipe.to_dict(), "data_hash": train.data_hash(), "n_train": len(train),
             "n_val": len(val) if val is not None else 0, "members": infos}
     p = ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max), target, meta)

@@ -151,6 +151,22 @@ def test_training_is_reproducible_with_a_seed(split):
         assert torch.equal(x, y)
 
 
+
+def test_members_trained_in_worker_processes_equal_sequential_training(split):
+    """workers = 2 trains members in spawned processes (one thread each): same weights and val curves as
+    one process with one thread, in the same member order."""
+    tr, va, te = split
+    seq = train_forgeformer(tr, va, Recipe(epochs=2, seed=3, n_members=2), "iha-tiny", 12)
+    par = train_forgeformer(tr, va, Recipe(epochs=2, seed=3, n_members=2, workers=2), "iha-tiny", 12)
+    assert seq.meta["members"] == par.meta["members"]
+    for ms, mp in zip(seq.members, par.members):
+        for x, y in zip(ms.state_dict().values(), mp.state_dict().values()):
+            assert torch.equal(x, y)
+    assert not torch.equal(seq.members[0].head.weight, seq.members[1].head.weight)  # two seeds, two members
+    assert np.array_equal(seq.predict(te.genomes, n_mc=4)[1], par.predict(te.genomes, n_mc=4)[1])
+    with pytest.raises(ValueError, match="workers = 0; allowed"):
+        train_forgeformer(tr, va, Recipe(epochs=1, workers=0), "iha-tiny", 12)
+
 def test_finetune_without_replay_corpus(split, base):
     _, stem = base
     te = split[2]
