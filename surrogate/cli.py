@@ -87,7 +87,8 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
     data = load_labelset(_data_path(cfg))
     models = list(cfg.models)
     save = out / "checkpoints" if cfg.get("save_ckpt") else None
-    res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save)
+    res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save,
+                  workers=int(cfg.get("workers", 1)))
     n_test = res[models[0]]["runs"][0]["n_test"]
     write_markdown(out / "table.md", res, n_test, int(cfg.seeds))
     return {"mode": "compare", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,

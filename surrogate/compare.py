@@ -2,15 +2,19 @@
 
 Models are built from `conf/surrogate/<name>.yaml` with `hydra.utils.instantiate`; each has
 `fit(train, val)` and `predict(genomes)`. All models see the same training rows; the validation carve
-is only used for epoch selection by the neural models (the forest and the law ignore it).
+is only used for epoch selection by the neural models (the forest and the law ignore it). Splits are
+independent units of work, so `workers` runs them in parallel processes without changing the table.
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -56,24 +60,54 @@ def build(name: str, seed: int, overrides: dict | None = None) -> Any:
 
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
-            overrides: dict | None = None, log=print, save_dir: Path | None = None) -> dict[str, Any]:
-    """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}."""
+            overrides: dict | None = None, log=print, save_dir: Path | None = None,
+            workers: int = 1) -> dict[str, Any]:
+    """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}.
+
+    workers > 1 runs the splits in that many spawned processes with one torch thread each; every fit is
+    seeded by its split, so the table equals a one-process run with torch.set_num_threads(1)."""
+    if workers < 1:
+        raise ValueError(f"workers = {workers}; allowed: an integer >= 1")
+    jobs = [(data, models, s, test_frac, overrides, save_dir) for s in range(seed0, seed0 + seeds)]
+    if workers == 1 or len(jobs) == 1:
+        per_split = [_split_job(*j, log=log) for j in jobs]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=torch.set_num_threads,
+                                 initargs=(1,)) as pool:
+            per_split = list(pool.map(_split_job, *zip(*jobs)))
+        for lines in per_split:
+            for line in lines["log"]:
+                log(line)
     out: dict[str, Any] = {m: {"runs": [], "fit_s": []} for m in models}
-    for s in range(seed0, seed0 + seeds):
-        train, val, test = train_val_test(data, s, test_frac)
+    for res in per_split:
         for name in models:
-            t0 = time.perf_counter()
-            model = build(name, s, (overrides or {}).get(name)).fit(train, val)
-            res = evaluate(test.y, model.predict(test.genomes))
-            out[name]["runs"].append({**res, "n_test": len(test)})
-            out[name]["fit_s"].append(round(time.perf_counter() - t0, 2))
-            if save_dir is not None and getattr(model, "predictor", None) is not None:
-                model.predictor.meta.update(metrics=res, test={"seed": s, "test_frac": test_frac, "n_test": len(test)})
-                model.predictor.save(Path(save_dir) / f"{name}-seed{s}")
-            log(f"seed {s} {name}: " + ", ".join(f"{k}={res[k]:.3f}" for k in METRICS))
+            out[name]["runs"].append(res["runs"][name])
+            out[name]["fit_s"].append(res["fit_s"][name])
     for name in models:
         out[name]["summary"] = summarize(out[name]["runs"])
     return out
+
+
+def _split_job(data: LabelSet, models: list[str], s: int, test_frac: float, overrides: dict | None,
+               save_dir: Path | None, log=None) -> dict[str, Any]:
+    """Every model fit and scored on split s: one unit of `compare`'s work."""
+    train, val, test = train_val_test(data, s, test_frac)
+    res: dict[str, Any] = {"runs": {}, "fit_s": {}, "log": []}
+    for name in models:
+        t0 = time.perf_counter()
+        model = build(name, s, (overrides or {}).get(name)).fit(train, val)
+        metrics = evaluate(test.y, model.predict(test.genomes))
+        res["runs"][name] = {**metrics, "n_test": len(test)}
+        res["fit_s"][name] = round(time.perf_counter() - t0, 2)
+        if save_dir is not None and getattr(model, "predictor", None) is not None:
+            model.predictor.meta.update(metrics=metrics, test={"seed": s, "test_frac": test_frac, "n_test": len(test)})
+            model.predictor.save(Path(save_dir) / f"{name}-seed{s}")
+        line = f"seed {s} {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in METRICS)
+        if log is not None:
+            log(line)
+        res["log"].append(line)
+    return res
 
 
 def markdown(results: dict[str, Any], n_test: int, seeds: int) -> str:
