@@ -7,18 +7,16 @@ independent units of work, so `workers` runs them in parallel processes without 
 """
 from __future__ import annotations
 
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from forge.config import conf_dir
+from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
 from surrogate.metrics import METRICS, evaluate, summarize
@@ -64,21 +62,15 @@ def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_
             workers: int = 1) -> dict[str, Any]:
     """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}.
 
-    workers > 1 runs the splits in that many spawned processes with one torch thread each; every fit is
-    seeded by its split, so the table equals a one-process run with torch.set_num_threads(1)."""
-    if workers < 1:
-        raise ValueError(f"workers = {workers}; allowed: an integer >= 1")
+    workers > 1 runs the splits in that many spawned processes with one torch thread each (forge.parallel);
+    every fit is seeded by its split, so the table equals a one-process run with torch.set_num_threads(1)."""
     jobs = [(data, models, s, test_frac, overrides, save_dir) for s in range(seed0, seed0 + seeds)]
-    if workers == 1 or len(jobs) == 1:
-        per_split = [_split_job(*j, log=log) for j in jobs]
+    if workers == 1:
+        per_split = [_split_job(*job, log=log) for job in jobs]  # log lines as each fit ends
     else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=torch.set_num_threads,
-                                 initargs=(1,)) as pool:
-            per_split = list(pool.map(_split_job, *zip(*jobs)))
-        for lines in per_split:
-            for line in lines["log"]:
-                log(line)
+        per_split = map_spawned(_split_job, jobs, workers)
+        for line in (ln for res in per_split for ln in res["log"]):
+            log(line)
     out: dict[str, Any] = {m: {"runs": [], "fit_s": []} for m in models}
     for res in per_split:
         for name in models:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
@@ -19,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
 
+from forge.parallel import map_spawned
 from surrogate.forgeformer import FFConfig, FFModule, ForgeFormer
 
 for _name in ("lightning.pytorch", "lightning.fabric", "lightning"):
@@ -113,19 +112,17 @@ def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, s
 def fit_members(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None,
                 y_std: float) -> list[tuple[ForgeFormer, dict]]:
     """Members k = 0 … n_members − 1 with seeds recipe.seed + k. Members are independent, so with
-    workers > 1 they train in that many spawned processes with one torch thread each: the same weights
-    as workers = 1 under torch.set_num_threads(1) (a test pins this), in ~1/workers of the wall time
-    on as many idle cores. One small encoder cannot use two cores well; two encoders can."""
-    if recipe.workers < 1:
+    workers > 1 they train in that many spawned processes with one torch thread each (forge.parallel):
+    the same weights as workers = 1 under torch.set_num_threads(1) (a test pins this), in ~1/workers
+    of the wall time on as many idle cores. One small encoder cannot use two cores well; two can."""
+    jobs = [(cfg, recipe, train, val, recipe.seed + k, y_std) for k in range(recipe.n_members)]
+    workers = recipe.workers if recipe.accelerator == "cpu" else 1  # one GPU: members take turns
+    if workers < 1:
         raise ValueError(f"workers = {recipe.workers}; allowed: an integer >= 1")
-    seeds = [recipe.seed + k for k in range(recipe.n_members)]
-    if recipe.workers == 1 or len(seeds) == 1 or recipe.accelerator != "cpu":
-        return [fit_member(cfg, recipe, train, val, s, y_std) for s in seeds]
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited torch thread pool
-    with ProcessPoolExecutor(min(recipe.workers, len(seeds)), mp_context=ctx) as pool:
-        done = [f.result() for f in [pool.submit(_member_job, cfg, recipe, train, val, s, y_std) for s in seeds]]
+    if workers == 1:
+        return [fit_member(*job) for job in jobs]
     out = []
-    for state, info in done:
+    for state, info in map_spawned(_member_job, jobs, workers):
         model = ForgeFormer(cfg)
         model.load_state_dict(state)
         out.append((model.eval(), info))
@@ -134,7 +131,6 @@ def fit_members(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None,
 
 def _member_job(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, seed: int,
                 y_std: float) -> tuple[dict, dict]:
-    torch.set_num_threads(1)
     model, info = fit_member(cfg, recipe, train, val, seed, y_std)
     return model.state_dict(), info
 
