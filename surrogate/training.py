@@ -117,12 +117,10 @@ def fit_members(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None,
     of the wall time on as many idle cores. One small encoder cannot use two cores well; two can."""
     jobs = [(cfg, recipe, train, val, recipe.seed + k, y_std) for k in range(recipe.n_members)]
     workers = recipe.workers if recipe.accelerator == "cpu" else 1  # one GPU: members take turns
-    if workers < 1:
-        raise ValueError(f"workers = {recipe.workers}; allowed: an integer >= 1")
     if workers == 1:
         return [fit_member(*job) for job in jobs]
     out = []
-    for state, info in map_spawned(_member_job, jobs, workers):
+    for state, info in map_spawned(_member_job, jobs, workers):  # map_spawned refuses workers < 1
         model = ForgeFormer(cfg)
         model.load_state_dict(state)
         out.append((model.eval(), info))
