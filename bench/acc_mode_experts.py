@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.metrics import roc_auc_score
 
 from forge.io import shared_data_dir
 from surrogate.dataset import LabelSet, load_labelset, train_val_test
@@ -59,12 +60,7 @@ def run_split(data: LabelSet, s: int) -> dict:
     within = {k: float(spearmanr(on_test[k][low], test.y[low])[0]) for k in ("forests", "low")}
     return {"split": s, "beta": beta, "val_spearman": val_rho, "within_low_spearman": within,
             "forests": evaluate(test.y, on_test["forests"]), "refined": evaluate(test.y, _refine(on_test, beta)),
-            "auc_p_high": _auc(on_test["p_high"], test.y >= HIGH)}
-
-
-def _auc(score: np.ndarray, pos: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-    return float(roc_auc_score(pos, score))
+            "auc_p_high": float(roc_auc_score(test.y >= HIGH, on_test["p_high"]))}
 
 
 def main() -> None:
