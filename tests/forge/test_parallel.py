@@ -11,6 +11,14 @@ from forge.parallel import map_spawned
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """The tests compare against one-thread runs here; later tests get the thread count back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def seeded_job(seed: int, scale: float) -> tuple[int, float]:
     """A job whose result depends only on its arguments; reports the torch threads it ran with."""
     g = torch.Generator().manual_seed(seed)
