@@ -21,7 +21,7 @@ import numpy as np
 from backends.registry import build_backend, resolve_workload
 from backends.systolic import clear_cache
 from forge.config import data_dir
-from forge.genome import load_genome
+from forge.importers import load_genome
 from forge.space import load_space
 
 DEFAULT_WL = {"prefill": 256, "decode": 256, "batch": 1}
@@ -96,7 +96,7 @@ def table() -> None:
 def table4_calibration() -> None:
     """Fit the roofline's per-layer overhead to the one published measurement (LLMForge Table 4, hardware.md:
     SmolLM2-360M on A100-SXM4-40GB, eager PyTorch, 256/256 bf16: TTFT 28.72 ms, TPOT 24.18 ms)."""
-    from backends.calibrate import calibrate
+    from backends.gpu.calibrate import calibrate
 
     g = load_genome(data_dir() / "archs" / "smollm2-360m.yaml")
     b = build_backend("roofline")

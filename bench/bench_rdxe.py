@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from backends.interface import Workload  # noqa: E402
 from backends.rdxe import RDXEBackend  # noqa: E402
 from forge.config import data_dir  # noqa: E402
-from forge.genome import load_genome  # noqa: E402
+from forge.importers import load_genome  # noqa: E402
 from forge.io import atomic_write_json  # noqa: E402
 from forge.space import load_space  # noqa: E402
 

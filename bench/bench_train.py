@@ -15,10 +15,10 @@ import json
 import numpy as np
 from scipy.stats import spearmanr
 
-from forge.corpus import stdlib_corpus
+from forge.labelling.corpus import stdlib_corpus
 from forge.io import atomic_write_json
 from forge.space import load_space
-from forge.train import Protocol, train_genome
+from forge.labelling.train import Protocol, train_genome
 
 
 def summarize(rows: dict, budgets: list[int]) -> dict:

@@ -1,4 +1,4 @@
-"""Generate the SCALE-Sim golden cycle counts in tests/backends/data/scalesim_goldens.json (run once).
+"""Generate the SCALE-Sim golden cycle counts in tests/backends/systolic/data/scalesim_goldens.json (run once).
 
 How they were made: SCALE-Sim v3 (`pip install scalesim "numpy<2.3"` in its own venv, since scalesim
 needs numpy < 2.3), GEMM input mode, weight-stationary dataflow, InterfaceBandwidth = CALC (no
@@ -110,7 +110,7 @@ def run_with_timeout(seconds: int, *args: int) -> int | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "tests/backends/data/scalesim_goldens.json"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "tests/backends/systolic/data/scalesim_goldens.json"))
     ap.add_argument("--formula-only", action="store_true")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per shape before giving up")
     a = ap.parse_args()

@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from forge.config import CONFIG_PATH, conf_dir, data_dir, output_dir, to_container, user_errors
-from forge.genome import Genome, GenomeError, load_genome
+from forge.genome import Genome, GenomeError
+from forge.importers import load_genome
 from forge.io import atomic_write_json
 from forge.space import load_space
 from forge.workload import analyze

@@ -218,26 +218,6 @@ def genome_from_dict(d: Any) -> Genome:
     return Genome(layers=tuple(genes), **d)
 
 
-def load_genome(path: str | Path) -> Genome:
-    """Read a genome YAML/JSON file (ours or the LLMForge per-model YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"genome file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise GenomeError(f"{path}: malformed YAML/JSON: {e}") from None
-    if isinstance(data, dict) and "n_embd" in data:
-        from forge.importers import genome_from_llmforge_yaml
-
-        return genome_from_llmforge_yaml(data)
-    try:
-        g = genome_from_dict(data)
-    except GenomeError as e:
-        raise GenomeError(f"{path}: {e}") from None
-    return g if g.name else replace(g, name=path.stem)
-
-
 def save_genome(genome: Genome, path: str | Path) -> None:
     path = Path(path)
     text = genome.to_json() if path.suffix == ".json" else genome.to_yaml()

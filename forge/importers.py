@@ -1,4 +1,5 @@
-"""Importers for the two public LLMForge formats: the label CSV and the per-model YAML.
+"""Reading genomes from files: ours (`load_genome`) and the two public LLMForge formats, the label CSV
+and the per-model YAML. It sits above `forge.genome`, which knows nothing of files in other formats.
 
 CSV (`llmforge_iha_200M.csv`, see ../shared/data/README.md): one row per architecture with
 `global_layer_mask` (a Python-literal list of 40 booleans) and `layer{i}_*` fields for i = 0..39.
@@ -15,11 +16,13 @@ from __future__ import annotations
 import ast
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from forge.genome import Genome, GenomeError, LayerGene
+import yaml
+
+from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
 
 CSV_GLOBALS = dict(vocab_size=50257, mlp="gelu", norm="layernorm", bias="none", tied=True, pos="rope")
 
@@ -136,3 +139,21 @@ def genome_from_llmforge_yaml(d: dict[str, Any], defaults: dict[str, Any] | None
             raise GenomeError(f"LLMForge YAML is missing field {k!r}")
     return Genome(d_model=int(d["n_embd"]), block_size=int(d["block_size"]), layers=tuple(layers),
                   name=name, **glob)
+
+
+def load_genome(path: str | Path) -> Genome:
+    """Read a genome YAML/JSON file (ours or the LLMForge per-model YAML)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"genome file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise GenomeError(f"{path}: malformed YAML/JSON: {e}") from None
+    if isinstance(data, dict) and "n_embd" in data:
+        return genome_from_llmforge_yaml(data)
+    try:
+        g = genome_from_dict(data)
+    except GenomeError as e:
+        raise GenomeError(f"{path}: {e}") from None
+    return g if g.name else replace(g, name=path.stem)

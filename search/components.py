@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from backends.interface import Workload
 from forge.config import group_names, group_yaml
-from forge.genome import Genome, load_genome
+from forge.genome import Genome
+from forge.importers import load_genome
 from forge.space import SearchSpace, load_space, space_from_config
 from search.problem import LossEvaluator, SearchConfigError, TrainEvaluator
 

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.genome import Genome, genome_from_dict, load_genome
+from forge.genome import Genome, genome_from_dict
+from forge.importers import load_genome
 from forge.io import atomic_write_json, atomic_write_text
 from search.state import read_jsonl
 

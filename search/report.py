@@ -208,13 +208,12 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from forge.config import to_container
-    from search.cli import output_dir
+    from forge.config import output_dir, to_container
 
     c = to_container(cfg)
     runs = c.get("runs")
     if not runs:
         raise ReportError("runs is empty; allowed: runs=DIR or runs='[DIR1,DIR2]' (run or multirun folders)")
     runs = [runs] if isinstance(runs, str) else list(runs)
-    out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir") or "outputs/report"})
+    out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir")}, fallback="outputs/report")
     return make_report(runs, out, int(c.get("top", 50)))

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict, load_genome, save_genome
+from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
+from forge.importers import load_genome
 
 
 def _g(**kw) -> Genome:

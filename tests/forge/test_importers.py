@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from forge.genome import GenomeError, load_genome
+from forge.genome import GenomeError
+from forge.importers import load_genome
 from forge.importers import genome_from_llmforge_yaml, iter_llmforge_csv, load_llmforge_csv
 from forge.labels import LabelFileError, from_llmforge_csv, read_labels, write_labels
 from forge.workload import analyze

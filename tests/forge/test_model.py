@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from forge.config import data_dir
-from forge.genome import Genome, GenomeError, LayerGene, load_genome
+from forge.genome import Genome, GenomeError, LayerGene
+from forge.importers import load_genome
 from forge.model import IHAConfig, IHAModel, build_model
 from forge.space import load_space
 from forge.workload import analyze

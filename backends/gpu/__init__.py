@@ -1,0 +1,7 @@
+"""GPU cost models: the analytical roofline (`backend=roofline`), its least-squares calibration to
+measurements, and the measured backend that times the real IHA model (`backend=gpu-measured`).
+Imports `backends.interface` and `forge` core only.
+"""
+from backends.gpu.roofline import RooflineBackend
+
+__all__ = ["RooflineBackend"]

@@ -1,0 +1,181 @@
+"""Token-level pipelined simulation of an rDXE ring (LLMForge App. E.3 step 4; hardware.md "rDXE").
+
+A ring of S identical DXE chips holds a model's active layers as S contiguous stages with
+stationary weights (preloaded at boot; DRAM idle). Modelling choices, all vectorized over the chip
+configurations of one genome:
+
+Chip. C = n_DXT·n_VAC cores (a power of two, split n_DXT = 2^⌊log2 C / 2⌋ tiles of n_VAC ≥ n_DXT
+cores), n_MAC INT8 MACs per core, w_core weight and k_core KV memory per core, a head buffer per
+tile and one global input buffer, clocked at `clock_mhz` (the release's DXE runs at 200 MHz).
+
+Compute (cycles of one token through one layer at context c).
+- Projection K×N (GEMV): output columns are spread over the C cores; when N < C the spare cores
+  split K too (⌊C/N⌋ cores per column, partial sums reduced by the tile adder tree):
+  cycles = ⌈N/C⌉·⌈K/(g·n_MAC)⌉ with g = max(1, ⌊C/N⌋).
+- Attention: heads are processed in rounds of n_DXT (one head per tile); a head's c cached positions
+  are spread over the tile's n_VAC cores, each position costing ⌈d_qk/n_MAC⌉ (score) + ⌈d_v/n_MAC⌉
+  (value) cycles: cycles = ⌈n_h/n_DXT⌉·⌈c/n_VAC⌉·(⌈d_qk/n_MAC⌉ + ⌈d_v/n_MAC⌉), averaged exactly
+  over the contexts of the phase. Identity-attention layers have none.
+- Fused softmax, norms and the MLP activation run in dedicated units overlapped with the MAC array
+  (no added cycles); `layer_overhead_cycles` (default 0) adds a fixed cost per layer for calibration.
+- MAC utilization = useful MACs / (cycles of the busy stages × C·n_MAC) for a decode token.
+
+Ring. One d_model activation (d_model·act_bytes) crosses each hop; a hop costs
+`link_latency_cycles` + ⌈bytes/link_bytes_per_cycle⌉ cycles. A token visits all S stages and S hops
+(S−1 forward hops plus the wrap-around that returns the hidden state to chip 0, which hosts I/O).
+- TPOT: one stream's token traverses every stage and hop in turn:
+  TPOT = Σ_s t_s^dec + S·t_hop (t_s^dec at the mean decode context; pipelining does not help a
+  single stream).
+- TTFT: the L_p prompt tokens flow through the pipeline, one token per stage at a time (weights
+  stationary, so a prompt token costs what a decode step costs at its context): fill plus steady
+  state, TTFT = Σ_s t̄_s^pre + S·t_hop + (L_p − 1)·max(max_s t̄_s^pre, link transfer), with t̄^pre the
+  stage time at the mean prompt context (exact when stage times do not depend on context).
+  The embedding lookup and the LM head run on the host and are excluded (the ring models the
+  decoder stack, as the paper's packer does).
+
+Energy per token (decode, the metric reported): dynamic energy of all layers (MACs 0.20 pJ, weight
+memory 0.243 pJ/B, KV reads and writes 0.24 pJ/B with V read column-wise at 1.2×, head/global
+buffer traffic 0.14/0.17 pJ/B, fused softmax 0.5 pJ and norms 0.3 pJ per element, MLP activation
+0.5 pJ per element; computed in rdxe_profile) + links (S hops · bytes · 8 · pJ/bit) + leakage of all
+S chips during the whole TPOT (SRAM per byte, accumulators per core, head buffers per tile and the
+global buffer per chip, per cycle). Prefill energy (extras) is the same at prompt contexts over TTFT.
+Per-access energies do not depend on memory size (the release's constants).
+
+Area per chip (µm², linear in SRAM, anchored to the DXE reference of 8×16 cores × 16 MACs with
+24 KB + 8 KB per core ≈ 3.98 mm²): MACs + accumulators per core + SRAM per byte of weight and KV
+memory + head buffer per tile + global buffer. Ring area = S × chip area.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from backends.rdxe.profile import LayerProfile
+
+
+@dataclass(frozen=True)
+class RingConstants:
+    """Every constant of the chip and ring model; defaults from shared/reference/hardware.md (rDXE)."""
+
+    clock_mhz: float = 200.0  # release DXE clock
+    # per-access energies (release constants; INT8 MAC from the 16 nm table)
+    mac_pj: float = 0.20
+    wmem_pj_per_byte: float = 0.243
+    kvmem_pj_per_byte: float = 0.24
+    hbuf_pj_per_byte: float = 0.14
+    gbuf_pj_per_byte: float = 0.17
+    softmax_pj_per_elem: float = 0.5
+    norm_pj_per_elem: float = 0.3
+    act_pj_per_elem: float = 0.5  # assumption: GELU/SiLU costed like the fused softmax
+    v_colwise: float = 1.2  # reading V column-wise (multi-bank)
+    # inter-chip link
+    link_pj_per_bit: float = 1.0
+    link_bytes_per_cycle: float = 16.0
+    link_latency_cycles: float = 10.0
+    # buffers (bytes)
+    hbuf_bytes: int = 2048  # per tile
+    gbuf_bytes: int = 8192  # per chip
+    # area (µm²)
+    mac_um2: float = 135.685
+    acc_um2_per_core: float = 5474.79
+    sram_um2_per_byte: float = 0.711316
+    hbuf_um2_per_tile: float = 1453.80
+    gbuf_um2_per_chip: float = 4824.14
+    # leakage (pJ per cycle)
+    leak_sram_pj_per_byte: float = 5.907e-7
+    leak_acc_pj_per_core: float = 1.7709e-3
+    leak_hbuf_pj_per_tile: float = 1.7442e-3
+    leak_gbuf_pj_per_chip: float = 5.3914e-3
+    layer_overhead_cycles: float = 0.0  # calibration knob (assumption: 0)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+def split_cores(cores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Power-of-two cores → (n_DXT tiles, n_VAC cores per tile) with n_VAC ≥ n_DXT."""
+    m = np.log2(np.asarray(cores)).round().astype(np.int64)
+    n_dxt = 2 ** (m // 2)
+    return n_dxt, np.asarray(cores) // n_dxt
+
+
+def scratchpad_bytes(cores: int, k: RingConstants) -> int:
+    """Global input buffer + one head buffer per tile: the activation capacity A of the packer."""
+    return int(k.gbuf_bytes + (1 << ((int(cores).bit_length() - 1) // 2)) * k.hbuf_bytes)
+
+
+def chip_area_mm2(cores, n_mac, w_core_b, k_core_b, k: RingConstants) -> np.ndarray:
+    n_dxt, _ = split_cores(cores)
+    um2 = (cores * n_mac * k.mac_um2 + cores * k.acc_um2_per_core + cores * (w_core_b + k_core_b) * k.sram_um2_per_byte
+           + n_dxt * k.hbuf_um2_per_tile + k.gbuf_um2_per_chip)
+    return um2 * 1e-6
+
+
+def chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k: RingConstants) -> np.ndarray:
+    n_dxt, _ = split_cores(cores)
+    return (cores * (w_core_b + k_core_b) * k.leak_sram_pj_per_byte + cores * k.leak_acc_pj_per_core
+            + n_dxt * k.leak_hbuf_pj_per_tile + k.leak_gbuf_pj_per_chip)
+
+
+@lru_cache(maxsize=4096)
+def mean_ceil(div: int, lo: int, hi: int) -> float:
+    """Mean of ⌈c/div⌉ over the integer contexts c in [lo, hi]."""
+    c = np.arange(lo, hi + 1)
+    return float(np.ceil(c / div).mean())
+
+
+def layer_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
+                 k: RingConstants) -> np.ndarray:
+    """(G, N) cycles of one token through each layer for G chip configs, mean over contexts ctx=[lo, hi]."""
+    G = len(cores)
+    nm, C = n_mac.reshape(G, 1, 1).astype(float), cores.reshape(G, 1, 1).astype(float)
+    K, N = prof.proj_K[None], prof.proj_N[None]
+    g = np.maximum(1.0, np.floor(C / np.maximum(N, 1.0)))
+    proj = (np.ceil(N / C) * np.ceil(K / (g * nm))).sum(-1)
+    n_dxt, n_vac = split_cores(cores)
+    pos = np.array([mean_ceil(int(v), ctx[0], ctx[1]) for v in n_vac]).reshape(G, 1)
+    nm2 = n_mac.reshape(G, 1).astype(float)
+    per_pos = np.ceil(prof.d_qk[None] / nm2) + np.ceil(prof.d_v[None] / nm2)
+    attn = np.ceil(prof.n_h[None] / n_dxt.reshape(G, 1)) * pos * per_pos
+    return proj + attn + k.layer_overhead_cycles
+
+
+def stage_sums(cyc: np.ndarray, parts: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """(G, N) per-layer values + G partitions → (G, S_max) stage sums (zero padded) and (G,) stage counts."""
+    G, N = cyc.shape
+    S = np.array([len(p) for p in parts])
+    ends = np.full((G, S.max()), N)
+    for i, p in enumerate(parts):
+        ends[i, :len(p)] = p
+    starts = np.concatenate([np.zeros((G, 1), dtype=ends.dtype), ends[:, :-1]], axis=1)
+    cum = np.concatenate([np.zeros((G, 1)), np.cumsum(cyc, axis=1)], axis=1)
+    rows = np.arange(G)[:, None]
+    return cum[rows, ends] - cum[rows, starts], S
+
+
+def simulate(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, w_core_b: np.ndarray, k_core_b: float,
+             parts: Sequence[tuple[int, ...]], prefill: int, decode: int, k: RingConstants) -> dict[str, np.ndarray]:
+    """Ring metrics for G chip configs of one profile → dict of (G,) arrays (see module docstring)."""
+    dec = layer_cycles(prof, n_mac, cores, (prefill + 1, prefill + decode), k)
+    pre = layer_cycles(prof, n_mac, cores, (1, prefill), k)
+    dec_s, S = stage_sums(dec, parts)
+    pre_s, _ = stage_sums(pre, parts)
+    xfer = np.ceil(prof.hop_bytes / k.link_bytes_per_cycle)
+    hop = k.link_latency_cycles + xfer
+    tpot_cyc = dec_s.sum(1) + S * hop
+    ttft_cyc = pre_s.sum(1) + S * hop + (prefill - 1) * np.maximum(pre_s.max(1), xfer)
+    leak = chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k)
+    link_pj = S * prof.hop_bytes * 8 * k.link_pj_per_bit
+    e_tok = prof.e_decode_pj.sum() + link_pj + S * leak * tpot_cyc
+    e_pre = prefill * (prof.e_prefill_pj.sum() + link_pj) + S * leak * ttft_cyc
+    per_ms = k.clock_mhz * 1e3  # cycles per millisecond
+    util = prof.macs_decode.sum() / (dec_s.sum(1) * cores * n_mac)
+    area = S * chip_area_mm2(cores, n_mac, w_core_b, k_core_b, k)
+    tpot_ms = tpot_cyc / per_ms
+    return {"ttft_ms": ttft_cyc / per_ms, "tpot_ms": tpot_ms, "energy_per_token_uj": e_tok * 1e-6,
+            "prefill_energy_uj": e_pre * 1e-6, "area_mm2": area, "mac_utilization": util, "n_chips": S,
+            "power_mw": e_tok * 1e-6 / tpot_ms, "stage_cycles": dec_s}

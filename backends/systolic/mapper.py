@@ -1,0 +1,182 @@
+"""The Timeloop-like analytical mapper: one GEMM (M×K)·(K×N) on one template, vectorized over shapes.
+
+For each shape it searches mappings — the spatial dataflow (ws/os/is/rs), temporal tile sizes
+(tm, tk, tn) at the buffer level that fit every buffer's capacity (halved where double-buffered),
+and the loop order (which of m/n/k is innermost; with three loops only the innermost decides reuse)
+— and keeps the fastest (ties: least energy). Per mapping:
+
+    cycles = max(compute cycles, DRAM bytes / DRAM bandwidth, max over buffers of bytes / port bandwidth)
+    energy = DRAM + buffer reads/writes (+ resident-memory reads) + MACs·(mac + register) + leakage·cycles
+
+Compute cycles for a fold-based R×C array with F folds streaming T rows each:
+    overlapped (default): R + (F−1)·max(T, R) + T + R + C − 2  (next fold's weights load while streaming)
+    scalesim:             F·(2R + C + T − 2)                   (SCALE-Sim analytical mode, no overlap;
+                          cycles are compute-only, as SCALE-Sim reports, taking the first dataflow)
+Because the candidate set never depends on capacities or bandwidths, a bigger buffer only adds
+candidates and more bandwidth only lowers each candidate: latency never rises (property-tested).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from backends.interface import BackendError
+from backends.systolic.template import DATAFLOWS, Template
+
+TILE_M = (1, 4, 16, 64, 256, 1024)  # buffer-tile candidates (× 1 for m, × R for k, × C for n), plus full dims
+TILE_KN = (1, 4, 16, 64)
+INNER = ("m", "n", "k")
+MODES = ("overlapped", "scalesim")
+
+
+@dataclass(frozen=True)
+class GemmCost:
+    """Cost of `batch` independent GEMMs of one shape under the best mapping found."""
+
+    cycles: float
+    energy_pj: float
+    dram_bytes: float
+    utilization: float
+    macs: float
+    compute_cycles: float
+    accesses: dict[str, float] = field(default_factory=dict)
+    mapping: dict[str, Any] = field(default_factory=dict)
+
+
+def _ceil(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.ceil(a / b)
+
+
+def _options(dim: np.ndarray, base: int, mults: tuple[int, ...]) -> np.ndarray:
+    """(S, n) tile candidates min(dim, base·mult) plus the full dim; deduplicated when dim is constant."""
+    opts = np.minimum(dim[:, None], np.array([base * m for m in mults] + [10**12])[None, :]).astype(float)
+    if np.all(dim == dim[0]):
+        opts = np.unique(opts[0])[None, :].repeat(len(dim), axis=0)
+    return opts
+
+
+def _compute_cycles(t: Template, df: str, M, K, N, w_b: float, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, folds) of one dataflow for shapes (S,)."""
+    R, C = float(t.rows), float(t.cols)
+    kpe = np.maximum(1.0, np.minimum(t.pe_weight_bytes // max(w_b, 1e-9), _ceil(K, R))) if df == "rs" else 1.0
+    rows_dim, cols_dim, T = {"ws": (K, N, M), "os": (M, N, K), "is": (K, M, N), "rs": (K / kpe, N, M * kpe)}[df]
+    F = _ceil(rows_dim, R) * _ceil(cols_dim, C)
+    if mode == "scalesim":
+        return F * (2 * R + C + T - 2), F
+    return R + (F - 1) * np.maximum(T, R) + T + R + C - 2, F
+
+
+def map_many(t: Template, M: Any, K: Any, N: Any, a_b: float = 1.0, w_b: float = 1.0, o_b: float = 1.0,
+             on_chip: frozenset = frozenset(), resident: str | None = None, mode: str = "overlapped") -> dict[str, np.ndarray]:
+    """Best mapping per shape; returns (S,) arrays cycles, energy_pj, dram_bytes, compute_cycles, macs, buffer bytes."""
+    if mode not in MODES:
+        raise BackendError(f"mapper mode {mode!r} is unknown; allowed: {', '.join(MODES)}")
+    M, K, N = (np.atleast_1d(np.asarray(x, dtype=float)) for x in (M, K, N))
+    if np.any(M < 1) or np.any(K < 1) or np.any(N < 1):
+        raise BackendError("map_gemm: M, K and N must be >= 1")
+    on_chip = frozenset(on_chip) | ({"weight"} if resident else frozenset())
+    g = _tilings(t, M, K, N, a_b, w_b, o_b, on_chip, resident)
+    macs = M * K * N
+    best = None
+    for df in t.dataflows[:1] if mode == "scalesim" else t.dataflows:
+        cand = _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs)
+        cand["cycles"] = np.where(g["fits"], cand["cycles"], np.inf)
+        cand.update(tm=g["tm"], tk=g["tk"], tn=g["tn"], inner=g["ii"] + 0 * g["tm"],
+                    df=np.full_like(g["tm"], DATAFLOWS.index(df)))
+        best = cand if best is None else {k: np.concatenate([best[k], v], axis=1) for k, v in cand.items()}
+    return _pick(best, macs, t)
+
+
+def _tilings(t: Template, M, K, N, a_b, w_b, o_b, on_chip, resident) -> dict[str, Any]:
+    """(S, T) buffer-level tilings × innermost loop: trip counts, DRAM traffic per operand, capacity fit."""
+    om, ok, on = _options(M, 1, TILE_M), _options(K, t.rows, TILE_KN), _options(N, t.cols, TILE_KN)
+    grids = np.meshgrid(np.arange(om.shape[1]), np.arange(ok.shape[1]), np.arange(on.shape[1]), np.arange(3), indexing="ij")
+    im, ik, in_, ii = (a.ravel() for a in grids)
+    tm, tk, tn = om[:, im], ok[:, ik], on[:, in_]  # (S, T)
+    Mc, Kc, Nc = M[:, None], K[:, None], N[:, None]
+    Tm, Tk, Tn = _ceil(Mc, tm), _ceil(Kc, tk), _ceil(Nc, tn)
+    inner = np.array(INNER)[ii][None, :]
+    size = {"input": Mc * Kc * a_b, "weight": Kc * Nc * w_b, "output": Mc * Nc * o_b}
+    tile = {"input": tm * tk * a_b, "weight": tk * tn * w_b, "output": tm * tn * t.psum_bytes}
+    mult = {"input": Tn, "weight": Tm, "output": Tk}
+    reuse_dim = {"input": "n", "weight": "m", "output": "k"}
+    dram = {}
+    for x in size:  # an operand is re-fetched once per trip of the loop it does not index, unless that loop is innermost
+        m = mult[x] if t.buffer_for(x) is None else np.where(inner == reuse_dim[x], 1.0, mult[x])
+        if x in on_chip:
+            dram[x] = 0.0 * m
+        elif x == "output":  # partial sums spill (write + read back) once per extra k trip
+            dram[x] = Mc * Nc * (o_b + (m - 1) * 2 * t.psum_bytes)
+        else:
+            dram[x] = size[x] * m
+    fits = np.ones_like(tm, dtype=bool)
+    for b in t.buffers:
+        need = sum(tile[x] for x in b.holds if not (x == "weight" and resident))
+        fits &= need * (2 if b.double_buffered else 1) <= b.bytes
+    return {"tm": tm, "tk": tk, "tn": tn, "ii": ii[None, :], "Mc": Mc, "Kc": Kc, "Nc": Nc, "Tm": Tm, "Tn": Tn,
+            "size": size, "dram": dram, "dram_total": dram["input"] + dram["weight"] + dram["output"], "fits": fits}
+
+
+def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
+    """(S, T) cycles, energy and traffic of every tiling under one dataflow."""
+    R, C = float(t.rows), float(t.cols)
+    Mc, Kc, Nc, Tm, Tn = g["Mc"], g["Kc"], g["Nc"], g["Tm"], g["Tn"]
+    size, dram, dram_total = g["size"], g["dram"], g["dram_total"]
+    comp, _ = _compute_cycles(t, df, M, K, N, w_b, mode)
+    comp = comp[:, None]
+    kpe = np.maximum(1.0, np.minimum(t.pe_weight_bytes // max(w_b, 1e-9), _ceil(Kc, R))) if df == "rs" else 1.0
+    f = {"ws": (_ceil(Nc, C), Tm, _ceil(Kc, R)), "os": (_ceil(Nc, C), _ceil(Mc, R), 1.0 + 0 * Mc),
+         "is": (Tn, _ceil(Mc, C), _ceil(Kc, R)), "rs": (_ceil(Nc, C), Tm, _ceil(Kc, R * kpe))}[df]
+    reads = {"input": size["input"] * f[0], "weight": size["weight"] * f[1]}
+    psum_rw = Mc * Nc * t.psum_bytes * (2 * f[2] - 1)
+    energy = dram_total * t.dram_pj_per_byte + (macs * (t.mac_pj + t.reg_pj_per_mac))[:, None]
+    cycles = np.maximum(comp, dram_total / t.dram_bytes_per_cycle) if mode == "overlapped" else comp + 0 * dram_total
+    port = {}
+    for b in t.buffers:
+        moved = 0.0
+        for x in b.holds:
+            if x == "weight" and resident:
+                continue
+            if x == "output":
+                rd, wr = psum_rw / 2 + dram[x], psum_rw / 2
+            else:
+                rd, wr = reads[x], dram[x]
+            moved = moved + rd + wr
+            energy = energy + rd * b.read_pj_per_byte + wr * b.write_pj_per_byte
+        port[b.name] = moved + 0 * cycles
+        if mode == "overlapped":
+            cycles = np.maximum(cycles, moved / b.bytes_per_cycle)
+    if resident:
+        energy = energy + reads["weight"] * t.resident_pj(resident)
+    energy = energy + cycles * t.leak_pj_per_cycle
+    out = {"cycles": cycles, "energy": energy, "dram": dram_total + 0 * cycles, "comp": comp + 0 * cycles}
+    out.update({f"buf:{k}": v for k, v in port.items()})
+    return out
+
+
+def _pick(c: dict[str, np.ndarray], macs: np.ndarray, t: Template) -> dict[str, np.ndarray]:
+    cyc = c["cycles"]
+    cmin = cyc.min(axis=1, keepdims=True)
+    if np.any(~np.isfinite(cmin)):
+        raise BackendError(f"template {t.name!r}: no tiling fits its buffers even at the smallest tile; "
+                           "allowed: buffers of at least one array fold (rows × cols) per operand")
+    e = np.where(cyc <= cmin * (1 + 1e-12), c["energy"], np.inf)
+    j = np.argmin(e, axis=1)
+    rows = np.arange(cyc.shape[0])
+    out = {k: v[rows, j] for k, v in c.items()}
+    out["macs"] = macs
+    out["utilization"] = macs / (t.macs * out["cycles"])
+    return out
+
+
+def cost_from_row(r: dict[str, np.ndarray], i: int, batch: int) -> GemmCost:
+    acc = {k[4:]: float(v[i]) * batch for k, v in r.items() if k.startswith("buf:")}
+    acc["dram"] = float(r["dram"][i]) * batch
+    acc["mac"] = float(r["macs"][i]) * batch
+    mapping = {"dataflow": DATAFLOWS[int(r["df"][i])], "tile_m": int(r["tm"][i]), "tile_k": int(r["tk"][i]),
+               "tile_n": int(r["tn"][i]), "innermost": INNER[int(r["inner"][i])]}
+    return GemmCost(mapping=mapping, cycles=float(r["cycles"][i]) * batch, energy_pj=float(r["energy"][i]) * batch,
+                    dram_bytes=float(r["dram"][i]) * batch, utilization=float(r["utilization"][i]),
+                    macs=float(r["macs"][i]) * batch, compute_cycles=float(r["comp"][i]) * batch, accesses=acc)

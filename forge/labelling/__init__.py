@@ -1,0 +1,6 @@
+"""The labelling system: how real labels are produced and kept.
+
+train (the Lightning train-from-scratch oracle and its protocols) · corpus and tokenizer (token streams)
+· store (the label database behind one URL) · dispatch (local, Ray, Slurm) · cli (`forge-label`).
+It uses the `forge` core (genome, model, labels format); the core never imports it.
+"""

@@ -1,0 +1,292 @@
+"""Dispatch: one interface, `train(genomes) -> list[Label]`, that co-evolution and `forge-label` call.
+
+Three implementations, chosen by `dispatch=` (conf/dispatch/):
+- `local`: one process per genome, at most `workers` (default: the cores) at a time;
+- `ray`: `ray.remote` tasks with `num_gpus`/`num_cpus` from config (optional extra);
+- `submitit`: Slurm jobs, or submitit's local executor (optional extra).
+
+Failure policy (all three): an exception inside training yields an `inf` label carrying the error; a
+worker that disappears (kill -9, OOM, node loss) is retried up to `retries` times, then gets an
+`inf` label; every wait has a timeout (`timeout_s` per genome), after which the task is killed and
+labelled `inf`. With a `store`, finished labels are written to it as they arrive and genomes already
+in it are not trained again (resume). Labels come back in the order of the input genomes.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol as TypingProtocol, Sequence
+
+from forge.genome import Genome, genome_from_dict
+from forge.labels import Label
+from forge.labelling.store import LabelStore
+
+
+class DispatchError(RuntimeError):
+    """A dispatcher that cannot run: missing optional extra, bad option."""
+
+
+class Trainer(TypingProtocol):
+    def train(self, genomes: Sequence[Genome]) -> list[Label]: ...
+
+
+# ------------------------------------------------------------------------- the work itself
+def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
+    """Worker entry (any process, any host): train one genome, return its label as JSON.
+
+    Exceptions are turned into an inf label here, so only a *lost* worker surfaces as a failure.
+    `spec` = {"protocol": {...}, "corpus": {...}} plain dicts; `spec["fault"]` is a test hook.
+    """
+    from forge.labelling.corpus import build_corpus
+    from forge.labelling.train import Protocol, failure_label, train_genome
+
+    genome = genome_from_dict(genome_dict)
+    try:
+        _fault(spec.get("fault"), genome)
+        return train_genome(genome, Protocol.from_config(spec["protocol"]), build_corpus(spec["corpus"])).to_json()
+    except Exception as e:  # a failing run never crashes the batch
+        tb = traceback.format_exc(limit=3)
+        return failure_label(genome, f"error: {type(e).__name__}: {e}", {"traceback": tb}).to_json()
+
+
+def _fault(fault: Mapping[str, Any] | None, genome: Genome) -> None:
+    """Test hook: make specific genomes raise, hang, or kill their worker (once, via a marker file)."""
+    if not fault or genome.id not in fault.get("ids", ()):
+        return
+    kind = fault["kind"]
+    if kind == "raise":
+        raise RuntimeError("injected failure")
+    if kind == "hang":
+        time.sleep(3600)
+    if kind in ("die", "die_once"):
+        marker = os.path.join(fault.get("dir", "."), f"died-{genome.id}")
+        if kind == "die" or not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(137)
+
+
+def _from_json(s: str) -> Label:
+    return Label.from_json(s)
+
+
+@dataclass
+class _Base:
+    """Shared bookkeeping: store-skip, ordering, failure labels."""
+
+    protocol: dict[str, Any]
+    corpus: dict[str, Any]
+    store: LabelStore | str | None = None
+    timeout_s: float = 3600.0
+    retries: int = 2
+    fault: dict[str, Any] | None = None
+    on_label: Callable[[Label], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.store, (str, os.PathLike)):
+            self.store = LabelStore(self.store)
+        if self.timeout_s <= 0 or self.retries < 0:
+            raise DispatchError(f"timeout_s = {self.timeout_s}, retries = {self.retries}; allowed: > 0 and >= 0")
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {"protocol": dict(self.protocol), "corpus": dict(self.corpus), "fault": self.fault}
+
+    def train(self, genomes: Sequence[Genome]) -> list[Label]:
+        done: dict[str, Label] = {}
+        if self.store is not None:
+            for g in genomes:
+                lab = self.store.get(g.id)
+                if lab is not None:
+                    done[g.id] = lab
+        todo = list({g.id: g for g in genomes if g.id not in done}.values())
+        if todo:
+            self._run(todo, lambda lab: self._record(lab, done))
+        return [done[g.id] for g in genomes]
+
+    def _record(self, lab: Label, done: dict[str, Label]) -> None:
+        if self.store is not None:
+            self.store.put(lab)
+        done[lab.genome_id] = lab
+        if self.on_label is not None:
+            self.on_label(lab)
+
+    def _failed(self, g: Genome, reason: str) -> Label:
+        from forge.labelling.train import failure_label
+
+        return failure_label(g, reason, {"protocol": self.protocol.get("name", ""), "dispatch": type(self).__name__})
+
+    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------ local
+def _child(conn, genome_dict: dict, spec: dict) -> None:
+    try:
+        conn.send(train_one(genome_dict, spec))
+    finally:
+        conn.close()
+
+
+def _preload(corpus_cfg: Mapping[str, Any]) -> None:
+    """Import torch/Lightning and read the corpus once in the parent, so forked children start warm."""
+    try:
+        import lightning.pytorch  # noqa: F401
+
+        import forge.model  # noqa: F401
+        from forge.labelling.corpus import build_corpus
+
+        build_corpus(dict(corpus_cfg))
+    except Exception:  # a broken corpus is reported per genome by the child, as an inf label
+        pass
+
+
+@dataclass
+class LocalTrainer(_Base):
+    """A process per genome, `workers` at a time (default: the cores); kill on timeout, retry lost ones."""
+
+    workers: int | None = None
+    start_method: str = "fork"
+    poll_s: float = 0.5
+
+    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+        ctx = mp.get_context(self.start_method)
+        if self.start_method == "fork":
+            _preload(self.corpus)
+        n_workers = max(1, self.workers or os.cpu_count() or 1)
+        queue, running, attempts = list(todo), {}, {g.id: 0 for g in todo}
+        try:
+            while queue or running:
+                while queue and len(running) < n_workers:
+                    g = queue.pop(0)
+                    attempts[g.id] += 1
+                    rx, tx = ctx.Pipe(duplex=False)
+                    p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec), daemon=True)
+                    p.start()
+                    tx.close()
+                    running[g.id] = (p, rx, g, time.monotonic())
+                mp.connection.wait([r[1] for r in running.values()] + [r[0].sentinel for r in running.values()],
+                                   timeout=self.poll_s)
+                for gid in list(running):
+                    self._check(running, gid, queue, attempts, emit)
+        finally:
+            for p, rx, _, _ in running.values():
+                p.kill()
+                rx.close()
+
+    def _check(self, running: dict, gid: str, queue: list, attempts: dict, emit: Callable) -> None:
+        p, rx, g, t0 = running[gid]
+        msg = None
+        if rx.poll():
+            try:
+                msg = rx.recv()
+            except (EOFError, OSError):
+                msg = None
+        if msg is not None:
+            emit(_from_json(msg))
+        elif p.is_alive() and time.monotonic() - t0 <= self.timeout_s:
+            return  # still working
+        elif p.is_alive():
+            p.kill()
+            emit(self._failed(g, f"timeout: no result after {self.timeout_s:g} s (killed)"))
+        elif attempts[gid] <= self.retries:
+            queue.append(g)  # lost worker: retry
+        else:
+            emit(self._failed(g, f"worker lost (exit code {p.exitcode}) on all {attempts[gid]} attempts"))
+        p.join(timeout=5)
+        rx.close()
+        del running[gid]
+
+
+# -------------------------------------------------------------------------------- ray
+@dataclass
+class RayTrainer(_Base):
+    """`ray.remote` tasks; `address="auto"` joins a cluster, null starts a local one."""
+
+    address: str | None = None
+    num_gpus: float = 0.0
+    num_cpus: float = 1.0
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+        try:
+            import ray
+            from ray.exceptions import GetTimeoutError, RayError
+        except ImportError:
+            raise DispatchError("dispatch=ray needs the optional package ray: pip install 'forge-nas[ray]'") from None
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False, **dict(self.init_kwargs))
+        remote = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus, max_retries=self.retries)(train_one)
+        refs = {remote.remote(g.to_dict(), self.spec): g for g in todo}
+        deadline = time.monotonic() + self.timeout_s * max(1, len(todo))
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.1, min(10.0, deadline - time.monotonic())))
+            for ref in ready:
+                g = refs.pop(ref)
+                try:
+                    emit(_from_json(ray.get(ref, timeout=60)))
+                except (RayError, GetTimeoutError) as e:  # lost worker after max_retries, or task error
+                    emit(self._failed(g, f"ray task failed after {self.retries} retries: {type(e).__name__}: {e}"[:2000]))
+            if time.monotonic() > deadline:
+                for ref, g in refs.items():
+                    ray.cancel(ref, force=True)
+                    emit(self._failed(g, f"timeout: no result within {self.timeout_s:g} s per genome (cancelled)"))
+                refs.clear()
+
+
+# ----------------------------------------------------------------------------- submitit
+@dataclass
+class SubmititTrainer(_Base):
+    """Slurm jobs through submitit (`cluster: slurm`), or its `local`/`debug` executors for testing."""
+
+    folder: str = "submitit_logs/%j"
+    cluster: str | None = None  # None = auto (slurm when sbatch exists, else local)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    poll_s: float = 2.0
+
+    def _executor(self):
+        try:
+            import submitit
+        except ImportError:
+            raise DispatchError("dispatch=submitit needs the optional package submitit: "
+                                "pip install 'forge-nas[slurm]'") from None
+        ex = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
+        ex.update_parameters(timeout_min=max(1, int(self.timeout_s // 60) + 1), **dict(self.parameters))
+        return ex
+
+    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+        ex = self._executor()
+        jobs = {g.id: (ex.submit(train_one, g.to_dict(), self.spec), g, 1, time.monotonic()) for g in todo}
+        while jobs:
+            time.sleep(self.poll_s)
+            for gid in list(jobs):
+                job, g, attempt, t0 = jobs[gid]
+                if not job.done():
+                    if time.monotonic() - t0 > self.timeout_s + 60:
+                        job.cancel(check=False)
+                        emit(self._failed(g, f"timeout: job {job.job_id} gave no result after {self.timeout_s:g} s"))
+                        del jobs[gid]
+                    continue
+                del jobs[gid]
+                try:
+                    emit(_from_json(job.result()))
+                except Exception as e:  # the job died without a result: lost worker
+                    if attempt <= self.retries:
+                        jobs[gid] = (ex.submit(train_one, g.to_dict(), self.spec), g, attempt + 1, time.monotonic())
+                    else:
+                        emit(self._failed(g, f"job lost on all {attempt} attempts: {type(e).__name__}: {e}"[:2000]))
+
+
+DISPATCHERS = {"local": LocalTrainer, "ray": RayTrainer, "submitit": SubmititTrainer}
+
+
+def make_trainer(kind: str, protocol: Mapping[str, Any], corpus: Mapping[str, Any], **options: Any) -> _Base:
+    """Build a trainer by name (conf/dispatch/<kind>.yaml supplies `options`)."""
+    if kind not in DISPATCHERS:
+        raise DispatchError(f"dispatch = {kind!r} is unknown; allowed: {', '.join(DISPATCHERS)}")
+    try:
+        return DISPATCHERS[kind](protocol=dict(protocol), corpus=dict(corpus), **options)
+    except TypeError as e:
+        raise DispatchError(f"dispatch={kind}: {e}") from None

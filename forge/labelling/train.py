@@ -1,0 +1,223 @@
+"""The train-from-scratch oracle: train one genome on a token stream for a fixed budget (Lightning),
+return its final validation loss as a `Label`.
+
+Two protocols ship (conf/protocol/):
+- `paper` — LLMForge App. B: MiniPile, 655M tokens, seq 512, batch 128, AdamW lr 1e-3, 100 warmup
+  steps, bf16 mixed precision, one GPU.
+- `cpu-proxy` — iha-tiny genomes on the stdlib byte corpus, about a label per core-minute or less.
+  Its labels are an objective of their own (the loss of a tiny model under this protocol); they are
+  NOT a stand-in for paper-scale labels: far from convergence small, attention-light models learn
+  fastest, so width-scaled proxies of iha-paper genomes rank *opposite* to their 655M-token labels
+  (Spearman -0.41 on 20 rows, issue 6). Its budget is chosen by self-consistency instead (B vs 2B
+  rank a random sample alike, Spearman >= 0.8; bench/bench_train.py, bench/RESULTS.md).
+
+A diverged run (NaN/inf loss) returns an `inf` label with a reason; it never raises.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import platform
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Iterator, Mapping
+
+import torch
+
+from forge.labelling.corpus import Corpus
+from forge.genome import Genome
+from forge.labels import Label
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
+SCHEDULES = ("constant", "cosine")
+
+
+class ProtocolError(ValueError):
+    """A protocol option outside its allowed values."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Every knob of a training run; one seed drives init and data order."""
+
+    name: str = "cpu-proxy"
+    tokens: int = 131072          # training budget (tokens); steps = tokens // (seq_len * batch)
+    seq_len: int = 256
+    batch: int = 8
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    schedule: str = "constant"   # after warmup: constant (App. B names no decay) or cosine to min_lr_ratio
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    precision: str = "32-true"
+    val_tokens: int = 32768       # fixed validation windows, identical for every genome
+    accelerator: str = "cpu"
+    threads: int = 1              # torch intra-op threads per training process (CPU)
+    compile: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for k in ("tokens", "seq_len", "batch", "val_tokens", "threads"):
+            if int(getattr(self, k)) < 1:
+                raise ProtocolError(f"protocol.{k} = {getattr(self, k)} is invalid; allowed: a positive int")
+        if self.precision not in PRECISIONS:
+            raise ProtocolError(f"protocol.precision = {self.precision!r} is unknown; allowed: {', '.join(PRECISIONS)}")
+        if self.schedule not in SCHEDULES:
+            raise ProtocolError(f"protocol.schedule = {self.schedule!r} is unknown; allowed: {', '.join(SCHEDULES)}")
+        if not self.lr > 0 or self.warmup_steps < 0:
+            raise ProtocolError(f"protocol.lr = {self.lr} / warmup_steps = {self.warmup_steps}; allowed: lr > 0, warmup >= 0")
+
+    @property
+    def steps(self) -> int:
+        return max(1, self.tokens // (self.seq_len * self.batch))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "Protocol":
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in dict(cfg).items() if not str(k).startswith("_")}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ProtocolError(f"protocol options {bad} are unknown; allowed: {', '.join(sorted(known))}")
+        return cls(**d)
+
+
+def lr_factor(step: int, p: Protocol) -> float:
+    """Linear warmup, then constant or cosine down to min_lr_ratio."""
+    if step < p.warmup_steps:
+        return (step + 1) / p.warmup_steps
+    if p.schedule == "constant":
+        return 1.0
+    t = min(1.0, (step - p.warmup_steps) / max(1, p.steps - p.warmup_steps))
+    return p.min_lr_ratio + (1 - p.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+class _Batches(torch.utils.data.IterableDataset):
+    """Exactly `steps` pre-batched windows from the corpus (seeded)."""
+
+    def __init__(self, corpus: Corpus, p: Protocol) -> None:
+        self.corpus, self.p = corpus, p
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        it = self.corpus.train_batches(self.p.batch, self.p.seq_len, self.p.seed)
+        for _ in range(self.p.steps):
+            x, y = next(it)
+            yield torch.from_numpy(x), torch.from_numpy(y)
+
+
+def _lit_module(model: torch.nn.Module, p: Protocol):
+    import lightning.pytorch as pl
+
+    class LitLM(pl.LightningModule):
+        """The model plus AdamW/schedule; a non-finite loss stops the run and is remembered."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model, self.diverged, self.last_loss = model, "", float("nan")
+
+        def training_step(self, batch, batch_idx):
+            _, loss = self.model(*batch)
+            if not torch.isfinite(loss):
+                self.diverged = f"non-finite training loss ({loss.item()}) at step {self.global_step}"
+                self.trainer.should_stop = True
+                return None  # skip this update
+            self.last_loss = float(loss.detach())
+            return loss
+
+        def configure_optimizers(self):
+            decay = [q for q in self.model.parameters() if q.dim() >= 2]
+            no_decay = [q for q in self.model.parameters() if q.dim() < 2]
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": p.weight_decay},
+                                     {"params": no_decay, "weight_decay": 0.0}],
+                                    lr=p.lr, betas=(p.beta1, p.beta2), eps=1e-8)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, p))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    return LitLM()
+
+
+def _quiet_lightning() -> None:
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="lightning")
+    warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers|LightningModule).*")
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, corpus: Corpus, p: Protocol, device: torch.device) -> float:
+    """Mean cross-entropy over the fixed validation windows."""
+    model.eval()
+    x, y = corpus.val_windows(p.seq_len, p.val_tokens)
+    total, n = 0.0, 0
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision.startswith("bf16"))
+    for i in range(0, len(x), p.batch):
+        xb, yb = torch.from_numpy(x[i:i + p.batch]).to(device), torch.from_numpy(y[i:i + p.batch]).to(device)
+        with autocast:
+            _, loss = model(xb, yb)
+        total += float(loss) * len(xb)
+        n += len(xb)
+    return total / n
+
+
+def _check_fit(genome: Genome, corpus: Corpus, p: Protocol) -> None:
+    if corpus.vocab_size > genome.vocab_size:
+        raise ProtocolError(f"corpus {corpus.name} has vocab {corpus.vocab_size} > genome vocab_size "
+                            f"{genome.vocab_size}; allowed: a tokenizer whose vocab fits the genome")
+    if p.seq_len > genome.block_size and genome.pos == "learned":
+        raise ProtocolError(f"seq_len {p.seq_len} > block_size {genome.block_size} with learned positions")
+
+
+def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
+    """Train from scratch and return the final validation loss with full provenance (inf if diverged)."""
+    import lightning.pytorch as pl
+
+    from forge.model import build_model
+
+    _check_fit(genome, corpus, protocol)
+    _quiet_lightning()
+    if protocol.accelerator == "cpu":
+        torch.set_num_threads(protocol.threads)
+    torch.manual_seed(protocol.seed)
+    model = build_model(genome, seed=protocol.seed)
+    params = sum(q.numel() for q in model.parameters())
+    lit = _lit_module(torch.compile(model) if protocol.compile else model, protocol)
+    trainer = pl.Trainer(max_steps=protocol.steps, accelerator=protocol.accelerator, devices=1,
+                         precision=protocol.precision, gradient_clip_val=protocol.grad_clip or None,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+                         deterministic=False)
+    t0, c0 = time.perf_counter(), time.process_time()
+    loader = torch.utils.data.DataLoader(_Batches(corpus, protocol), batch_size=None, num_workers=0)
+    trainer.fit(lit, train_dataloaders=loader)
+    fit_s = time.perf_counter() - t0
+    steps_done = int(trainer.global_step)
+    val = float("inf")
+    reason = lit.diverged
+    if not reason:
+        val = evaluate(model, corpus, protocol, lit.device)
+        if not math.isfinite(val):
+            reason, val = f"non-finite validation loss ({val})", float("inf")
+    prov = _provenance(protocol, corpus, params, steps_done, fit_s, time.perf_counter() - t0, lit.last_loss)
+    prov["cpu_s"] = round(time.process_time() - c0, 3)  # contention-free cost (all threads of this process)
+    return Label(genome=genome, label=val, provenance=prov, reason=reason)
+
+
+def _provenance(p: Protocol, corpus: Corpus, params: int, steps: int, fit_s: float, wall_s: float,
+                train_loss: float) -> dict[str, Any]:
+    tokens = steps * p.batch * p.seq_len
+    return {"protocol": p.name, "tokens": tokens, "seq_len": p.seq_len, "batch": p.batch, "steps": steps,
+            "lr": p.lr, "warmup_steps": p.warmup_steps, "precision": p.precision, "seed": p.seed,
+            **corpus.provenance(), "params": params, "final_train_loss": train_loss,
+            "tokens_per_s": round(tokens / fit_s, 1) if fit_s > 0 else None, "wall_s": round(wall_s, 3),
+            "threads": p.threads, "accelerator": p.accelerator, "host": platform.node(),
+            "torch": torch.__version__, "date": _dt.date.today().isoformat(), "protocol_config": asdict(p)}
+
+
+def failure_label(genome: Genome, reason: str, provenance: Mapping[str, Any] | None = None) -> Label:
+    """The inf label a failed or lost run gets (consumers drop it; the reason says why)."""
+    return Label(genome=genome, label=float("inf"), provenance=dict(provenance or {}), reason=reason)
+

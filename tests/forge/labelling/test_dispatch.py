@@ -1,0 +1,97 @@
+"""Dispatch: local pool (order, store resume, failure → inf, lost worker retried, timeouts), Ray with a
+local instance, submitit with its local executor."""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import pytest
+
+from forge.labelling.dispatch import DispatchError, LocalTrainer, make_trainer, train_one
+from forge.labels import Label
+from forge.labelling.store import LabelStore
+from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
+
+FAST = {**TINY_PROTOCOL, "tokens": 4 * 32 * 2, "val_tokens": 128}
+
+
+def _local(**kw) -> LocalTrainer:
+    return LocalTrainer(protocol=FAST, corpus=TINY_CORPUS, workers=2, poll_s=0.1, **kw)
+
+
+def test_local_trains_in_order_and_resumes_from_store(tmp_path):
+    gs = tiny_genomes(3)
+    seen: list[Label] = []
+    store = LabelStore(tmp_path / "d.db")
+    labs = _local(store=store, on_label=seen.append).train([gs[2], gs[0], gs[1], gs[0]])
+    assert [lab.genome_id for lab in labs] == [gs[2].id, gs[0].id, gs[1].id, gs[0].id]
+    assert all(lab.finite for lab in labs) and len(seen) == 3 and len(store) == 3
+    again: list[Label] = []
+    labs2 = _local(store=store, on_label=again.append).train(gs)
+    assert again == [] and [lab.label for lab in labs2] == [store.get(g.id).label for g in gs]
+
+
+def test_failing_worker_gives_inf_label_with_error_and_batch_survives():
+    gs = tiny_genomes(2)
+    labs = _local(fault={"kind": "raise", "ids": [gs[0].id]}).train(gs)
+    assert labs[0].label == math.inf and "injected failure" in labs[0].reason and "RuntimeError" in labs[0].reason
+    assert labs[1].finite
+
+
+def test_lost_worker_is_retried_then_given_up(tmp_path):
+    gs = tiny_genomes(2)
+    once = _local(retries=1, fault={"kind": "die_once", "ids": [gs[0].id], "dir": str(tmp_path)}).train(gs)
+    assert all(lab.finite for lab in once)  # died once, retried, succeeded
+    always = _local(retries=1, fault={"kind": "die", "ids": [gs[1].id], "dir": str(tmp_path)}).train(gs)
+    assert always[0].finite and always[1].label == math.inf
+    assert "worker lost" in always[1].reason and "2 attempts" in always[1].reason
+
+
+def test_hanging_worker_times_out():
+    g = tiny_genomes(1)[0]
+    t0 = time.monotonic()
+    labs = _local(timeout_s=2, fault={"kind": "hang", "ids": [g.id]}).train([g])
+    assert labs[0].label == math.inf and "timeout" in labs[0].reason
+    assert time.monotonic() - t0 < 60  # killed, not waited for
+
+
+def test_train_one_turns_bad_config_into_an_inf_label():
+    g = tiny_genomes(1)[0]
+    lab = Label.from_json(train_one(g.to_dict(), {"protocol": {**FAST, "precision": "fp3"}, "corpus": TINY_CORPUS}))
+    assert lab.label == math.inf and "precision" in lab.reason
+
+
+def test_make_trainer_rejects_unknown_and_bad_options():
+    with pytest.raises(DispatchError, match="allowed: local, ray, submitit"):
+        make_trainer("mpi", FAST, TINY_CORPUS)
+    with pytest.raises(DispatchError, match="dispatch=local"):
+        make_trainer("local", FAST, TINY_CORPUS, colour="red")
+    with pytest.raises(DispatchError, match="timeout_s"):
+        make_trainer("local", FAST, TINY_CORPUS, timeout_s=0)
+
+
+def test_ray_local_instance(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install 'forge-nas[ray]')")
+    gs = tiny_genomes(2)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+             runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    try:
+        trainer = make_trainer("ray", FAST, TINY_CORPUS, num_gpus=0, timeout_s=300, retries=1,
+                               fault={"kind": "raise", "ids": [gs[1].id]}, store=LabelStore(tmp_path / "r.db"))
+        labs = trainer.train(gs)
+    finally:
+        ray.shutdown()
+    assert labs[0].finite and labs[1].label == math.inf and "injected failure" in labs[1].reason
+    assert len(LabelStore(tmp_path / "r.db")) == 2
+
+
+def test_submitit_local_executor(tmp_path):
+    pytest.importorskip("submitit", reason="submitit is an optional extra (pip install 'forge-nas[slurm]')")
+    g = tiny_genomes(1)[0]
+    trainer = make_trainer("submitit", FAST, TINY_CORPUS, folder=str(tmp_path / "%j"), cluster="local",
+                           timeout_s=300, retries=1, poll_s=0.5, fault={"kind": "die_once", "ids": [g.id],
+                                                                        "dir": str(tmp_path)})
+    labs = trainer.train([g])
+    assert labs[0].finite, labs[0].reason  # the job died once (lost worker) and was resubmitted
+    assert os.path.exists(tmp_path / f"died-{g.id}")
