@@ -171,7 +171,10 @@ class SearchSpace:
 
     def to_arrays(self, X: np.ndarray) -> PopArrays:
         """The analyzer's struct-of-arrays straight from the codec (no Genome objects: fast path)."""
-        v = self.values(X)
+        return self.arrays_from_values(self.values(X))
+
+    def arrays_from_values(self, v: dict[str, np.ndarray]) -> PopArrays:
+        """`values(X)` → PopArrays, so a caller that also decodes converts the matrix once."""
         P = v["active"].shape[0]
         full = lambda x: np.full(P, x)  # noqa: E731
         return PopArrays(**v, d_model=full(self.d_model), block_size=full(self.block_size),
@@ -181,7 +184,10 @@ class SearchSpace:
                          layernorm=full(self.norm == "layernorm")).masked()
 
     def decode(self, X: np.ndarray) -> list[Genome]:
-        v = self.values(X)
+        return self.genomes_from_values(self.values(X))
+
+    def genomes_from_values(self, v: dict[str, np.ndarray]) -> list[Genome]:
+        """`values(X)` → Genomes (one per row)."""
         out = []
         for p in range(v["active"].shape[0]):
             layers = tuple(LayerGene(active=bool(v["active"][p, i]), attn=bool(v["attn"][p, i]),

@@ -146,14 +146,17 @@ class ForgeProblem(Problem):
             raise SearchConfigError(f"objectives {self.objectives} repeat a name; allowed: distinct names")
 
     # ------------------------------------------------------------ decode / ids
-    def genomes(self, X: np.ndarray) -> list[Genome]:
-        """Decode rows (cached by row bytes: decoding and hashing happen once per distinct row)."""
+    def genomes(self, X: np.ndarray, values: dict[str, np.ndarray] | None = None) -> list[Genome]:
+        """Decode rows (cached by row bytes: decoding and hashing happen once per distinct row).
+
+        `values` is `space.values(X)` when the caller already has it (one conversion per generation)."""
         t0 = time.perf_counter()
         X = np.asarray(X, dtype=np.int64)
         keys = [row.tobytes() for row in X]
         miss = [i for i, k in enumerate(keys) if k not in self._genomes]
         if miss:
-            for i, g in zip(miss, self.space.decode(X[miss])):
+            v = self.space.values(X[miss]) if values is None else {k: a[miss] for k, a in values.items()}
+            for i, g in zip(miss, self.space.genomes_from_values(v)):
                 self._genomes[keys[i]], self._ids[keys[i]] = g, g.id
         self.timers["decode"] += time.perf_counter() - t0
         return [self._genomes[k] for k in keys]
@@ -164,14 +167,18 @@ class ForgeProblem(Problem):
 
     # ------------------------------------------------------------ evaluation
     def metrics(self, X: np.ndarray) -> tuple[list[Genome], dict[str, np.ndarray]]:
-        """Every metric needed by the objectives and constraints, plus feasibility, for each row."""
+        """Every metric needed by the objectives and constraints, plus feasibility, for each row.
+
+        The matrix is converted to per-layer values once; genomes (for the evaluator, the backend and the
+        cache keys) and the analyzer's arrays (for the model totals) are both built from that one conversion."""
         X = np.asarray(X, dtype=np.int64)
-        genomes = self.genomes(X)
+        values = self.space.values(X)
+        genomes = self.genomes(X, values)
         ids = [self._ids[row.tobytes()] for row in X]
         out = self._loss_metrics(genomes, ids)
         out.update(self._cost_metrics(genomes, ids))
         t0 = time.perf_counter()
-        out.update({k: np.asarray(v, float) for k, v in model_totals(self.space.to_arrays(X)).items()})
+        out.update({k: np.asarray(v, float) for k, v in model_totals(self.space.arrays_from_values(values)).items()})
         self.timers["model_totals"] += time.perf_counter() - t0
         return genomes, out
 

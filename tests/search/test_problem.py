@@ -127,3 +127,17 @@ def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_sp
                                                              fake_loss(tiny_space.decode(X[~diverged]), 0.1))
     with pytest.raises(SearchConfigError, match="evaluator.kind = 'oracle' is unknown; allowed: surrogate | train"):
         build_evaluator({"evaluator": {"kind": "oracle"}}, tiny_space)
+
+
+def test_a_generation_converts_the_matrix_once(tiny_space, monkeypatch):
+    """metrics() turns X into per-layer values once; genomes and the analyzer's arrays share them."""
+    p = _problem(tiny_space, objectives=["val_loss", "params"])
+    X = tiny_space.sample_x(12, np.random.default_rng(3))
+    calls = []
+    real = type(tiny_space).values
+    monkeypatch.setattr(type(tiny_space), "values", lambda self, X: calls.append(len(X)) or real(self, X))
+    genomes, m = p.metrics(X)
+    assert calls == [12]
+    assert [g.id for g in genomes] == [g.id for g in tiny_space.decode(X)]
+    from forge.workload import model_totals
+    assert np.allclose(m["params"], model_totals(tiny_space.to_arrays(X))["params"])
