@@ -1,4 +1,6 @@
-"""Training-step throughput of IHA models vs FLOPs-matched standard GQA models (same code path).
+"""Figure: RESULTS.md "IHA model training throughput" (IHA vs FLOPs-matched GQA step throughput).
+
+Training-step throughput of IHA models vs FLOPs-matched standard GQA models (same code path).
 
 For each IHA genome (sampled from a space, plus a "dense" variant with every slot active and attending)
 the script builds a homogeneous GQA genome — n_h | d_model, d_qk = d_v = d_model / n_h, the same

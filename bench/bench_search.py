@@ -1,4 +1,6 @@
-"""Forge-DSE figures: the main job's wall time and the Figure 7 search-recipe ablation.
+"""Figures: README "Searching" (main-job wall time, the Figure 7 ablation table) and RESULTS.md Issue 7.
+
+Forge-DSE figures: the main job's wall time and the Figure 7 search-recipe ablation.
 
     nice -n 10 .venv/bin/python bench/bench_search.py main              # `forge-search` with no arguments
     nice -n 10 .venv/bin/python bench/bench_search.py ablation --seeds 5 # NSGA+IHA, Random+IHA, NSGA+GQA

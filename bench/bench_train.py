@@ -1,4 +1,6 @@
-"""cpu-proxy budget by self-consistency, and throughput.
+"""Figures: README "Real training" (cpu-proxy budget, Spearman 0.947) and RESULTS.md Issue 6.
+
+cpu-proxy budget by self-consistency, and throughput.
 
 Trains the same random sample of iha-tiny genomes at several token budgets (seed fixed) and reports
 the Spearman rank correlation of labels between consecutive budgets (B vs 2B), plus tokens/s and wall

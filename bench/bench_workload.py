@@ -1,4 +1,6 @@
-"""How long the vectorized workload analyzer takes for 50,000 sampled iha-paper genomes.
+"""Figure: RESULTS.md "vectorized workload analyzer" (genomes/s, ratio to the per-genome path).
+
+How long the vectorized workload analyzer takes for 50,000 sampled iha-paper genomes.
 
 Baseline in the same run: the per-genome path (PopArrays.from_genomes on Genome objects, one at a
 time) on a 500-genome subset, scaled to 50,000.

@@ -1,4 +1,6 @@
-"""Generate the SCALE-Sim golden cycle counts in tests/backends/systolic/data/scalesim_goldens.json (run once).
+"""Produces: tests/backends/systolic/data/scalesim_goldens.json (the SCALE-Sim-exact mode's goldens).
+
+Generate the SCALE-Sim golden cycle counts in tests/backends/systolic/data/scalesim_goldens.json (run once).
 
 How they were made: SCALE-Sim v3 (`pip install scalesim "numpy<2.3"` in its own venv, since scalesim
 needs numpy < 2.3), GEMM input mode, weight-stationary dataflow, InterfaceBandwidth = CALC (no

@@ -1,4 +1,6 @@
-"""Mode experts for the tree half of the hybrid: does a low-mode specialist lift the ranking?
+"""Study (Issue 5, one-off, not adopted): RESULTS.md Issue 5 session 4 "mode experts".
+
+Mode experts for the tree half of the hybrid: does a low-mode specialist lift the ranking?
 
 Why: the labels are bimodal (31 % above 3.0). The shipped rank forests order the true low-mode rows
 with Spearman ≈ 0.68 only, although label noise there is small (sd 0.015, acc_study). A forest fit on

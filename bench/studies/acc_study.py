@@ -1,4 +1,6 @@
-"""Accuracy study for the loss surrogate: where is the missing Spearman / MAE@5, and can cheap models help?
+"""Study (Issue 5, one-off): RESULTS.md Issue 5 session 2 accuracy study; fixed the hybrid's forests and stretch grid.
+
+Accuracy study for the loss surrogate: where is the missing Spearman / MAE@5, and can cheap models help?
 
 Analysis only (no neural training). Uses the stored Forge-Former+ test predictions
 (bench/results/surrogate_budgets_plus.json) on the same 5 architecture-level splits, and fits cheap
@@ -29,7 +31,7 @@ from surrogate.features import featurize, flat_packed
 from surrogate.metrics import METRICS, evaluate
 
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HIGH = 3.0  # high-loss mode threshold
 FLOOR = 2.5  # below every label; the relative high-mode noise model scales with y - FLOOR
 W_PRIMARY = 0.8  # pre-declared neural weight in blends

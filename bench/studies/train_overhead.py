@@ -1,4 +1,6 @@
-"""Where a paper-recipe epoch goes: the model's own step against Lightning's loop and the per-epoch
+"""Study (Issue 5, one-off): RESULTS.md Issue 5 session 4, Lightning's share of a paper-recipe epoch.
+
+Where a paper-recipe epoch goes: the model's own step against Lightning's loop and the per-epoch
 validation that selects the best epoch, timed in one process so the box's load affects all three alike.
 
     .venv/bin/python bench/bench_train_overhead.py --epochs 10 --reps 2 [--threads 2]
