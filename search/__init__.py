@@ -4,4 +4,5 @@ operators (layer-aware variation) · problem (vectorized evaluation, objectives,
 (nsga | random) · archive (Pareto archive, hypervolume) · coevolution (surrogate refits) · runner (the
 generation loop, run files) · state (checkpoint/resume) · report · export · cli (forge-search,
 forge-report, forge-export).
+The top of the import order: it may import `surrogate`, `backends` and the `forge` core; nothing imports it.
 """
