@@ -7,7 +7,7 @@ appear and the attention fields (n_h, n_kv, d_qk, d_v) of identity-attention lay
 genomes with the same id always get the same features (and the same prediction).
 
 The `derived` field set adds per-layer quantities the encoder otherwise has to learn from raw fields
-(parameter counts, KV bytes, FLOPs, depth fraction) plus a few whole-architecture context fields
+(parameter counts, K/V elements per token and FLOPs, all from `forge.workload`, plus the depth fraction) plus a few whole-architecture context fields
 (active depth, attention layers among the first six, index of the first attention layer). The issue
 notes the high-loss mode is driven by missing early attention, which these fields expose directly.
 """
@@ -20,10 +20,14 @@ import numpy as np
 
 from forge.arrays import PopArrays
 from forge.genome import Genome
+from forge.workload import Precision, layer_ops
 
 BASE_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "mask", "attn", "d_model", "T")
 DERIVED_FIELDS = ("attn_params", "mlp_params", "kv_per_token", "flops_per_token", "depth_frac",
                   "n_active", "early_attn", "first_attn", "attn_frac_before")
+_COST_FIELDS = DERIVED_FIELDS[:4]  # from forge.workload (`_layer_costs`)
+_ATTN_OPS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_MLP_OPS = ("mlp_gate", "mlp_up", "mlp_down")
 FIELD_SETS = {"paper": BASE_FIELDS, "derived": BASE_FIELDS + DERIVED_FIELDS}
 
 
@@ -45,14 +49,16 @@ class Packed:
     mask: np.ndarray
 
 
-def _pack(pop: PopArrays, L_max: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Move active layers to the front (stable), keep L_max slots."""
+def _pack(pop: PopArrays, L_max: int, extra: dict[str, np.ndarray] | None = None
+          ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Move active layers to the front (stable), keep L_max slots; `extra` (P, L) columns move with them."""
     act = pop.active.astype(bool)
     if act.sum(axis=1).max() > L_max:
         raise FeatureError(f"a genome has {int(act.sum(axis=1).max())} active layers; allowed: at most {L_max}")
     order = np.argsort(~act, axis=1, kind="stable")
     take = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
-    cols = {k: take(getattr(pop, k)).astype(np.float64) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")}
+    cols = {k: getattr(pop, k) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")}
+    cols = {k: take(v).astype(np.float64) for k, v in {**cols, **(extra or {})}.items()}
     mask = take(act)
     pad = L_max - mask.shape[1]
     if pad > 0:
@@ -61,14 +67,21 @@ def _pack(pop: PopArrays, L_max: int) -> tuple[dict[str, np.ndarray], np.ndarray
     return {k: v[:, :L_max] for k, v in cols.items()}, mask[:, :L_max]
 
 
-def _derived(c: dict[str, np.ndarray], mask: np.ndarray, d: np.ndarray, T: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-layer derived quantities (zero on padding) and broadcast architecture context."""
+def _layer_costs(pop: PopArrays) -> dict[str, np.ndarray]:
+    """(P, L) per-layer costs from `forge.workload`, the one source of parameters and FLOPs: projection
+    and MLP weights (biases and a SwiGLU gate included), K/V elements stored per token, and the matmul
+    FLOPs (projections + score/value products; element-wise ops excluded) of one token at full context T."""
+    ops = layer_ops(pop, tokens=1, context=pop.block_size, prec=Precision(1.0, 1.0, 1.0))  # 1 byte = 1 element
+    cols = lambda names: [ops.names.index(n) for n in names]  # noqa: E731
+    matmul = [k != "elementwise" for k in ops.kinds]
+    return {"attn_params": ops.weight_bytes[:, :, cols(_ATTN_OPS)].sum(axis=-1),
+            "mlp_params": ops.weight_bytes[:, :, cols(_MLP_OPS)].sum(axis=-1),
+            "kv_per_token": ops.kv_write_bytes.sum(axis=-1), "flops_per_token": ops.flops[:, :, matmul].sum(axis=-1)}
+
+
+def _derived(c: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-layer costs (already packed in `c`, zero on padding) and broadcast architecture context."""
     m = mask.astype(np.float64)
-    q, kv = c["n_h"] * c["d_qk"], c["n_kv"] * (c["d_qk"] + c["d_v"])
-    attn_params = d * (q + kv + c["n_h"] * c["d_v"])
-    mlp_params = 2.0 * d * c["d_mlp"]
-    # per-token FLOPs of the layer at full context T: 2·params + score/value GEMMs (2·T·n_h·(d_qk+d_v))
-    flops = 2.0 * (attn_params + mlp_params) + 2.0 * T * c["n_h"] * (c["d_qk"] + c["d_v"])
     n_act = m.sum(axis=1, keepdims=True)
     pos = np.cumsum(m, axis=1) - 1.0
     att = c["attn"] * m
@@ -76,10 +89,8 @@ def _derived(c: dict[str, np.ndarray], mask: np.ndarray, d: np.ndarray, T: np.nd
     first = np.where(att.any(axis=1), att.argmax(axis=1), n_act[:, 0])[:, None].astype(np.float64)
     before = (np.cumsum(att, axis=1) - att) / np.maximum(pos + 1.0, 1.0)
     bc = lambda a: np.broadcast_to(a, m.shape) * m  # noqa: E731
-    return {"attn_params": attn_params * m, "mlp_params": mlp_params * m, "kv_per_token": kv * m,
-            "flops_per_token": flops * m, "depth_frac": pos / np.maximum(n_act, 1.0) * m,
-            "n_active": bc(n_act), "early_attn": bc(early), "first_attn": bc(first),
-            "attn_frac_before": before * m}
+    return {**{k: c[k] * m for k in _COST_FIELDS}, "depth_frac": pos / np.maximum(n_act, 1.0) * m,
+            "n_active": bc(n_act), "early_attn": bc(early), "first_attn": bc(first), "attn_frac_before": before * m}
 
 
 def featurize(genomes: Sequence[Genome], field_set: str = "paper", L_max: int = 40) -> Packed:
@@ -88,13 +99,13 @@ def featurize(genomes: Sequence[Genome], field_set: str = "paper", L_max: int = 
     if not genomes:
         return Packed(np.zeros((0, L_max, len(names))), np.zeros((0, L_max), dtype=bool))
     pop = PopArrays.from_genomes(genomes)
-    cols, mask = _pack(pop, L_max)
+    cols, mask = _pack(pop, L_max, _layer_costs(pop) if field_set == "derived" else None)
     m = mask.astype(np.float64)
     d = pop.d_model[:, None].astype(np.float64)
     T = pop.block_size[:, None].astype(np.float64)
     cols.update(mask=m, d_model=d * m, T=T * m)
     if field_set == "derived":
-        cols.update(_derived(cols, mask, d, T))
+        cols.update(_derived(cols, mask))
     x = np.stack([cols[k] * m for k in names], axis=-1)
     return Packed(x=x, mask=mask)
 
