@@ -29,6 +29,7 @@ def rel_err(pred: np.ndarray, meas: np.ndarray) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default="a100-40gb")
+    ap.add_argument("--base", default="roofline", choices=("roofline", "roofline-eager"))
     ap.add_argument("--n-random", type=int, default=12)
     ap.add_argument("--prefill", type=int, default=256)
     ap.add_argument("--decode", type=int, default=256)
@@ -40,12 +41,12 @@ def main() -> None:
     meas = build_backend("gpu-measured").evaluate(genomes, wl)
     ok = np.flatnonzero(meas.feasible)
     fit, held = ok[::2], ok[1::2]
-    roof = build_backend("roofline", hardware=a.hardware)
+    roof = build_backend(a.base, hardware=a.hardware)
     before = roof.evaluate([genomes[i] for i in held], wl)
     cfg = calibrate([(genomes[i], meas.ttft_ms[i], meas.tpot_ms[i]) for i in fit], base=roof.config(), workload=wl)
     write_config(cfg, a.out)
     after = build_backend({k: v for k, v in cfg.items() if k != "calibration"}).evaluate([genomes[i] for i in held], wl)
-    print(f"fitted on {len(fit)} genomes, tested on {len(held)}: {cfg['calibration']['fitted']}")
+    print(f"base {a.base}; fitted on {len(fit)} genomes, tested on {len(held)}: {cfg['calibration']['fitted']}")
     for k in ("ttft_ms", "tpot_ms"):
         m = getattr(meas, k)[held]
         print(f"{k}: median |rel error| before {rel_err(getattr(before, k), m):.1%}, after {rel_err(getattr(after, k), m):.1%}")
