@@ -132,6 +132,25 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _cell(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return ""
+    if r["ours"] is None:
+        return f"n/a / {fmt(r['theirs'])}"
+    return f"{fmt(r['ours'])} / {fmt(r['theirs'])} ({fmt(r['ratio'], True)})"
+
+
+def wide(rows: list[dict[str, Any]]) -> str:
+    """The same rows, one line per (model, backend): `ours / reference (ratio)` per metric (for the README)."""
+    keys = list(dict.fromkeys((r["group"], r["model"], r["backend"]) for r in rows))
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    out = ["| group | model | backend | " + " | ".join(metrics) + " |", "| --- " * (3 + len(metrics)) + "|"]
+    for key in keys:
+        cell = {r["metric"]: r for r in rows if (r["group"], r["model"], r["backend"]) == key}
+        out.append("| " + " | ".join(key) + " | " + " | ".join(_cell(cell.get(m)) for m in metrics) + " |")
+    return "\n".join(out)
+
+
 def collect() -> tuple[list[dict[str, Any]], list[str]]:
     sub, note = substrate_rows()
     return rdxe_rows() + gpu_rows() + sub, ([] if sub else [note])
@@ -140,9 +159,10 @@ def collect() -> tuple[list[dict[str, Any]], list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench/results/fidelity.json")
+    ap.add_argument("--wide", action="store_true", help="one line per (model, backend) instead of per metric")
     a = ap.parse_args()
     rows, notes = collect()
-    print(markdown(rows))
+    print(wide(rows) if a.wide else markdown(rows))
     for n in notes:
         print(f"\nNote: {n}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
