@@ -19,6 +19,7 @@ import numpy as np
 from backends.interface import BackendError, CostTable, Workload, as_population
 from backends.gpu.roofline import RooflineBackend
 from backends.systolic.gemm import clear_cache, map_gemm  # noqa: F401  (re-exported entry points)
+from backends.systolic.conventions import resolve
 from backends.systolic.mapper import MODES
 from backends.systolic.phase import evaluate_chunk
 from backends.systolic.template import Template, make_template
@@ -26,13 +27,16 @@ from forge.arrays import PopArrays
 
 
 class SystolicBackend:
-    """A template + mapper mode; `evaluate` costs a population (prefill, exact decode sum, energy)."""
+    """A template + mapper mode + counting conventions (physical | llmforge, see `conventions`); `evaluate` costs
+    a population (prefill, decode sum, energy)."""
 
     def __init__(self, template: Any, mode: str = "overlapped", precision: dict | None = None,
-                 name: str | None = None, breakdown_max: int = 32, chunk: int = 512) -> None:
+                 name: str | None = None, breakdown_max: int = 32, chunk: int = 512,
+                 conventions: str = "physical", llmforge: dict | None = None) -> None:
         if mode not in MODES:
             raise BackendError(f"backend.mode = {mode!r} is unknown; allowed: {', '.join(MODES)}")
-        self.t = make_template(template)
+        self.conventions = conventions
+        self.counting, self.t = resolve(conventions, llmforge, make_template(template))
         self.name, self.mode = name or self.t.name, mode
         p = dict(precision or {})
         self.default_bits = (int(p.get("weight_bits", 8)), int(p.get("act_bits", 8)), int(p.get("kv_bits", 8)))

@@ -6,6 +6,8 @@ and the loop order (which of m/n/k is innermost; with three loops only the inner
 — and keeps the fastest (ties: least energy). Per mapping:
 
     cycles = max(compute cycles, DRAM bytes / DRAM bandwidth, max over buffers of bytes / port bandwidth)
+    (buffers are listed outermost first: the last one holding an operand feeds the array and takes its
+    per-fold reads and partial sums; an outer one only stages what passes through it)
     energy = DRAM + buffer reads/writes (+ resident-memory reads) + MACs·(mac + register) + leakage·cycles
 
 Compute cycles for a fold-based R×C array with F folds streaming T rows each:
@@ -57,11 +59,36 @@ def _options(dim: np.ndarray, base: int, mults: tuple[int, ...]) -> np.ndarray:
     return opts
 
 
+def _largest_divisor(x: np.ndarray, cap: float) -> np.ndarray:
+    """Largest d ≤ cap that divides x (x itself when x ≤ cap): Timeloop's 'uber' mapspace only splits a
+    dimension into exact factors, so a 576-wide dimension uses 12 of 14 PE columns."""
+    c = np.arange(1, int(cap) + 1, dtype=float)
+    return np.max(np.where(np.mod(x[:, None], c[None, :]) == 0, c[None, :], 1.0), axis=1)
+
+
+def _kpe(t: Template, K: np.ndarray, w_b: float) -> np.ndarray:
+    """rs: K-elements each PE keeps in its weight scratchpad (divisor spatial: the rows split K exactly)."""
+    cap = t.pe_weight_bytes // max(w_b, 1e-9)
+    kpe = np.maximum(1.0, np.minimum(cap, _ceil(K, float(t.rows))))
+    if t.spatial == "divisor":
+        exact = K / _largest_divisor(K, t.rows)
+        kpe = np.where(exact <= cap, exact, kpe)
+    return kpe
+
+
+def _geometry(t: Template, df: str, M, K, N, w_b: float) -> tuple:
+    """(rows_dim, cols_dim, T, rows used, cols used, kpe) of one dataflow for shapes (S,)."""
+    kpe = _kpe(t, K, w_b) if df == "rs" else np.ones_like(K)
+    rows_dim, cols_dim, T = {"ws": (K, N, M), "os": (M, N, K), "is": (K, M, N), "rs": (K / kpe, N, M * kpe)}[df]
+    R, C = np.full_like(K, float(t.rows)), np.full_like(K, float(t.cols))
+    if t.spatial == "divisor":
+        R, C = _largest_divisor(np.ceil(rows_dim), t.rows), _largest_divisor(cols_dim, t.cols)
+    return rows_dim, cols_dim, T, R, C, kpe
+
+
 def _compute_cycles(t: Template, df: str, M, K, N, w_b: float, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, folds) of one dataflow for shapes (S,)."""
-    R, C = float(t.rows), float(t.cols)
-    kpe = np.maximum(1.0, np.minimum(t.pe_weight_bytes // max(w_b, 1e-9), _ceil(K, R))) if df == "rs" else 1.0
-    rows_dim, cols_dim, T = {"ws": (K, N, M), "os": (M, N, K), "is": (K, M, N), "rs": (K / kpe, N, M * kpe)}[df]
+    rows_dim, cols_dim, T, R, C, _ = _geometry(t, df, M, K, N, w_b)
     F = _ceil(rows_dim, R) * _ceil(cols_dim, C)
     if mode == "scalesim":
         return F * (2 * R + C + T - 2), F
@@ -121,12 +148,11 @@ def _tilings(t: Template, M, K, N, a_b, w_b, o_b, on_chip, resident) -> dict[str
 
 def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     """(S, T) cycles, energy and traffic of every tiling under one dataflow."""
-    R, C = float(t.rows), float(t.cols)
     Mc, Kc, Nc, Tm, Tn = g["Mc"], g["Kc"], g["Nc"], g["Tm"], g["Tn"]
     size, dram, dram_total = g["size"], g["dram"], g["dram_total"]
     comp, _ = _compute_cycles(t, df, M, K, N, w_b, mode)
     comp = comp[:, None]
-    kpe = np.maximum(1.0, np.minimum(t.pe_weight_bytes // max(w_b, 1e-9), _ceil(Kc, R))) if df == "rs" else 1.0
+    R, C, kpe = (a[:, None] for a in _geometry(t, df, M, K, N, w_b)[3:])
     f = {"ws": (_ceil(Nc, C), Tm, _ceil(Kc, R)), "os": (_ceil(Nc, C), _ceil(Mc, R), 1.0 + 0 * Mc),
          "is": (Tn, _ceil(Mc, C), _ceil(Kc, R)), "rs": (_ceil(Nc, C), Tm, _ceil(Kc, R * kpe))}[df]
     reads = {"input": size["input"] * f[0], "weight": size["weight"] * f[1]}
@@ -134,20 +160,25 @@ def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     energy = dram_total * t.dram_pj_per_byte + (macs * (t.mac_pj + t.reg_pj_per_mac))[:, None]
     cycles = np.maximum(comp, dram_total / t.dram_bytes_per_cycle) if mode == "overlapped" else comp + 0 * dram_total
     port = {}
+    feeder = {x: [b.name for b in t.buffers if x in b.holds][-1:] for x in ("input", "weight", "output")}
     for b in t.buffers:
-        moved = 0.0
+        rd_all = wr_all = 0.0
         for x in b.holds:
             if x == "weight" and resident:
                 continue
-            if x == "output":
+            if b.name not in feeder[x]:  # an outer level only stages what passes to the array's feeder
+                rd, wr = dram[x], (size[x] if x == "output" else dram[x])
+            elif x == "output":
                 rd, wr = psum_rw / 2 + dram[x], psum_rw / 2
             else:
                 rd, wr = reads[x], dram[x]
-            moved = moved + rd + wr
+            rd_all, wr_all = rd_all + rd, wr_all + wr
             energy = energy + rd * b.read_pj_per_byte + wr * b.write_pj_per_byte
-        port[b.name] = moved + 0 * cycles
-        if mode == "overlapped":
-            cycles = np.maximum(cycles, moved / b.bytes_per_cycle)
+        port[b.name] = rd_all + wr_all + 0 * cycles
+        if mode == "overlapped":  # a dual-ported buffer reads and writes at once, else they share the port
+            busy = (np.maximum(rd_all / b.bytes_per_cycle, wr_all / b.write_bytes_per_cycle) if b.write_bytes_per_cycle > 0
+                    else (rd_all + wr_all) / b.bytes_per_cycle)
+            cycles = np.maximum(cycles, busy)
     if resident:
         energy = energy + reads["weight"] * t.resident_pj(resident)
     energy = energy + cycles * t.leak_pj_per_cycle

@@ -80,6 +80,7 @@ def _elementwise(b, tab: OpTable, w_res: np.ndarray, scale: float = 1.0, softmax
     dram = wbytes + abytes
     cyc = np.maximum(el / t.vector_lanes, dram / t.dram_bytes_per_cycle)
     en = el * t.vector_pj + dram * t.dram_pj_per_byte + cyc * t.leak_pj_per_cycle
+    cyc = cyc * float(b.counting.elementwise_latency)  # llmforge: costed for energy only
     sc = np.full(len(ELEM_J), scale)
     sc[ELEM_J.index(SOFTMAX_J)] = softmax_scale
     out = [np.zeros(tab.flops.shape) for _ in range(3)]
@@ -109,14 +110,14 @@ def _head(b, head: OpTable, prec, w_res: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _phase(b, pop, tab, head, prec, w_res, kv_res, batch, n_steps=1, sweep=None, softmax_scale=1.0):
+def _phase(b, pop, tab, head, prec, w_res, kv_res, batch, n_steps=1, sweep=None, softmax_scale=1.0, att_scale=1.0):
     g, a = _gemms(b, tab, prec, w_res), _attention(b, pop, tab, prec, kv_res, batch, sweep)
     e = _elementwise(b, tab, w_res, scale=n_steps, softmax_scale=softmax_scale)
     h = _head(b, head, prec, w_res)
     per_op = []
     for i in range(3):
-        lay = g[i] * n_steps + a[i] + e[i]
-        per_op.append(np.concatenate([lay.sum(axis=1), h[i] * n_steps], axis=1))
+        lay = g[i] * n_steps + a[i] * att_scale + e[i]
+        per_op.append(np.concatenate([lay.sum(axis=1), h[i] * n_steps * float(b.counting.head_ops)], axis=1))
     return per_op  # cycles, energy pJ, DRAM bytes: each (P, O + 3)
 
 
@@ -135,10 +136,22 @@ def _mappings(b, tab: OpTable, prec, i: int, w_res: bool) -> dict[str, dict]:
     return out
 
 
+def _drop_gate(*tabs: OpTable) -> None:
+    """llmforge: a 2-matrix MLP (FF1, FF2), the SwiGLU gate not costed."""
+    j = OP_NAMES.index("mlp_gate")
+    for tab in tabs:
+        for f in ("flops", "M", "weight_bytes", "act_bytes"):
+            getattr(tab, f)[:, :, j] = 0.0
+
+
 def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
-    prec, B, Lp, n = wl.precision, wl.batch, wl.prefill, wl.decode
+    prec, B, Lp, n, cnt = wl.precision, wl.batch, wl.prefill, wl.decode, b.counting
     t, lo, hi = b.t, Lp + 1, Lp + n
+    if cnt.decode_context == "decode_len":  # every step at context L_d (hw_timeloop.py: block_size = decode_len)
+        lo = hi = n
     pre, dec = layer_ops(pop, Lp, Lp, B, prec), layer_ops(pop, 1, lo, B, prec)
+    if not cnt.mlp_gate:
+        _drop_gate(pre, dec)
     hp, hd = head_ops(pop, Lp, 1, B, prec), head_ops(pop, 1, 1, B, prec)
     weights = pre.total("weight_bytes") + hp.op("lm_head")["weight_bytes"][:, 0]
     kv_total = dec.total("kv_write_bytes") * (Lp + n)
@@ -147,11 +160,11 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
     p_cyc, p_en, p_dr = _phase(b, pop, pre, hp, prec, w_res, kv_res, B)
     ctx_sum = (lo + hi) * n / 2.0  # Σ c: softmax elements and bytes are ∝ context
     d_cyc, d_en, d_dr = _phase(b, pop, dec, hd, prec, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
-                               softmax_scale=ctx_sum / lo)
-    hz = t.clock_ghz * 1e9
+                               softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
+    hz = (cnt.report_clock_ghz or t.clock_ghz) * 1e9
     ttft, tpot = p_cyc.sum(axis=1) / hz * 1e3, d_cyc.sum(axis=1) / hz / n * 1e3
     energy = (p_en.sum(axis=1) + d_en.sum(axis=1)) * 1e-6 / (Lp + n)  # pJ → µJ per token
-    extras = [{"template": t.name, "mode": b.mode, "area_mm2": t.area_mm2, "weights_resident": bool(w_res[i]),
+    extras = [{"template": t.name, "mode": b.mode, "conventions": b.conventions, "area_mm2": t.area_mm2, "weights_resident": bool(w_res[i]),
                "kv_resident": bool(kv_res[i]), "decode_dram_mb_per_token": float(d_dr[i].sum() / n / 1e6)}
               for i in range(pop.P)]
     if pop.P <= b.breakdown_max:

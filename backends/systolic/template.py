@@ -9,7 +9,11 @@ buffers, the DRAM link and an energy table, so a new accelerator is a new YAML f
     pe_weight_bytes       per-PE weight scratchpad (rs: weights kept along K in each PE)
     dram_bytes_per_cycle  off-chip bandwidth; dram_pj_per_byte its access energy
     buffers               list of {name, bytes, holds: [input|weight|output], bytes_per_cycle,
-                          read_pj_per_byte, write_pj_per_byte, double_buffered}
+                          write_bytes_per_cycle, read_pj_per_byte, write_pj_per_byte, double_buffered};
+                          write_bytes_per_cycle > 0: a separate write port (Timeloop's read_bandwidth /
+                          write_bandwidth, a dual-ported SRAM), else reads and writes share bytes_per_cycle
+    spatial               ceil: a partial fold pads the array (hardware) | divisor: each spatial factor
+                          divides its dimension (Timeloop's 'uber' mapspace factorizes dimensions exactly)
     resident              operands preloaded on chip, {weight|kv: {bytes, read_pj_per_byte}}: weights or
                           the KV cache living there never cross DRAM (DXE), if the model fits
     fused_attention       QKᵀ → softmax → PV fused on chip: scores never go to DRAM (FLAT)
@@ -28,6 +32,7 @@ from backends.interface import BackendError
 
 OPERANDS = ("input", "weight", "output")
 DATAFLOWS = ("ws", "os", "is", "rs")
+SPATIAL = ("ceil", "divisor")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Buffer:
     read_pj_per_byte: float
     write_pj_per_byte: float
     double_buffered: bool = False
+    write_bytes_per_cycle: float = 0.0  # 0: one port shared by reads and writes
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Template:
     leak_pj_per_byte_cycle: float = 5.907e-7
     mac_area_um2: float = 135.685
     sram_area_um2_per_byte: float = 0.711316
+    spatial: str = "ceil"
 
     @property
     def macs(self) -> int:
@@ -125,7 +132,8 @@ def _buffer(i: int, d: Any) -> Buffer:
         raise _fail(f"buffers[{i}].bytes/bytes_per_cycle", (d.get("bytes"), d.get("bytes_per_cycle")), "positive numbers")
     return Buffer(name=str(d.get("name", f"buf{i}")), bytes=int(d["bytes"]), holds=holds,
                   bytes_per_cycle=float(d["bytes_per_cycle"]), read_pj_per_byte=float(d.get("read_pj_per_byte", 0)),
-                  write_pj_per_byte=float(d.get("write_pj_per_byte", 0)), double_buffered=bool(d.get("double_buffered", False)))
+                  write_pj_per_byte=float(d.get("write_pj_per_byte", 0)), double_buffered=bool(d.get("double_buffered", False)),
+                  write_bytes_per_cycle=float(d.get("write_bytes_per_cycle", 0)))
 
 
 def make_template(spec: Any) -> Template:
@@ -151,6 +159,8 @@ def make_template(spec: Any) -> Template:
     dfs = tuple(d.get("dataflows") or ())
     if not dfs or set(dfs) - set(DATAFLOWS):
         raise _fail("dataflows", list(dfs), f"a non-empty subset of {list(DATAFLOWS)}")
+    if d.get("spatial", "ceil") not in SPATIAL:
+        raise _fail("spatial", d.get("spatial"), " | ".join(SPATIAL))
     if "rs" in dfs and int(d.get("pe_weight_bytes", 0)) <= 0:
         raise _fail("pe_weight_bytes", d.get("pe_weight_bytes"), "a positive byte count for dataflow rs")
     res = d.get("resident") or {}
