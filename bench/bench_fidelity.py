@@ -64,10 +64,12 @@ def _compare(group: str, arch: str, label: str, theirs: dict[str, float], source
     return rows
 
 
-def rdxe_rows() -> list[dict[str, Any]]:
+def rdxe_rows(archs: tuple[str, ...] = tuple(RDXE_PUBLIC), default_too: bool = True) -> list[dict[str, Any]]:
     rows = []
-    for label, over in (("rdxe conventions=llmforge", {"conventions": "llmforge"}), ("rdxe (default, physical)", {})):
-        for arch, ref in RDXE_PUBLIC.items():
+    modes = (("rdxe conventions=llmforge", {"conventions": "llmforge"}), ("rdxe (default, physical)", {}))
+    for label, over in modes[:2 if default_too else 1]:
+        for arch in archs:
+            ref = RDXE_PUBLIC[arch]
             rows += _compare("rDXE", arch, label, ref, RDXE_SOURCE,
                              lambda a=arch, o=over: _evaluate("rdxe", o, a, 256, 256))
     return rows

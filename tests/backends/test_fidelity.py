@@ -45,7 +45,7 @@ def test_fused_roofline_is_far_from_eager_measurements():
 
 @pytest.mark.parametrize("arch", sorted(fid.RDXE_PUBLIC))
 def test_rdxe_llmforge_conventions_reproduce_the_public_outputs(arch):
-    rows = [r for r in fid.rdxe_rows() if r["model"] == arch and "llmforge" in r["backend"]]
+    rows = fid.rdxe_rows((arch,), default_too=False)
     _check(rows)
 
 
