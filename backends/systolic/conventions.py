@@ -17,6 +17,8 @@ follows it; every difference is its own field so a user sees (and can undo) each
     spatial              ceil | divisor (template field). Release: divisor — Timeloop's 'uber' mapspace (run.py)
                          factorizes dimensions exactly; hw_timeloop.py notes shapes that do not tile fail to map.
     dataflows            the template's allowed spatial mappings, as the release's constraints YAML fixes them.
+    dram_write_bytes_per_cycle  (template field) DRAM writes on their own channel. Release: yes — Timeloop's
+                         DRAM has read_bandwidth and write_bandwidth each (a half-duplex LPDDR4 bus shares one).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from backends.systolic.template import Template
 
 CONVENTIONS = ("physical", "llmforge")
 DECODE_CONTEXT = ("exact", "decode_len")
-TEMPLATE_FIELDS = ("spatial", "dataflows")
+TEMPLATE_FIELDS = ("spatial", "dataflows", "dram_write_bytes_per_cycle")
 
 
 @dataclass(frozen=True)

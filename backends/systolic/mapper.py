@@ -129,21 +129,26 @@ def _tilings(t: Template, M, K, N, a_b, w_b, o_b, on_chip, resident) -> dict[str
     tile = {"input": tm * tk * a_b, "weight": tk * tn * w_b, "output": tm * tn * t.psum_bytes}
     mult = {"input": Tn, "weight": Tm, "output": Tk}
     reuse_dim = {"input": "n", "weight": "m", "output": "k"}
-    dram = {}
+    dram, out_rd = {}, 0.0
+    store = t.resident_bytes("weight") if not resident else 0  # streamed weights are staged in the weight memory
+    staged = {x: t.buffer_for(x) is not None or (x == "weight" and store > 0) for x in size}
     for x in size:  # an operand is re-fetched once per trip of the loop it does not index, unless that loop is innermost
-        m = mult[x] if t.buffer_for(x) is None else np.where(inner == reuse_dim[x], 1.0, mult[x])
+        m = np.where(inner == reuse_dim[x], 1.0, mult[x]) if staged[x] else mult[x]
         if x in on_chip:
             dram[x] = 0.0 * m
         elif x == "output":  # partial sums spill (write + read back) once per extra k trip
             dram[x] = Mc * Nc * (o_b + (m - 1) * 2 * t.psum_bytes)
+            out_rd = Mc * Nc * (m - 1) * t.psum_bytes
         else:
             dram[x] = size[x] * m
-    fits = np.ones_like(tm, dtype=bool)
+    fits = tile["weight"] <= store if store > 0 and t.buffer_for("weight") is None else np.ones_like(tm, dtype=bool)
     for b in t.buffers:
         need = sum(tile[x] for x in b.holds if not (x == "weight" and resident))
         fits &= need * (2 if b.double_buffered else 1) <= b.bytes
+    total = dram["input"] + dram["weight"] + dram["output"]
+    writes = dram["output"] - out_rd
     return {"tm": tm, "tk": tk, "tn": tn, "ii": ii[None, :], "Mc": Mc, "Kc": Kc, "Nc": Nc, "Tm": Tm, "Tn": Tn,
-            "size": size, "dram": dram, "dram_total": dram["input"] + dram["weight"] + dram["output"], "fits": fits}
+            "size": size, "dram": dram, "dram_total": total, "dram_rw": (total - writes, writes), "fits": fits}
 
 
 def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
@@ -158,7 +163,10 @@ def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     reads = {"input": size["input"] * f[0], "weight": size["weight"] * f[1]}
     psum_rw = Mc * Nc * t.psum_bytes * (2 * f[2] - 1)
     energy = dram_total * t.dram_pj_per_byte + (macs * (t.mac_pj + t.reg_pj_per_mac))[:, None]
-    cycles = np.maximum(comp, dram_total / t.dram_bytes_per_cycle) if mode == "overlapped" else comp + 0 * dram_total
+    rd, wr = g["dram_rw"]
+    dram_busy = (np.maximum(rd / t.dram_bytes_per_cycle, wr / t.dram_write_bytes_per_cycle)
+                 if t.dram_write_bytes_per_cycle > 0 else dram_total / t.dram_bytes_per_cycle)
+    cycles = np.maximum(comp, dram_busy) if mode == "overlapped" else comp + 0 * dram_total
     port = {}
     feeder = {x: [b.name for b in t.buffers if x in b.holds][-1:] for x in ("input", "weight", "output")}
     for b in t.buffers:

@@ -8,6 +8,8 @@ buffers, the DRAM link and an energy table, so a new accelerator is a new YAML f
     dataflows             spatial mappings the mapper may pick: ws | os | is | rs
     pe_weight_bytes       per-PE weight scratchpad (rs: weights kept along K in each PE)
     dram_bytes_per_cycle  off-chip bandwidth; dram_pj_per_byte its access energy
+    dram_write_bytes_per_cycle  > 0: writes on a channel of their own (Timeloop's DRAM read_bandwidth and
+                          write_bandwidth); 0: one half-duplex bus (LPDDR4) for reads and writes
     buffers               list of {name, bytes, holds: [input|weight|output], bytes_per_cycle,
                           write_bytes_per_cycle, read_pj_per_byte, write_pj_per_byte, double_buffered};
                           write_bytes_per_cycle > 0: a separate write port (Timeloop's read_bandwidth /
@@ -72,6 +74,7 @@ class Template:
     mac_area_um2: float = 135.685
     sram_area_um2_per_byte: float = 0.711316
     spatial: str = "ceil"
+    dram_write_bytes_per_cycle: float = 0.0
 
     @property
     def macs(self) -> int:
