@@ -35,6 +35,8 @@ KNOWN_GLOBALS: dict[str, dict[str, Any]] = {
                        parallel=True),
     "gpt2small": dict(vocab_size=50257, mlp="gelu", norm="layernorm", bias="all", tied=True, pos="learned"),
     "gpt2": dict(vocab_size=50257, mlp="gelu", norm="layernorm", bias="all", tied=True, pos="learned"),
+    # google/gemma-3-270m config.json: gated GeLU-tanh MLP (3 matrices, our swiglu kind), RMSNorm, tied 262k vocab
+    "gemma3270m": dict(vocab_size=262144, mlp="swiglu", norm="rmsnorm", bias="none", tied=True, pos="rope"),
 }
 
 

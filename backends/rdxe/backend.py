@@ -22,14 +22,15 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload
-from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, min_stages
+from backends.rdxe import llmforge as lf
+from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, capacity_partition, min_stages
 from backends.rdxe.pareto import RANK_BY, dedupe, in_envelope, top_k
 from backends.rdxe.profile import LayerProfile, pop_key_rows, profile_population
 from backends.rdxe.ring import RingConstants, chip_area_mm2, scratchpad_bytes, simulate, split_cores
 from forge.arrays import PopArrays
 
 KB = 1024
-OPTIONS = ("name", "n_mac", "w_core_kb", "n_chips_max", "k_core_kb", "min_cores_per_chip", "max_cores_per_chip", "top_k",
+OPTIONS = ("name", "conventions", "llmforge", "n_mac", "w_core_kb", "n_chips_max", "k_core_kb", "min_cores_per_chip", "max_cores_per_chip", "top_k",
            "rank_by", "precision", "area_envelope_mm2", "power_envelope_mw", "pack_method", "cache_size")
 METRICS = ("ttft_ms", "tpot_ms", "energy_per_token_uj", "area_mm2", "mac_utilization", "power_mw", "prefill_energy_uj")
 
@@ -96,8 +97,11 @@ class RDXEBackend:
                  n_chips_max: Sequence[int] = (8, 16, 32), k_core_kb: int = 8, max_cores_per_chip: int = 4096,
                  min_cores_per_chip: int = 1, top_k: int = 3, rank_by: str = "balanced", precision: Any = None,
                  area_envelope_mm2: Any = None, power_envelope_mw: Any = None, pack_method: str = "candidates",
-                 cache_size: int = 20_000, name: str = "rdxe", **constants: Any) -> None:
+                 cache_size: int = 20_000, name: str = "rdxe", conventions: str = "physical", llmforge: Any = None,
+                 **constants: Any) -> None:
         self.name = name
+        self.conventions = _choice("conventions", conventions, ("physical", "llmforge"))
+        self.lf = lf.LLMForgeConventions.build(llmforge)
         self.n_mac, self.w_core_kb = _ints("n_mac", n_mac), _ints("w_core_kb", w_core_kb)
         self.n_chips_max = tuple(sorted(_ints("n_chips_max", n_chips_max)))
         self.k_core_kb, self.top_k = _ints("k_core_kb", k_core_kb)[0], _ints("top_k", top_k)[0]
@@ -202,6 +206,8 @@ class RDXEBackend:
         """(ttft, tpot, energy, feasible, reason, extras) of one profiled genome."""
         if prof.n == 0:
             return np.inf, np.inf, np.inf, False, "no active layers", {}
+        if self.conventions == "llmforge":
+            return self._evaluate_llmforge(prof, wl)
         picks, why = self.candidates(prof)
         n_templates = len({(p.n_mac, p.w_core_kb, p.n_chips_max) for p in picks})
         picks = [picks[i] for i in dedupe([(p.n_mac, p.w_core_kb, p.cores, p.packing.partition) for p in picks])]
@@ -220,6 +226,51 @@ class RDXEBackend:
         extras = {"chip": best["chip"], "assignment": best["assignment"], "n_chips": best["chip"]["n_chips"],
                   **{m: best[m] for m in METRICS[3:]}, "top_k": top, "n_feasible_templates": n_templates,
                   "n_feasible_chips": int(ok.sum()), "n_pareto": n_front,
+                  "precision": {"weight_bits": wl.weight_bits, "act_bits": wl.act_bits, "kv_bits": wl.kv_bits}}
+        return best["ttft_ms"], best["tpot_ms"], best["energy_per_token_uj"], True, "", extras
+
+    # ------------------------------------------------------------------ conventions=llmforge
+    def _llmforge_picks(self, prof: LayerProfile, h: lf.Homogeneous) -> list[ChipPick]:
+        """Grid in the release's sweep order (n_MAC, n_chips_max, w_core): smallest cores that pack into the cap."""
+        c, k_b = self.lf, self.k_core_kb * KB
+        w, kT = tuple(h.w), tuple(h.kv * c.kv_context)
+        picks = []
+        for m in self.n_mac:
+            for cap in self.n_chips_max:
+                for wkb in self.w_core_kb:
+                    key = ("llmforge", w, kT, wkb, cap, self.min_cores, self.max_cores, c.capacity_overhead)
+                    if key not in self._packings:
+                        self._packings[key] = self._llmforge_cores(w, kT, wkb * KB, k_b, cap)
+                    if self._packings[key] is not None:
+                        cores, part = self._packings[key]
+                        picks.append(ChipPick(m, wkb, cap, cores, Packing(part, int(max(h.ops)))))
+        return picks
+
+    def _llmforge_cores(self, w: tuple, kT: tuple, w_b: int, k_b: int, cap: int) -> Optional[tuple[int, tuple]]:
+        cores, ov = self.min_cores, self.lf.capacity_overhead
+        while cores <= self.max_cores:
+            part = capacity_partition(w, kT, cores * w_b / ov, cores * k_b / ov)
+            if part is not None and len(part) <= cap:
+                return cores, part
+            cores *= 2
+        return None
+
+    def _evaluate_llmforge(self, prof: LayerProfile, wl: Workload) -> tuple:
+        h = lf.release_profile(prof, self.lf)
+        picks = self._llmforge_picks(prof, h)
+        if not picks:
+            return np.inf, np.inf, np.inf, False, f"no rDXE chip in the {self.grid_size}-config grid packs it (llmforge)", {}
+        sim = lf.simulate(prof, h, np.array([p.n_mac for p in picks]), np.array([p.cores for p in picks]),
+                          np.array([p.w_core_kb * KB for p in picks]), self.k_core_kb * KB,
+                          [p.packing.partition for p in picks], wl.prefill, self.k, self.lf)
+        order, n_ok = lf.select(sim, self.lf)
+        if not n_ok:
+            return np.inf, np.inf, np.inf, False, "no rDXE chip inside the llmforge envelope", {}
+        top = [self._describe(prof, picks[i], sim, i) for i in order[: self.top_k]]
+        best = top[0]
+        extras = {"chip": best["chip"], "assignment": best["assignment"], "n_chips": best["chip"]["n_chips"],
+                  **{m: best[m] for m in METRICS[3:]}, "top_k": top, "n_feasible_templates": len(picks),
+                  "n_feasible_chips": n_ok, "n_pareto": n_ok, "conventions": "llmforge",
                   "precision": {"weight_bits": wl.weight_bits, "act_bits": wl.act_bits, "kv_bits": wl.kv_bits}}
         return best["ttft_ms"], best["tpot_ms"], best["energy_per_token_uj"], True, "", extras
 

@@ -15,6 +15,8 @@ A *partition* is a tuple of stage end indices (exclusive): (3, 7, 10) puts layer
   optimum is always one): the same budget with ~3x fewer greedy scans. Greedy next-fit gives the
   fewest stages for a given B (all capacities are additive), so the budget found is the true minimax
   optimum, which `brute_force_pack` (a DP) checks in tests.
+- `capacity_partition` is the `llmforge` conventions' packing: the same next-fit scan with no ops
+  budget, i.e. the fewest chips for the capacities (llmforge.py).
 """
 from __future__ import annotations
 
@@ -94,6 +96,13 @@ def min_stages(w: Sequence[int], kT: Sequence[int], W: int, K: int) -> int:
     """Fewest contiguous stages under weight and KV capacity alone (no ops budget, no cap)."""
     part = _greedy(w, kT, [0] * len(w), W, K, 0, float("inf"))
     return len(part) if part is not None else 0
+
+
+def capacity_partition(w: Sequence[float], kT: Sequence[float], W: float, K: float) -> Optional[Partition]:
+    """Capacity-greedy packing (the release's `llmforge` convention): fill each chip to W and K in order."""
+    if not len(w) or max(w) > W or max(kT) > K:
+        return None
+    return _greedy(w, kT, [0] * len(w), W, K, 0, float("inf"))
 
 
 @lru_cache(maxsize=128)

@@ -15,7 +15,9 @@ layer ℓ under a workload of L_p prompt and L_d decode tokens, at batch 1:
 
 Besides the packer's four numbers a profile keeps what the ring simulation needs (projection
 shapes, attention shapes, dynamic energy per token), so the backend touches `layer_ops` once per
-population. The dynamic energy uses the per-access constants of `RingEnergy` (rdxe_ring).
+population. The dynamic energy uses the per-access constants of `RingConstants` (ring.py). The raw
+genes of every active layer (`genes`: n_h, n_kv, d_qk, d_v, d_mlp before identity masking) are kept
+for the `llmforge` conventions, which cost every layer like the first (llmforge.py).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forge.arrays import PopArrays
-from forge.workload import OpTable, Precision, layer_ops
+from forge.workload import OpTable, Precision, genome_bytes, layer_ops
 
 GEMM_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up", "mlp_down")
 HEAD_BUFFER_OPS = ("attn_score", "softmax", "attn_value")  # per-head data lives in the tile's head buffer
@@ -53,6 +55,12 @@ class LayerProfile:
     e_prefill_pj: np.ndarray  # dynamic energy of one prompt token at the mean prompt context (pJ)
     hop_bytes: int  # one d_model activation passed between chips
     key: str  # hash of the packer inputs: packings are cached by (key, chip)
+    n_kv: np.ndarray  # (N,) KV groups (0 for identity attention)
+    d_mlp: np.ndarray  # (N,) MLP width
+    d_model: int
+    swiglu: bool  # three-matrix MLP (gate, up, down)
+    bytes_wak: tuple[float, float, float]  # weight, activation, KV bytes per element
+    genes: np.ndarray  # (N, 5) raw n_h, n_kv, d_qk, d_v, d_mlp of each active layer (before identity masking)
 
     @property
     def n(self) -> int:
@@ -96,7 +104,7 @@ def pop_key_rows(pop: PopArrays) -> list[bytes]:
 
 def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precision, energy) -> list[LayerProfile]:
     """Profile every genome of a population with three vectorized `layer_ops` calls."""
-    pop = pop.masked()
+    raw, pop = pop, pop.masked()
     T = prefill + decode
     c_dec, c_pre = prefill + (decode + 1) / 2, (prefill + 1) / 2
     t_dec = layer_ops(pop, tokens=1, context=c_dec, prec=prec)
@@ -108,7 +116,9 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
     mac_d, mac_p = _macs(t_dec), _macs(t_pre)
     a_all = np.ceil(t_max.act_bytes.max(-1))
     e_d, e_p = dynamic_energy(t_dec, energy), dynamic_energy(t_pre, energy)
-    hop = np.ceil(pop.d_model * prec.act_bytes).astype(np.int64)
+    wb, ab, kvb = (x[:, 0] for x in genome_bytes(pop, prec))
+    hop = np.ceil(pop.d_model * ab).astype(np.int64)
+    genes = np.stack([raw.n_h, raw.n_kv, raw.d_qk, raw.d_v, raw.d_mlp], axis=-1).astype(float)
     out = []
     for p in range(pop.P):
         act = np.flatnonzero(pop.active[p])
@@ -122,5 +132,7 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
             proj_K=t_dec.K[p][act][:, gi], proj_N=t_dec.N[p][act][:, gi],
             n_h=pop.n_h[p, act].astype(float), d_qk=pop.d_qk[p, act].astype(float), d_v=pop.d_v[p, act].astype(float),
             macs_decode=mac_d[p, act], macs_prefill=mac_p[p, act], e_decode_pj=e_d[p, act], e_prefill_pj=e_p[p, act],
-            hop_bytes=int(hop[p]), key=key))
+            hop_bytes=int(hop[p]), key=key, n_kv=pop.n_kv[p, act].astype(float), d_mlp=pop.d_mlp[p, act].astype(float),
+            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]), bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p])),
+            genes=genes[p, act]))
     return out

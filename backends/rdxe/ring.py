@@ -8,16 +8,25 @@ Chip. C = n_DXT·n_VAC cores (a power of two, split n_DXT = 2^⌊log2 C / 2⌋ t
 cores), n_MAC INT8 MACs per core, w_core weight and k_core KV memory per core, a head buffer per
 tile and one global input buffer, clocked at `clock_mhz` (the release's DXE runs at 200 MHz).
 
-Compute (cycles of one token through one layer at context c).
+Compute (cycles of one token through one layer at context c). Every operator costs the largest of
+the bounds of the units it uses (they run as a pipeline, so the slowest one sets the pace):
 - Projection K×N (GEMV): output columns are spread over the C cores; when N < C the spare cores
-  split K too (⌊C/N⌋ cores per column, partial sums reduced by the tile adder tree):
-  cycles = ⌈N/C⌉·⌈K/(g·n_MAC)⌉ with g = max(1, ⌊C/N⌋).
+  split K too (g = max(1, ⌊C/N⌋) cores per column, partial sums reduced by the tile adder tree).
+  MAC bound ⌈N/C⌉·⌈K/(g·n_MAC)⌉; weight-port bound ⌈N/C⌉·⌈K·b_w/(g·P_w)⌉ with P_w the per-core
+  weight-memory read port (dxe_relaxed `wmem`: 128 bit = 16 B/cycle, whatever n_MAC is), divided by
+  the rows that share one weight read (1 in decode, the whole prompt in a batched prefill); global
+  buffer bound ⌈(K + N)·b_a/P_g⌉ (input broadcast and output collection through the 16 B/cycle
+  `global_sram`).
 - Attention: heads are processed in rounds of n_DXT (one head per tile); a head's c cached positions
-  are spread over the tile's n_VAC cores, each position costing ⌈d_qk/n_MAC⌉ (score) + ⌈d_v/n_MAC⌉
-  (value) cycles: cycles = ⌈n_h/n_DXT⌉·⌈c/n_VAC⌉·(⌈d_qk/n_MAC⌉ + ⌈d_v/n_MAC⌉), averaged exactly
-  over the contexts of the phase. Identity-attention layers have none.
-- Fused softmax, norms and the MLP activation run in dedicated units overlapped with the MAC array
-  (no added cycles); `layer_overhead_cycles` (default 0) adds a fixed cost per layer for calibration.
+  are spread over the tile's n_VAC cores: MAC bound ⌈n_h/n_DXT⌉·⌈c/n_VAC⌉·(⌈d_qk/n_MAC⌉ + ⌈d_v/n_MAC⌉),
+  averaged exactly over the contexts of the phase; KV-port bound n_kv·c·(d_qk + d_v)·b_kv/(P_kv·C)
+  (each KV group read once over its own per-core port); head-buffer bound n_h·(d_qk + 2c + d_v)·b_a/
+  (P_h·n_DXT) (query in, scores out and back for the softmax, head output; 16 B/cycle `head_sram`).
+  Identity-attention layers have none.
+- Vector unit: softmax over n_h·c scores, the two norms over d_model and the MLP activation over
+  d_mlp (×2 inputs for a gated MLP) at `vector_elems_per_cycle`; `vector_overlap` = 1 hides it behind
+  the matrix work of the layer (max), 0 runs it after (sum). `layer_overhead_cycles` (default 0) adds
+  a fixed cost per layer.
 - MAC utilization = useful MACs / (cycles of the busy stages × C·n_MAC) for a decode token.
 
 Ring. One d_model activation (d_model·act_bytes) crosses each hop; a hop costs
@@ -26,10 +35,11 @@ Ring. One d_model activation (d_model·act_bytes) crosses each hop; a hop costs
 - TPOT: one stream's token traverses every stage and hop in turn:
   TPOT = Σ_s t_s^dec + S·t_hop (t_s^dec at the mean decode context; pipelining does not help a
   single stream).
-- TTFT: the L_p prompt tokens flow through the pipeline, one token per stage at a time (weights
-  stationary, so a prompt token costs what a decode step costs at its context): fill plus steady
-  state, TTFT = Σ_s t̄_s^pre + S·t_hop + (L_p − 1)·max(max_s t̄_s^pre, link transfer), with t̄^pre the
-  stage time at the mean prompt context (exact when stage times do not depend on context).
+- TTFT: the L_p prompt tokens flow through the pipeline, one token per stage at a time; a stage keeps
+  each weight word it reads for the whole prompt (a batched prefill), so the weight-port bound of a
+  prompt token is 1/L_p of a decode step's while its MAC, buffer and vector bounds are not: fill plus
+  steady state, TTFT = Σ_s t̄_s^pre + S·t_hop + (L_p − 1)·max(max_s t̄_s^pre, link transfer), with
+  t̄^pre the stage time at the mean prompt context (exact when stage times do not depend on context).
   The embedding lookup and the LM head run on the host and are excluded (the ring models the
   decoder stack, as the paper's packer does).
 
@@ -37,8 +47,8 @@ Energy per token (decode, the metric reported): dynamic energy of all layers (MA
 memory 0.243 pJ/B, KV reads and writes 0.24 pJ/B with V read column-wise at 1.2×, head/global
 buffer traffic 0.14/0.17 pJ/B, fused softmax 0.5 pJ and norms 0.3 pJ per element, MLP activation
 0.5 pJ per element; computed in rdxe_profile) + links (S hops · bytes · 8 · pJ/bit) + leakage of all
-S chips during the whole TPOT (SRAM per byte, accumulators per core, head buffers per tile and the
-global buffer per chip, per cycle). Prefill energy (extras) is the same at prompt contexts over TTFT.
+S chips during the whole TPOT (SRAM per byte, accumulators per core, head buffers per tile, the
+global buffer per chip and every MAC, per cycle: more MACs leak more, so they are not free). Prefill energy (extras) is the same at prompt contexts over TTFT.
 Per-access energies do not depend on memory size (the release's constants).
 
 Area per chip (µm², linear in SRAM, anchored to the DXE reference of 8×16 cores × 16 MACs with
@@ -90,6 +100,16 @@ class RingConstants:
     leak_hbuf_pj_per_tile: float = 1.7442e-3
     leak_gbuf_pj_per_chip: float = 5.3914e-3
     layer_overhead_cycles: float = 0.0  # calibration knob (assumption: 0)
+    # read ports, bytes per cycle (hw_eval/arch/dxe_relaxed/arch.yaml: 128-bit wmem, head_sram, global_sram)
+    wmem_port_bytes: float = 16.0  # per core, independent of n_MAC
+    kvmem_port_bytes: float = 16.0  # per core (assumption: the KV memory has the same 128-bit port)
+    hbuf_port_bytes: float = 16.0  # per tile
+    gbuf_port_bytes: float = 16.0  # per chip (broadcast to every tile)
+    vector_elems_per_cycle: float = 16.0  # softmax/norm/activation unit (assumption: one 128-bit lane per chip)
+    vector_overlap: float = 1.0  # 1: overlapped with the MAC array; 0: serial after it
+    # MAC leakage per MAC per cycle: the accumulator's leakage density (1.7709e-3 pJ / 5474.79 µm²)
+    # times the INT8 MAC area (135.685 µm²) (assumption: logic leaks per area like the accumulator)
+    leak_mac_pj: float = 4.389e-5
 
     @classmethod
     def names(cls) -> list[str]:
@@ -115,10 +135,11 @@ def chip_area_mm2(cores, n_mac, w_core_b, k_core_b, k: RingConstants) -> np.ndar
     return um2 * 1e-6
 
 
-def chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k: RingConstants) -> np.ndarray:
+def chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k: RingConstants, n_mac=0) -> np.ndarray:
+    """Static pJ per cycle of one chip: SRAM, accumulators, buffers and (when n_mac > 0) the MACs."""
     n_dxt, _ = split_cores(cores)
     return (cores * (w_core_b + k_core_b) * k.leak_sram_pj_per_byte + cores * k.leak_acc_pj_per_core
-            + n_dxt * k.leak_hbuf_pj_per_tile + k.leak_gbuf_pj_per_chip)
+            + n_dxt * k.leak_hbuf_pj_per_tile + k.leak_gbuf_pj_per_chip + cores * n_mac * k.leak_mac_pj)
 
 
 @lru_cache(maxsize=4096)
@@ -128,20 +149,50 @@ def mean_ceil(div: int, lo: int, hi: int) -> float:
     return float(np.ceil(c / div).mean())
 
 
-def layer_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
-                 k: RingConstants) -> np.ndarray:
-    """(G, N) cycles of one token through each layer for G chip configs, mean over contexts ctx=[lo, hi]."""
-    G = len(cores)
-    nm, C = n_mac.reshape(G, 1, 1).astype(float), cores.reshape(G, 1, 1).astype(float)
+def _projection_cycles(prof: LayerProfile, nm: np.ndarray, C: np.ndarray, rows: float,
+                       k: RingConstants) -> np.ndarray:
+    """(G, N) cycles of the seven projections: max of MAC, weight-port and global-buffer bounds."""
     K, N = prof.proj_K[None], prof.proj_N[None]
+    wb, ab, _ = prof.bytes_wak
     g = np.maximum(1.0, np.floor(C / np.maximum(N, 1.0)))
-    proj = (np.ceil(N / C) * np.ceil(K / (g * nm))).sum(-1)
+    cols = np.ceil(N / C)
+    mac = cols * np.ceil(K / (g * nm))
+    port = cols * np.ceil(K * wb / (g * k.wmem_port_bytes)) / rows
+    gbuf = np.ceil((K + N) * ab / k.gbuf_port_bytes) * (N > 0)
+    return np.maximum(np.maximum(mac, port), gbuf).sum(-1)
+
+
+def _attention_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
+                      k: RingConstants) -> np.ndarray:
+    """(G, N) cycles of the score and value products: max of MAC, KV-port and head-buffer bounds."""
+    G = len(cores)
     n_dxt, n_vac = split_cores(cores)
     pos = np.array([mean_ceil(int(v), ctx[0], ctx[1]) for v in n_vac]).reshape(G, 1)
     nm2 = n_mac.reshape(G, 1).astype(float)
-    per_pos = np.ceil(prof.d_qk[None] / nm2) + np.ceil(prof.d_v[None] / nm2)
-    attn = np.ceil(prof.n_h[None] / n_dxt.reshape(G, 1)) * pos * per_pos
-    return proj + attn + k.layer_overhead_cycles
+    c = (ctx[0] + ctx[1]) / 2
+    _, ab, kvb = prof.bytes_wak
+    mac = np.ceil(prof.n_h[None] / n_dxt.reshape(G, 1)) * pos * (np.ceil(prof.d_qk[None] / nm2) + np.ceil(prof.d_v[None] / nm2))
+    kv = prof.n_kv[None] * c * (prof.d_qk + prof.d_v)[None] * kvb / (k.kvmem_port_bytes * cores.reshape(G, 1))
+    hbuf = prof.n_h[None] * (prof.d_qk + 2 * c + prof.d_v)[None] * ab / (k.hbuf_port_bytes * n_dxt.reshape(G, 1))
+    return np.maximum(np.maximum(mac, kv), hbuf)
+
+
+def vector_elems(prof: LayerProfile, c: float) -> np.ndarray:
+    """(N,) vector-unit elements of one token: softmax over n_h·c, two norms, the MLP activation."""
+    return prof.n_h * c + 2.0 * prof.d_model * (prof.d_mlp > 0) + prof.d_mlp * (1 + prof.swiglu)
+
+
+def layer_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
+                 k: RingConstants, rows: float = 1.0) -> np.ndarray:
+    """(G, N) cycles of one token through each layer for G chip configs, mean over contexts ctx=[lo, hi].
+
+    `rows`: tokens that share one weight read (1 in decode; the prompt length in a batched prefill)."""
+    G = len(cores)
+    nm, C = n_mac.reshape(G, 1, 1).astype(float), cores.reshape(G, 1, 1).astype(float)
+    matrix = _projection_cycles(prof, nm, C, rows, k) + _attention_cycles(prof, n_mac, cores, ctx, k)
+    vec = vector_elems(prof, (ctx[0] + ctx[1]) / 2)[None] / k.vector_elems_per_cycle
+    both = np.maximum(matrix, vec) if k.vector_overlap else matrix + vec
+    return both + k.layer_overhead_cycles
 
 
 def stage_sums(cyc: np.ndarray, parts: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
@@ -161,14 +212,14 @@ def simulate(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, w_core_b:
              parts: Sequence[tuple[int, ...]], prefill: int, decode: int, k: RingConstants) -> dict[str, np.ndarray]:
     """Ring metrics for G chip configs of one profile → dict of (G,) arrays (see module docstring)."""
     dec = layer_cycles(prof, n_mac, cores, (prefill + 1, prefill + decode), k)
-    pre = layer_cycles(prof, n_mac, cores, (1, prefill), k)
+    pre = layer_cycles(prof, n_mac, cores, (1, prefill), k, rows=prefill)
     dec_s, S = stage_sums(dec, parts)
     pre_s, _ = stage_sums(pre, parts)
     xfer = np.ceil(prof.hop_bytes / k.link_bytes_per_cycle)
     hop = k.link_latency_cycles + xfer
     tpot_cyc = dec_s.sum(1) + S * hop
     ttft_cyc = pre_s.sum(1) + S * hop + (prefill - 1) * np.maximum(pre_s.max(1), xfer)
-    leak = chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k)
+    leak = chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k, n_mac)
     link_pj = S * prof.hop_bytes * 8 * k.link_pj_per_bit
     e_tok = prof.e_decode_pj.sum() + link_pj + S * leak * tpot_cyc
     e_pre = prefill * (prof.e_prefill_pj.sum() + link_pj) + S * leak * ttft_cyc

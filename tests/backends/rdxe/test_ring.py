@@ -81,11 +81,12 @@ def test_energy_adds_links_and_leakage_over_the_token_time():
     p = _profile()
     s = _sim(p, [(4,), (1, 2, 3, 4)])
     no_leak = _sim(p, [(4,), (1, 2, 3, 4)], k=RingConstants(leak_sram_pj_per_byte=0, leak_acc_pj_per_core=0,
-                                                            leak_hbuf_pj_per_tile=0, leak_gbuf_pj_per_chip=0))
+                                                            leak_hbuf_pj_per_tile=0, leak_gbuf_pj_per_chip=0,
+                                                            leak_mac_pj=0))
     links = np.array([1, 4]) * p.hop_bytes * 8 * K.link_pj_per_bit
     assert no_leak["energy_per_token_uj"] * 1e6 == pytest.approx(p.e_decode_pj.sum() + links)
     leak = (s["energy_per_token_uj"] - no_leak["energy_per_token_uj"]) * 1e6
-    per_cycle = chip_leak_pj_per_cycle(np.array([64]), 24 * KB, 8 * KB, K)[0]
+    per_cycle = chip_leak_pj_per_cycle(np.array([64]), 24 * KB, 8 * KB, K, n_mac=16)[0]  # MACs leak too
     tpot_cycles = s["tpot_ms"] * K.clock_mhz * 1e3
     assert leak == pytest.approx(np.array([1, 4]) * per_cycle * tpot_cycles)
     assert (s["area_mm2"] == np.array([1, 4]) * chip_area_mm2(np.array([64]), 16, 24 * KB, 8 * KB, K)).all()
