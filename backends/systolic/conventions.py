@@ -62,6 +62,7 @@ def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Count
     if over["decode_context"] not in DECODE_CONTEXT:
         raise BackendError(f"backend.llmforge.decode_context = {over['decode_context']!r} is invalid; "
                            f"allowed: {', '.join(DECODE_CONTEXT)}")
+    over.setdefault("dram_write_bytes_per_cycle", t.dram_bytes_per_cycle)  # every release DRAM: write = read bandwidth
     tmpl = {k: (tuple(v) if k == "dataflows" else v) for k, v in over.items() if k in TEMPLATE_FIELDS}
     from backends.systolic.template import make_template
 

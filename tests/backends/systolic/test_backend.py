@@ -19,7 +19,7 @@ from forge.genome import Genome, LayerGene
 from forge.importers import load_genome
 
 GOLDENS = json.loads((Path(__file__).parent / "data" / "scalesim_goldens.json").read_text())
-TEMPLATES = ("gemmini", "eyeriss", "flat", "dxe")
+TEMPLATES = ("gemmini", "eyeriss", "flat", "dxe", "simba", "dxe-relaxed")
 INT8 = Workload(weight_bits=8, act_bits=8, kv_bits=8)
 
 

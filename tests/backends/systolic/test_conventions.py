@@ -1,0 +1,93 @@
+"""conventions=llmforge against the closed-form reading of the release's pipeline; each convention field; the
+Timeloop-faithful template fixes (separate ports, exact spatial factors)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from backends.interface import BackendError, Workload
+from backends.registry import backend_config, build_backend
+from backends.systolic.gemm import map_gemm
+from backends.systolic.reference import SUBSTRATES, release_reading, spatial
+from backends.systolic.template import make_template
+from forge.config import data_dir
+from forge.importers import load_genome
+
+WL = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    return load_genome(data_dir() / "archs" / "smollm2-135m.yaml")
+
+
+@pytest.mark.parametrize("name", ["gemmini", "eyeriss", "flat", "simba", "dxe-relaxed"])
+def test_llmforge_is_within_15_percent_of_the_release_reading(name, smollm):
+    r = build_backend(name, conventions="llmforge").evaluate([smollm], WL).row(0)
+    ref = release_reading(name, smollm, 256, 256)
+    assert r["ttft_ms"] == pytest.approx(ref["ttft_ms"], rel=0.15)
+    assert r["tpot_ms"] == pytest.approx(ref["tpot_ms"], rel=0.15)
+
+
+def pes(name: str, E: int, D: int) -> int:
+    e, d = spatial(SUBSTRATES[name], E, D)
+    assert E % e == 0 and D % d == 0
+    return e * d
+
+
+def test_reading_uses_exact_spatial_factors():
+    assert pes("eyeriss", 576, 576) == 144  # of 168 PEs: 14 does not divide 576
+    assert pes("eyeriss", 64, 256) == 64
+    assert pes("simba", 576, 576) == 256
+    assert spatial(SUBSTRATES["flat"], 576, 1536) == (32, 32)  # E on PE_col, D on PE_row
+    assert spatial(SUBSTRATES["gemmini"], 576, 960) == (16, 16)
+
+
+def llmforge(name: str, **over):
+    """The shipped config with conventions=llmforge and some of its fields overridden (as Hydra merges them)."""
+    cfg = backend_config(name)
+    cfg["conventions"] = "llmforge"
+    cfg["llmforge"].update(over)
+    return build_backend(cfg)
+
+
+def test_each_llmforge_field_does_what_it_says(smollm):
+    lf = llmforge("gemmini").evaluate([smollm], WL).row(0)
+    head = llmforge("gemmini", head_ops=True).evaluate([smollm], WL).row(0)
+    assert "lm_head" not in lf["tpot_ops_ms"] and head["tpot_ops_ms"]["lm_head"] > 0
+    gate = llmforge("gemmini", mlp_gate=True).evaluate([smollm], WL).row(0)
+    assert gate["ttft_ops_ms"]["mlp_gate"] == pytest.approx(lf["ttft_ops_ms"]["mlp_up"])
+    assert "softmax" not in lf["ttft_ops_ms"]
+    short = llmforge("gemmini").evaluate([smollm], replace(WL, prefill=16)).row(0)
+    assert short["tpot_ms"] == pytest.approx(lf["tpot_ms"])  # decode at context = decode length, not L_p + step
+    phys = build_backend("dxe-relaxed").evaluate([smollm], WL).row(0)
+    at_200mhz = llmforge("dxe-relaxed", report_clock_ghz=None)
+    fast = llmforge("dxe-relaxed").evaluate([smollm], WL).row(0)
+    assert at_200mhz.evaluate([smollm], WL).row(0)["ttft_ms"] == pytest.approx(5 * fast["ttft_ms"])
+    assert phys["ttft_ms"] > 5 * fast["ttft_ms"]
+
+
+def test_bad_conventions_list_what_is_allowed():
+    with pytest.raises(BackendError, match="physical, llmforge"):
+        build_backend("gemmini", conventions="timeloop")
+    with pytest.raises(BackendError, match="allowed: mlp_gate"):
+        build_backend("gemmini", conventions="llmforge", llmforge={"lm_head": False})
+    with pytest.raises(BackendError, match="ceil | divisor"):
+        build_backend("gemmini", conventions="llmforge", llmforge={"spatial": "round"})
+
+
+def test_gemmini_prefill_is_compute_bound_with_the_releases_accumulator_ports():
+    # 16 accumulators × 4 words of 32 b per cycle each way: partial sums no longer halve the array's rate
+    assert map_gemm("gemmini", 256, 576, 576).utilization > 0.9
+    shared = make_template("gemmini")
+    one_port = replace(shared, buffers=tuple(replace(b, bytes_per_cycle=64, write_bytes_per_cycle=0)
+                                             if b.name == "accumulator" else b for b in shared.buffers))
+    assert map_gemm(one_port, 256, 576, 576).utilization < 0.6
+
+
+def test_divisor_spatial_uses_only_exact_factors():
+    t = make_template("eyeriss")
+    ceil, exact = map_gemm(t, 256, 576, 576), map_gemm(replace(t, spatial="divisor"), 256, 576, 576)
+    assert exact.compute_cycles == pytest.approx(256 * 576 * 576 / 144, rel=0.01)
+    assert ceil.compute_cycles < exact.compute_cycles
