@@ -21,8 +21,8 @@ release's packer (`hw_packer.py`), evaluator (`evaluators/hw_rdxe_inner.py`) and
    then grid order (n_MAC, n_chips_max, w_core as the release sweeps); energy and area do not depend
    on n_MAC (`energy_depends_on_n_mac` false: area counts 16 MACs per core);
 6. the first active layer stands in for every active layer (`first_layer_stands_in`), the MLP has
-   `mlp_matrices` = 2 for weights, ops and cycles, identity layers are costed as attention
-   (`identity_as_attention`), and d_v = d_qk (`v_equals_qk`), as `hw_packer.profile_layer` does;
+   `mlp_matrices` = 2 for weights, ops and cycles, identity layers are costed as attention with the
+   genome's first attention layer's heads (`identity_as_attention`), and d_v = d_qk (`v_equals_qk`);
 7. S − 1 hops in TPOT (`tpot_wraparound_hop` false) and none in TTFT (`ttft_hops` false);
 8. TTFT = one full decode pass + `prompt_scale`·L_p·(the busiest stage's prompt MACs)/(C·n_MAC):
    MAC-bound, batched over the prompt, 1/chip MACs. `prompt_scale` is the one constant fitted (scipy
@@ -102,9 +102,14 @@ class Homogeneous:
 
 
 def release_profile(prof: LayerProfile, c: LLMForgeConventions) -> Homogeneous:
-    """Per-layer weights, KV, ops and genes as the release's `hw_packer.profile_layer` counts them."""
-    g = prof.genes.copy() if c.identity_as_attention else np.stack(
-        [prof.n_h, prof.n_kv, prof.d_qk, prof.d_v, prof.d_mlp], axis=-1)
+    """Per-layer weights, KV, ops and genes as the release's `hw_packer.profile_layer` counts them.
+
+    Identity layers carry no attention genes (PopArrays zeroes them), so `identity_as_attention`
+    gives them those of the genome's first attention layer."""
+    g = np.stack([prof.n_h, prof.n_kv, prof.d_qk, prof.d_v, prof.d_mlp], axis=-1)
+    att = np.flatnonzero(prof.n_h > 0)
+    if c.identity_as_attention and len(att):
+        g[prof.n_h == 0, :4] = g[att[0], :4]
     macs = prof.macs_prefill.copy()
     if c.first_layer_stands_in:
         g, macs = np.repeat(g[:1], prof.n, axis=0), np.repeat(macs[:1], prof.n)

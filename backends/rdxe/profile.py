@@ -15,9 +15,7 @@ layer ℓ under a workload of L_p prompt and L_d decode tokens, at batch 1:
 
 Besides the packer's four numbers a profile keeps what the ring simulation needs (projection
 shapes, attention shapes, dynamic energy per token), so the backend touches `layer_ops` once per
-population. The dynamic energy uses the per-access constants of `RingConstants` (ring.py). The raw
-genes of every active layer (`genes`: n_h, n_kv, d_qk, d_v, d_mlp before identity masking) are kept
-for the `llmforge` conventions, which cost every layer like the first (llmforge.py).
+population. The dynamic energy uses the per-access constants of `RingConstants` (ring.py).
 """
 from __future__ import annotations
 
@@ -60,7 +58,6 @@ class LayerProfile:
     d_model: int
     swiglu: bool  # three-matrix MLP (gate, up, down)
     bytes_wak: tuple[float, float, float]  # weight, activation, KV bytes per element
-    genes: np.ndarray  # (N, 5) raw n_h, n_kv, d_qk, d_v, d_mlp of each active layer (before identity masking)
 
     @property
     def n(self) -> int:
@@ -104,7 +101,7 @@ def pop_key_rows(pop: PopArrays) -> list[bytes]:
 
 def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precision, energy) -> list[LayerProfile]:
     """Profile every genome of a population with three vectorized `layer_ops` calls."""
-    raw, pop = pop, pop.masked()
+    pop = pop.masked()
     T = prefill + decode
     c_dec, c_pre = prefill + (decode + 1) / 2, (prefill + 1) / 2
     t_dec = layer_ops(pop, tokens=1, context=c_dec, prec=prec)
@@ -118,7 +115,6 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
     e_d, e_p = dynamic_energy(t_dec, energy), dynamic_energy(t_pre, energy)
     wb, ab, kvb = (x[:, 0] for x in genome_bytes(pop, prec))
     hop = np.ceil(pop.d_model * ab).astype(np.int64)
-    genes = np.stack([raw.n_h, raw.n_kv, raw.d_qk, raw.d_v, raw.d_mlp], axis=-1).astype(float)
     out = []
     for p in range(pop.P):
         act = np.flatnonzero(pop.active[p])
@@ -133,6 +129,5 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
             n_h=pop.n_h[p, act].astype(float), d_qk=pop.d_qk[p, act].astype(float), d_v=pop.d_v[p, act].astype(float),
             macs_decode=mac_d[p, act], macs_prefill=mac_p[p, act], e_decode_pj=e_d[p, act], e_prefill_pj=e_p[p, act],
             hop_bytes=int(hop[p]), key=key, n_kv=pop.n_kv[p, act].astype(float), d_mlp=pop.d_mlp[p, act].astype(float),
-            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]), bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p])),
-            genes=genes[p, act]))
+            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]), bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p]))))
     return out

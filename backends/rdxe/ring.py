@@ -149,9 +149,9 @@ def mean_ceil(div: int, lo: int, hi: int) -> float:
     return float(np.ceil(c / div).mean())
 
 
-def _projection_cycles(prof: LayerProfile, nm: np.ndarray, C: np.ndarray, rows: float,
+def _projection_bounds(prof: LayerProfile, nm: np.ndarray, C: np.ndarray, rows: float,
                        k: RingConstants) -> np.ndarray:
-    """(G, N) cycles of the seven projections: max of MAC, weight-port and global-buffer bounds."""
+    """(3, G, N, 7) MAC, weight-port and global-buffer cycle bounds of the seven projections."""
     K, N = prof.proj_K[None], prof.proj_N[None]
     wb, ab, _ = prof.bytes_wak
     g = np.maximum(1.0, np.floor(C / np.maximum(N, 1.0)))
@@ -159,12 +159,12 @@ def _projection_cycles(prof: LayerProfile, nm: np.ndarray, C: np.ndarray, rows: 
     mac = cols * np.ceil(K / (g * nm))
     port = cols * np.ceil(K * wb / (g * k.wmem_port_bytes)) / rows
     gbuf = np.ceil((K + N) * ab / k.gbuf_port_bytes) * (N > 0)
-    return np.maximum(np.maximum(mac, port), gbuf).sum(-1)
+    return np.stack(np.broadcast_arrays(mac, port, gbuf))
 
 
-def _attention_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
+def _attention_bounds(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
                       k: RingConstants) -> np.ndarray:
-    """(G, N) cycles of the score and value products: max of MAC, KV-port and head-buffer bounds."""
+    """(3, G, N) MAC, KV-port and head-buffer cycle bounds of the score and value products."""
     G = len(cores)
     n_dxt, n_vac = split_cores(cores)
     pos = np.array([mean_ceil(int(v), ctx[0], ctx[1]) for v in n_vac]).reshape(G, 1)
@@ -174,7 +174,7 @@ def _attention_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, 
     mac = np.ceil(prof.n_h[None] / n_dxt.reshape(G, 1)) * pos * (np.ceil(prof.d_qk[None] / nm2) + np.ceil(prof.d_v[None] / nm2))
     kv = prof.n_kv[None] * c * (prof.d_qk + prof.d_v)[None] * kvb / (k.kvmem_port_bytes * cores.reshape(G, 1))
     hbuf = prof.n_h[None] * (prof.d_qk + 2 * c + prof.d_v)[None] * ab / (k.hbuf_port_bytes * n_dxt.reshape(G, 1))
-    return np.maximum(np.maximum(mac, kv), hbuf)
+    return np.stack(np.broadcast_arrays(mac, kv, hbuf))
 
 
 def vector_elems(prof: LayerProfile, c: float) -> np.ndarray:
@@ -183,16 +183,35 @@ def vector_elems(prof: LayerProfile, c: float) -> np.ndarray:
 
 
 def layer_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: tuple[int, int],
-                 k: RingConstants, rows: float = 1.0) -> np.ndarray:
+                 k: RingConstants, rows: float = 1.0, serial: bool = False) -> np.ndarray:
     """(G, N) cycles of one token through each layer for G chip configs, mean over contexts ctx=[lo, hi].
 
-    `rows`: tokens that share one weight read (1 in decode; the prompt length in a batched prefill)."""
+    `rows`: tokens that share one weight read (1 in decode; the prompt length in a batched prefill).
+    `serial`: no unit overlaps any other (the sum of every bound: the ceiling the README quotes)."""
     G = len(cores)
     nm, C = n_mac.reshape(G, 1, 1).astype(float), cores.reshape(G, 1, 1).astype(float)
-    matrix = _projection_cycles(prof, nm, C, rows, k) + _attention_cycles(prof, n_mac, cores, ctx, k)
+    proj, att = _projection_bounds(prof, nm, C, rows, k), _attention_bounds(prof, n_mac, cores, ctx, k)
     vec = vector_elems(prof, (ctx[0] + ctx[1]) / 2)[None] / k.vector_elems_per_cycle
+    if serial:
+        return proj.sum((0, -1)) + att.sum(0) + vec + k.layer_overhead_cycles
+    matrix = proj.max(0).sum(-1) + att.max(0)
     both = np.maximum(matrix, vec) if k.vector_overlap else matrix + vec
     return both + k.layer_overhead_cycles
+
+
+def decode_bounds(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, n_stages: np.ndarray, prefill: int,
+                  decode: int, k: RingConstants) -> tuple[np.ndarray, np.ndarray]:
+    """(G,) TPOT floor and ceiling in ms: every weight and KV byte over all the ports of one chip at a
+    time (the stream visits one stage at a time), and every bound of every unit run back to back."""
+    G, c = len(cores), prefill + (decode + 1) / 2
+    wb, _, kvb = prof.bytes_wak
+    w_bytes = (prof.proj_K * prof.proj_N).sum(-1) * wb
+    kv_bytes = prof.n_kv * c * (prof.d_qk + prof.d_v) * kvb
+    hop = n_stages * (k.link_latency_cycles + np.ceil(prof.hop_bytes / k.link_bytes_per_cycle))
+    floor = (w_bytes / k.wmem_port_bytes + kv_bytes / k.kvmem_port_bytes).sum() / cores + hop
+    ceil_ = layer_cycles(prof, n_mac, cores, (prefill + 1, prefill + decode), k, serial=True).sum(1) + hop
+    per_ms = k.clock_mhz * 1e3
+    return floor / per_ms, ceil_.reshape(G) / per_ms
 
 
 def stage_sums(cyc: np.ndarray, parts: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
