@@ -54,6 +54,20 @@ def test_baselines_get_a_chip_an_assignment_and_a_non_dominated_top_k(baselines)
         assert r["ttft_ms"] > r["tpot_ms"] > 0
 
 
+def test_baselines_tpot_sits_between_the_port_floor_and_the_serial_ceiling(baselines):
+    from backends.rdxe.profile import profile_population
+    from backends.rdxe.ring import decode_bounds
+    from forge.workload import Precision
+
+    names, ct = baselines
+    b = RDXEBackend()
+    profs = profile_population(PopArrays.from_genomes([arch(n) for n in names]), 256, 256, Precision(1.0, 1.0, 1.0), b.k)
+    for i, prof in enumerate(profs):
+        c = ct.row(i)["chip"]
+        lo, hi = decode_bounds(prof, np.array([c["n_mac"]]), np.array([c["cores"]]), np.array([c["n_chips"]]), 256, 256, b.k)
+        assert lo[0] <= ct.tpot_ms[i] <= hi[0]
+
+
 def test_pythia_and_smollm2_need_different_ring_depths(baselines):
     _, ct = baselines
     assert ct.row(0)["n_chips"] != ct.row(1)["n_chips"]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from backends.rdxe.profile import profile_population
-from backends.rdxe.ring import (RingConstants, chip_area_mm2, chip_leak_pj_per_cycle, layer_cycles, mean_ceil,
-                                simulate, split_cores)
+from backends.rdxe.ring import (RingConstants, chip_area_mm2, chip_leak_pj_per_cycle, decode_bounds, layer_cycles,
+                                mean_ceil, simulate, split_cores, vector_elems)
 from forge.arrays import PopArrays
 from forge.genome import Genome, LayerGene
 from forge.workload import Precision
@@ -91,3 +91,45 @@ def test_energy_adds_links_and_leakage_over_the_token_time():
     assert leak == pytest.approx(np.array([1, 4]) * per_cycle * tpot_cycles)
     assert (s["area_mm2"] == np.array([1, 4]) * chip_area_mm2(np.array([64]), 16, 24 * KB, 8 * KB, K)).all()
     assert ((0 < s["mac_utilization"]) & (s["mac_utilization"] <= 1)).all()
+
+
+def test_a_gemv_costs_at_least_its_weight_bytes_over_the_ports_and_more_macs_do_not_buy_decode():
+    p = _profile()
+    cores = np.array([16, 64, 256, 16, 64, 256])
+    n_mac = np.array([16, 16, 16, 64, 64, 64])
+    cyc = layer_cycles(p, n_mac, cores, (65, 96), K)
+    w_bytes = (p.proj_K * p.proj_N).sum(-1)  # int8: one byte per weight
+    assert (cyc >= w_bytes[None] / (K.wmem_port_bytes * cores[:, None]) - 1e-9).all()
+    assert (cyc[3:].sum(1) > 0.5 * cyc[:3].sum(1)).all()  # 4x the MACs, not even 2x faster: port-bound
+    wide = layer_cycles(p, n_mac, cores, (65, 96), RingConstants(wmem_port_bytes=64.0))
+    assert (wide <= cyc).all() and (wide < cyc).any()
+
+
+def test_vector_unit_is_overlapped_or_serial_by_config():
+    p = _profile()
+    args = (p, np.array([16]), np.array([64]), (65, 96))
+    over, ser = layer_cycles(*args, K), layer_cycles(*args, RingConstants(vector_overlap=0.0))
+    assert (ser >= over).all() and (ser > over).any()
+    slow = layer_cycles(*args, RingConstants(vector_overlap=0.0, vector_elems_per_cycle=1.0))
+    fast = layer_cycles(*args, RingConstants(vector_overlap=0.0, vector_elems_per_cycle=1e12))
+    assert slow[0] - fast[0] == pytest.approx(vector_elems(p, (65 + 96) / 2), rel=1e-9)
+
+
+def test_more_macs_cost_area_and_leakage_and_prefill_shares_weight_reads():
+    p = _profile()
+    s16, s64 = _sim(p, [(2, 4)], n_mac=16), _sim(p, [(2, 4)], n_mac=64)
+    assert s64["area_mm2"][0] > s16["area_mm2"][0]
+    leak = [chip_leak_pj_per_cycle(np.array([64]), 24 * KB, 8 * KB, K, n_mac=m)[0] for m in (16, 64)]
+    assert leak[1] - leak[0] == pytest.approx(64 * 48 * K.leak_mac_pj)  # every MAC leaks
+    assert s64["tpot_ms"][0] > 0.5 * s16["tpot_ms"][0]  # ... while decode is port-bound
+    args = (p, np.array([16]), np.array([64]), (1, 64))
+    assert (layer_cycles(*args, K, rows=64) <= layer_cycles(*args, K)).all()
+
+
+def test_decode_bounds_bracket_tpot():
+    p = _profile()
+    parts = [(4,), (2, 4), (1, 2, 3, 4)]
+    for cores, n_mac in ((16, 16), (64, 32), (256, 64)):
+        s = _sim(p, parts, cores=cores, n_mac=n_mac)
+        lo, hi = decode_bounds(p, np.full(3, n_mac), np.full(3, cores), s["n_chips"], 64, 32, K)
+        assert (lo <= s["tpot_ms"] + 1e-12).all() and (s["tpot_ms"] <= hi + 1e-12).all() and (lo < hi).all()
