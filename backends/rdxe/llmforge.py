@@ -12,10 +12,12 @@ release's packer (`hw_packer.py`), evaluator (`evaluators/hw_rdxe_inner.py`) and
    load (n_MAC weights over the port) is exposed (`first_tile_exposed`), and attention is costed as
    GEMMs per KV group with M = n_h/n_kv rows (`attention_group_gemm`): one GEMM (M, K, N) costs
    ⌈N/C⌉·⌈M·K·b_w/16⌉ + ⌈n_MAC/16⌉ cycles (no weight reuse across the M rows);
-4. capacity-greedy packing: fill each chip to its weight and KV memories (KV at `kv_context` =
-   2048) divided by `capacity_overhead` = 1.15, on the smallest power-of-two core count that needs at
-   most n_chips_max chips; the KV memory binds the core count of two public points, never their chip
-   count;
+4. capacity-greedy packing: fill each chip to its weight memory / `capacity_overhead` (1.15) on the
+   smallest power-of-two core count that needs at most n_chips_max chips (the fewest chips for that
+   core count); KV does not bind the partition, but the core count then doubles, same partition,
+   until every chip's KV at `kv_context` (2048) / 1.15 fits its KV memory. That last step is our
+   reading of the public picks (Gemma-3-270M and SmolLM2-360M need 1024 cores for their KV; without
+   it no energy-based rule picks the cores their TPOT implies);
 5. selection of the lowest energy per token inside the envelope (`area_envelope_mm2` [0, 800],
    `power_envelope_mw` [0, 1e5]), energy ties broken by static energy (leakage × TPOT, `tie_break`),
    then grid order (n_MAC, n_chips_max, w_core as the release sweeps); energy and area do not depend

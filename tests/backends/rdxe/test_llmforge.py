@@ -70,6 +70,8 @@ def test_each_convention_is_its_own_field():
     assert _row(q, prompt_scale=0.0)["ttft_ms"] == pytest.approx(base["tpot_ms"] - (base["n_chips"] - 1) * 66 / 2e5)
     assert _row(q, mlp_matrices=3)["energy_per_token_uj"] > base["energy_per_token_uj"]
     assert _row(q, capacity_overhead=1.0)["n_chips"] <= base["n_chips"]
+    kv = _row(q, kv_context=8192)  # KV doubles the cores, never splits the partition
+    assert kv["chip"]["cores"] > base["chip"]["cores"] and kv["n_chips"] == base["n_chips"]
     assert not _row(q, area_envelope_mm2=[0, 10])["feasible"]
     assert _row(q, tie_break="grid")["chip"]["cores"] > base["chip"]["cores"]  # grid order alone: 24 KB cores
 
