@@ -1,0 +1,94 @@
+"""`forge-serve command=pools`: prefill/decode pool co-search for one genome over one trace (paper 003);
+memory-centric vs random initialization in one run, HV/ADRS against brute force when the space is small.
+Writes summary.json and pools.png."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pymoo.core.sampling import Sampling
+from pymoo.operators.sampling.rnd import IntegerRandomSampling
+
+from backends.serving.pool import FIELDS, PoolError, PoolSpace, design
+from backends.serving.system import ServingModel
+from backends.serving.trace import resolve_trace
+from forge.cli import resolve_arch
+from forge.config import to_container
+from search.serving.pools import MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga, quality
+
+INITS = ("memory", "random")
+
+
+def sampler(name: str, p: dict[str, Any]) -> Sampling:
+    if name == "memory":
+        return MemoryCentricSampling(u=int(p.get("u", 5)), n_candidates=int(p.get("n_candidates", 20000)))
+    if name == "random":
+        return IntegerRandomSampling()
+    raise PoolError(f"serve.pools.inits entry {name!r} is unknown; allowed: {', '.join(INITS)}")
+
+
+def points(problem: PoolProblem, X: np.ndarray, front: np.ndarray) -> list[dict[str, Any]]:
+    """Front members with their designs (the first X row reaching each front point)."""
+    F = problem.objectives(X)["F"]
+    out = []
+    for f in front:
+        i = int(np.flatnonzero(np.all(np.isclose(F, f), axis=1))[0])
+        pre, dec = problem.systems(X[i:i + 1])
+        out.append({"time_norm": float(f[0]), "cost_norm": float(f[1]), "rps_norm": float(1 / f[0]),
+                    "prefill": dict(zip(FIELDS, pre[0].tolist())), "decode": dict(zip(FIELDS, dec[0].tolist()))})
+    return out
+
+
+def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    serve, seed = to_container(cfg["serve"]), int(cfg.get("seed", 0))
+    p = dict(serve["pools"])
+    genome = resolve_arch(str(cfg["arch"]))
+    trace = resolve_trace(str(cfg["trace"]), serve["trace"], seed)
+    space = PoolSpace.from_config(serve["space"])
+    model = ServingModel(genome, trace, serve["cost"], p.get("sched"))
+    b = model.evaluate(design(serve["baseline"]["prefill"]), design(serve["baseline"]["decode"]))
+    if not b["feasible"][0]:
+        raise PoolError(f"the baseline system cannot serve {genome.name}: {b['reason'][0]}")
+    base = (float(b["serving_time_s"][0]), float(b["cost_usd"][0]))
+    problem = PoolProblem(space, model, base)
+    summary: dict[str, Any] = {"command": "pools", "arch": genome.name, "genome_id": genome.id, "trace": trace.summary(),
+                               "space_size_per_pool": space.size, "systems": space.size ** 2,
+                               "baseline": {"serving_time_s": base[0], "cost_usd": base[1], "rps": float(b["rps"][0])}}
+    true_front, tb = None, time.perf_counter()
+    if space.size ** 2 <= int(p["brute_force_max"]):
+        allX = enumerate_all(problem)
+        r = problem.objectives(allX)
+        true_front = front_of(r["F"], np.where(r["feasible"], -1.0, 1.0))
+        summary["brute_force"] = {"front": points(problem, allX, true_front), "seconds": time.perf_counter() - tb}
+    runs, seen = {}, []
+    for name in p["inits"]:
+        ts = time.perf_counter()
+        res = nsga(problem, sampler(name, p), int(p["pop_size"]), int(p["generations"]), seed)
+        runs[name] = {**res, "seconds": time.perf_counter() - ts}
+        seen.append(problem.objectives(res["X"])["F"])
+    allF = np.vstack(seen + ([true_front] if true_front is not None else []))
+    ref = 1.1 * allF[np.all(allF < 1e6, axis=1)].max(axis=0)
+    summary["hv_ref"] = ref.tolist()
+    summary["runs"] = {n: _report(problem, r, ref, true_front) for n, r in runs.items()}
+    if true_front is not None:
+        summary["brute_force"].update(quality(true_front, ref, true_front))
+    summary.update(simulations=model.simulations, seconds=time.perf_counter() - t0)
+    from search.serving.plots import plot_pools
+
+    plot_pools(summary, out / "pools.png")
+    summary["plot"] = str(out / "pools.png")
+    return summary
+
+
+def _report(problem: PoolProblem, r: dict[str, Any], ref: np.ndarray, true_front: np.ndarray | None) -> dict[str, Any]:
+    final = r["fronts"][-1]
+    pts = points(problem, r["X"], final)
+    cheap = [x for x in pts if x["cost_norm"] <= 1.0]
+    return {**quality(final, ref, true_front), "evaluations": r["evaluations"], "seconds": r["seconds"],
+            "hv_per_generation": [quality(f, ref, None)["hv"] for f in r["fronts"]],
+            "adrs_per_generation": [quality(f, ref, true_front).get("adrs") for f in r["fronts"]] if true_front is not None else None,
+            "front": pts, "best_product": min(x["time_norm"] * x["cost_norm"] for x in pts) if pts else float("inf"),
+            "best_rps_at_baseline_cost": max(cheap, key=lambda x: x["rps_norm"]) if cheap else None}
