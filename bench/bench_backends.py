@@ -7,8 +7,10 @@
 2. Systolic mapper per template: one 40-layer iha-paper genome with an empty cache (cold), then
    genomes/s on 200 genomes already seen (re-evaluation) and on 200 new genomes after warming the
    cache on 1,000 others (the search's steady state), default workload 256/256, int8.
-3. SmolLM2-135M and Pythia-160M on all five backends (default workload, bf16 on the GPU roofline, int8
-   on the accelerators). numpy only; single-threaded BLAS is not involved.
+3. SmolLM2-135M and Pythia-160M on the roofline and every systolic template (default workload, bf16 on the
+   GPU roofline, int8 on the accelerators). numpy only; single-threaded BLAS is not involved.
+4. Substrate fidelity: SmolLM2-135M with conventions=physical and =llmforge against the closed-form reading of
+   the LLMForge release's Timeloop pipeline (backends/systolic/reference.py).
 """
 from __future__ import annotations
 
@@ -80,17 +82,36 @@ def bench_systolic(name: str) -> None:
           f"new genomes after 1,000 warm-up {200 / fresh:,.0f} genomes/s")
 
 
+SUBSTRATES = ("gemmini", "eyeriss", "simba", "flat", "dxe", "dxe-relaxed")
+
+
 def table() -> None:
     print("\n| model | backend | TTFT ms | TPOT ms | energy µJ/token | note |\n| --- | --- | ---: | ---: | ---: | --- |")
     for arch in ("smollm2-135m", "pythia-160m"):
         g = load_genome(data_dir() / "archs" / f"{arch}.yaml")
-        for name in ("roofline", "gemmini", "eyeriss", "flat", "dxe"):
+        for name in ("roofline",) + SUBSTRATES:
             b = build_backend(name)
             wl = resolve_workload(DEFAULT_WL, b)
             row = b.evaluate([g], wl).row(0)
             note = ("A100-40GB, bf16" if name == "roofline" else
                     f"int8, {row['area_mm2']:.2f} mm², weights {'on chip' if row['weights_resident'] else 'from DRAM'}")
             print(f"| {arch} | {name} | {row['ttft_ms']:.3g} | {row['tpot_ms']:.3g} | {row['energy_per_token_uj']:.4g} | {note} |")
+
+
+def substrate_fidelity() -> None:
+    """Ours (physical and llmforge conventions) against our reading of the release's pipeline, SmolLM2-135M 256/256."""
+    from backends.systolic.reference import SUBSTRATES as READ, release_reading
+
+    g = load_genome(data_dir() / "archs" / "smollm2-135m.yaml")
+    print("\n| substrate | physical TTFT / TPOT ms | llmforge TTFT / TPOT ms | release reading TTFT / TPOT ms | llmforge ÷ reading |"
+          "\n| --- | ---: | ---: | ---: | ---: |")
+    for name in (n for n in SUBSTRATES if n in READ):
+        wl = resolve_workload(DEFAULT_WL, build_backend(name))
+        p, lf = (build_backend(name, **({"conventions": "llmforge"} if c else {})).evaluate([g], wl).row(0) for c in (0, 1))
+        ref = release_reading(name, g, DEFAULT_WL["prefill"], DEFAULT_WL["decode"])
+        print(f"| {name} | {p['ttft_ms']:.1f} / {p['tpot_ms']:.2f} | {lf['ttft_ms']:.1f} / {lf['tpot_ms']:.2f} | "
+              f"{ref['ttft_ms']:.1f} / {ref['tpot_ms']:.2f} | {lf['ttft_ms'] / ref['ttft_ms']:.3f} / "
+              f"{lf['tpot_ms'] / ref['tpot_ms']:.3f} |")
 
 
 def table4_calibration() -> None:
@@ -119,9 +140,10 @@ def main() -> None:
     print(f"cpu cores visible: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
     if not a.table_only:
         bench_roofline(a.n)
-        for name in ("gemmini", "eyeriss", "flat", "dxe"):
+        for name in SUBSTRATES:
             bench_systolic(name)
     table()
+    substrate_fidelity()
     table4_calibration()
 
 

@@ -112,8 +112,14 @@ def map_many(t: Template, M: Any, K: Any, N: Any, a_b: float = 1.0, w_b: float =
         cand["cycles"] = np.where(g["fits"], cand["cycles"], np.inf)
         cand.update(tm=g["tm"], tk=g["tk"], tn=g["tn"], inner=g["ii"] + 0 * g["tm"],
                     df=np.full_like(g["tm"], DATAFLOWS.index(df)))
-        best = cand if best is None else {k: np.concatenate([best[k], v], axis=1) for k, v in cand.items()}
-    return _pick(best, macs, t)
+        r = _best(cand)
+        if best is not None:  # fastest, then least energy, across dataflows
+            c0, c1 = best["cycles"], r["cycles"]
+            better = (c1 < c0 * (1 - 1e-12)) | ((c1 <= c0 * (1 + 1e-12)) & (r["energy"] < best["energy"]))
+            r = {k: np.where(better, v, best[k]) for k, v in r.items()}
+        best = r
+    best.update(_accesses(best, t, resident))
+    return _finish(best, macs, t)
 
 
 def _tilings(t: Template, M, K, N, a_b, w_b, o_b, on_chip, resident) -> dict[str, Any]:
@@ -167,44 +173,70 @@ def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     dram_busy = (np.maximum(rd / t.dram_bytes_per_cycle, wr / t.dram_write_bytes_per_cycle)
                  if t.dram_write_bytes_per_cycle > 0 else dram_total / t.dram_bytes_per_cycle)
     cycles = np.maximum(comp, dram_busy) if mode == "overlapped" else comp + 0 * dram_total
-    port = {}
-    feeder = {x: [b.name for b in t.buffers if x in b.holds][-1:] for x in ("input", "weight", "output")}
-    for b in t.buffers:
+    terms = {"reads_input": reads["input"], "reads_weight": reads["weight"], "psum": psum_rw / 2,
+             "size_output": size["output"], **{f"dram_{x}": v for x, v in dram.items()}}
+    coef: dict[str, float] = {}
+    for b, pairs in _ports(t, resident):
         rd_all = wr_all = 0.0
-        for x in b.holds:
-            if x == "weight" and resident:
-                continue
-            if b.name not in feeder[x]:  # an outer level only stages what passes to the array's feeder
-                rd, wr = dram[x], (size[x] if x == "output" else dram[x])
-            elif x == "output":
-                rd, wr = psum_rw / 2 + dram[x], psum_rw / 2
-            else:
-                rd, wr = reads[x], dram[x]
-            rd_all, wr_all = rd_all + rd, wr_all + wr
-            energy = energy + rd * b.read_pj_per_byte + wr * b.write_pj_per_byte
-        port[b.name] = rd_all + wr_all + 0 * cycles
+        for r, w in pairs:
+            coef[r] = coef.get(r, 0.0) + b.read_pj_per_byte
+            coef[w] = coef.get(w, 0.0) + b.write_pj_per_byte * (w != "none")
+            if mode == "overlapped":
+                rd_all, wr_all = rd_all + terms[r], wr_all + terms.get(w, 0.0)
         if mode == "overlapped":  # a dual-ported buffer reads and writes at once, else they share the port
             busy = (np.maximum(rd_all / b.bytes_per_cycle, wr_all / b.write_bytes_per_cycle) if b.write_bytes_per_cycle > 0
                     else (rd_all + wr_all) / b.bytes_per_cycle)
             cycles = np.maximum(cycles, busy)
+    for k, c in coef.items():
+        if c and k in terms:
+            energy = energy + terms[k] * c
     if resident:
         energy = energy + reads["weight"] * t.resident_pj(resident)
     energy = energy + cycles * t.leak_pj_per_cycle
-    out = {"cycles": cycles, "energy": energy, "dram": dram_total + 0 * cycles, "comp": comp + 0 * cycles}
-    out.update({f"buf:{k}": v for k, v in port.items()})
+    out = {"cycles": cycles, "energy": energy, "dram": dram_total, "comp": comp}
+    out.update({f"term:{k}": v for k, v in terms.items()})
+    return {k: np.broadcast_to(v, cycles.shape) for k, v in out.items()}
+
+
+def _ports(t: Template, resident: str | None) -> list[tuple[Any, list[tuple[str, str]]]]:
+    """Per buffer its (read, write) traffic terms. Buffers are listed outermost first: the last one holding an
+    operand feeds the array (per-fold reads, partial sums); an outer one only stages what passes through it."""
+    feeder = {x: [b.name for b in t.buffers if x in b.holds][-1:] for x in ("input", "weight", "output")}
+    out = []
+    for b in t.buffers:
+        pairs = []
+        for x in b.holds:
+            if x == "weight" and resident:
+                continue
+            if b.name not in feeder[x]:
+                pairs.append((f"dram_{x}", "size_output" if x == "output" else f"dram_{x}"))
+            elif x == "output":
+                pairs += [("psum", "psum"), ("dram_output", "none")]
+            else:
+                pairs.append((f"reads_{x}", f"dram_{x}"))
+        out.append((b, pairs))
     return out
 
 
-def _pick(c: dict[str, np.ndarray], macs: np.ndarray, t: Template) -> dict[str, np.ndarray]:
+def _accesses(r: dict[str, np.ndarray], t: Template, resident: str | None) -> dict[str, np.ndarray]:
+    """Bytes through each buffer's ports for the picked mappings, from their traffic terms."""
+    return {f"buf:{b.name}": sum((r[f"term:{x}"] + (r[f"term:{w}"] if w != "none" else 0.0) for x, w in pairs),
+                                 np.zeros_like(r["cycles"])) for b, pairs in _ports(t, resident)}
+
+
+def _best(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per shape, the fastest tiling (ties: least energy) of one dataflow's (S, T) candidates."""
     cyc = c["cycles"]
     cmin = cyc.min(axis=1, keepdims=True)
-    if np.any(~np.isfinite(cmin)):
+    j = np.argmin(np.where(cyc <= cmin * (1 + 1e-12), c["energy"], np.inf), axis=1)
+    rows = np.arange(cyc.shape[0])
+    return {k: v[rows, j] for k, v in c.items()}
+
+
+def _finish(out: dict[str, np.ndarray], macs: np.ndarray, t: Template) -> dict[str, np.ndarray]:
+    if np.any(~np.isfinite(out["cycles"])):
         raise BackendError(f"template {t.name!r}: no tiling fits its buffers even at the smallest tile; "
                            "allowed: buffers of at least one array fold (rows × cols) per operand")
-    e = np.where(cyc <= cmin * (1 + 1e-12), c["energy"], np.inf)
-    j = np.argmin(e, axis=1)
-    rows = np.arange(cyc.shape[0])
-    out = {k: v[rows, j] for k, v in c.items()}
     out["macs"] = macs
     out["utilization"] = macs / (t.macs * out["cycles"])
     return out
