@@ -34,7 +34,7 @@ RDXE_PUBLIC = {
 }
 RDXE_SOURCE = "LLMForge release rDXE output (issue 16)"
 SUBSTRATES = ("gemmini", "eyeriss", "flat", "simba", "dxe-relaxed")
-REFERENCE_FUNCS = ("release_reference", "reference_costs", "release_costs", "reference")
+REFERENCE_FUNCS = ("release_reading", "release_reference", "reference_costs", "release_costs", "reference")
 
 
 def _evaluate(backend: str, overrides: dict[str, Any], arch: str, prefill: int, decode: int) -> dict[str, Any]:
