@@ -23,7 +23,7 @@ import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload
 from backends.rdxe import llmforge as lf
-from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, capacity_partition, min_stages, stage_ops
+from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, capacity_cores, min_stages
 from backends.rdxe.pareto import RANK_BY, dedupe, in_envelope, top_k
 from backends.rdxe.profile import LayerProfile, pop_key_rows, profile_population
 from backends.rdxe.ring import RingConstants, chip_area_mm2, scratchpad_bytes, simulate, split_cores
@@ -240,25 +240,12 @@ class RDXEBackend:
                 for wkb in self.w_core_kb:
                     key = ("llmforge", w, kT, wkb, cap, self.min_cores, self.max_cores, c.capacity_overhead)
                     if key not in self._packings:
-                        self._packings[key] = self._llmforge_cores(w, kT, wkb * KB, k_b, cap)
+                        self._packings[key] = capacity_cores(w, kT, wkb * KB, k_b, cap, self.min_cores, self.max_cores,
+                                                             c.capacity_overhead)
                     if self._packings[key] is not None:
                         cores, part = self._packings[key]
                         picks.append(ChipPick(m, wkb, cap, cores, Packing(part, int(max(h.ops)))))
         return picks
-
-    def _llmforge_cores(self, w: tuple, kT: tuple, w_b: int, k_b: int, cap: int) -> Optional[tuple[int, tuple]]:
-        """Smallest 2^k cores whose weight memory / overhead packs into <= cap chips (KV not binding the
-        partition); then more cores, same partition, until each chip's KV / overhead fits its KV memory."""
-        cores, ov, part = self.min_cores, self.lf.capacity_overhead, None
-        while cores <= self.max_cores:
-            part = capacity_partition(w, [0] * len(w), cores * w_b / ov, 0.0)
-            if part is not None and len(part) <= cap:
-                break
-            cores *= 2
-        kv = max(stage_ops(kT, part)) if part is not None else 0
-        while cores <= self.max_cores and kv * ov > cores * k_b:
-            cores *= 2
-        return (cores, part) if cores <= self.max_cores else None
 
     def _evaluate_llmforge(self, prof: LayerProfile, wl: Workload) -> tuple:
         h = lf.release_profile(prof, self.lf)

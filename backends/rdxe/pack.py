@@ -105,6 +105,23 @@ def capacity_partition(w: Sequence[float], kT: Sequence[float], W: float, K: flo
     return _greedy(w, kT, [0] * len(w), W, K, 0, float("inf"))
 
 
+def capacity_cores(w: Sequence[float], kT: Sequence[float], w_b: int, k_b: int, cap: int, min_cores: int,
+                   max_cores: int, overhead: float) -> Optional[tuple[int, Partition]]:
+    """The `llmforge` chip sizing: the smallest 2^k cores whose weight memory / overhead packs the layers
+    into <= cap chips (KV does not split the partition), then more cores, same partition, until every
+    chip's KV / overhead fits its KV memory. None when max_cores is not enough."""
+    cores, part = min_cores, None
+    while cores <= max_cores:
+        part = capacity_partition(w, [0] * len(w), cores * w_b / overhead, 0.0)
+        if part is not None and len(part) <= cap:
+            break
+        cores *= 2
+    kv = max(stage_ops(kT, part)) if part is not None else 0
+    while cores <= max_cores and kv * overhead > cores * k_b:
+        cores *= 2
+    return (cores, part) if cores <= max_cores else None
+
+
 @lru_cache(maxsize=128)
 def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(n + 1, k=1)

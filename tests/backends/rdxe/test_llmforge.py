@@ -11,7 +11,7 @@ from backends.interface import BackendError, Workload
 from backends.rdxe import RDXEBackend
 from backends.rdxe.calibrate import PUBLIC, WORKLOAD, fit_prompt_scale
 from backends.rdxe.llmforge import LLMForgeConventions
-from backends.rdxe.pack import capacity_partition, min_stages
+from backends.rdxe.pack import capacity_cores, capacity_partition, min_stages
 from forge.config import conf_dir, data_dir
 from forge.genome import Genome, LayerGene
 from forge.importers import load_genome
@@ -110,6 +110,16 @@ def test_capacity_partition_is_the_fewest_chips(seed):
     part = capacity_partition(w, kT, W, K)
     assert part is not None and len(part) == min_stages(w, kT, W, K)
     assert capacity_partition([W + 1], [0], W, K) is None
+
+
+def test_capacity_cores_sizes_weights_first_then_kv():
+    w, kT = [100] * 8, [10] * 8
+    cores, part = capacity_cores(w, kT, w_b=100, k_b=100, cap=4, min_cores=1, max_cores=64, overhead=1.0)
+    assert (cores, part) == (2, (2, 4, 6, 8))  # 2 cores hold 2 layers: 4 chips
+    cores, part = capacity_cores(w, [300] * 8, w_b=100, k_b=100, cap=4, min_cores=1, max_cores=64, overhead=1.0)
+    assert (cores, part) == (8, (2, 4, 6, 8))  # KV doubles the cores, the partition stays
+    assert capacity_cores(w, [300] * 8, 100, 100, 4, 1, 4, 1.0) is None
+    assert capacity_cores(w, kT, 100, 100, 4, 1, 64, 1.15)[0] == 4  # overhead: 2 cores hold 1 layer only
 
 
 @pytest.mark.parametrize("kw, needle", [({"conventions": "release"}, "conventions"),
