@@ -103,11 +103,11 @@ def substrate_fidelity() -> None:
     from backends.systolic.reference import SUBSTRATES as READ, release_reading
 
     g = load_genome(data_dir() / "archs" / "smollm2-135m.yaml")
-    print("\n| substrate | physical TTFT / TPOT ms | llmforge TTFT / TPOT ms | release reading TTFT / TPOT ms | llmforge ÷ reading |"
-          "\n| --- | ---: | ---: | ---: | ---: |")
+    print("\n| substrate | physical TTFT / TPOT ms | llmforge TTFT / TPOT ms | release reading TTFT / TPOT ms "
+          "| llmforge ÷ reading |\n| --- | ---: | ---: | ---: | ---: |")
     for name in (n for n in SUBSTRATES if n in READ):
         wl = resolve_workload(DEFAULT_WL, build_backend(name))
-        p, lf = (build_backend(name, **({"conventions": "llmforge"} if c else {})).evaluate([g], wl).row(0) for c in (0, 1))
+        p, lf = (build_backend(name, conventions=c).evaluate([g], wl).row(0) for c in ("physical", "llmforge"))
         ref = release_reading(name, g, DEFAULT_WL["prefill"], DEFAULT_WL["decode"])
         print(f"| {name} | {p['ttft_ms']:.1f} / {p['tpot_ms']:.2f} | {lf['ttft_ms']:.1f} / {lf['tpot_ms']:.2f} | "
               f"{ref['ttft_ms']:.1f} / {ref['tpot_ms']:.2f} | {lf['ttft_ms'] / ref['ttft_ms']:.3f} / "

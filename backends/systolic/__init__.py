@@ -1,8 +1,10 @@
-"""Systolic accelerators: a Timeloop-like mapper over YAML templates (`backend=gemmini|eyeriss|flat|dxe`).
+"""Systolic accelerators: a Timeloop-like mapper over YAML templates
+(`backend=gemmini|eyeriss|simba|flat|dxe|dxe-relaxed`, each following the LLMForge release's arch YAML).
 
 template (the array, buffers and energies of one accelerator) · mapper (every legal tiling of one GEMM,
 vectorized, best pick) · gemm (the cached per-shape entry points `map_gemm`, `gemm_costs`) · phase
-(prefill and exact decode sums of a population) · backend (`SystolicBackend.evaluate`).
+(prefill and decode sums of a population) · conventions (`physical` or the release's `llmforge` counting)
+· backend (`SystolicBackend.evaluate`) · reference (closed-form reading of the release's pipeline, for checks).
 Imports `backends.interface`, `backends.gpu.roofline` (operator bookkeeping) and `forge` core only.
 """
 from backends.systolic.backend import SystolicBackend

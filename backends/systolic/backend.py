@@ -1,4 +1,5 @@
-"""Systolic accelerators (`backend=gemmini|eyeriss|flat|dxe`, or any YAML template): a Timeloop-like mapper.
+"""Systolic accelerators (`backend=gemmini|eyeriss|simba|flat|dxe|dxe-relaxed`, or any YAML template):
+a Timeloop-like mapper.
 
 Every operator of `forge.workload` becomes a GEMM or an elementwise pass: projections and MLP as
 (B·tokens × K)·(K × N); attention score and value per KV group, the R = n_h/n_kv query heads of a

@@ -7,10 +7,13 @@ and the loop order (which of m/n/k is innermost; with three loops only the inner
 
     cycles = max(compute cycles, DRAM bytes / DRAM bandwidth, max over buffers of bytes / port bandwidth)
     (buffers are listed outermost first: the last one holding an operand feeds the array and takes its
-    per-fold reads and partial sums; an outer one only stages what passes through it)
+    per-fold reads and partial sums; an outer one only stages what passes through it. A buffer with a
+    write port of its own, or a duplex DRAM, is busy for max(reads / read bw, writes / write bw).
+    Weights that stream past a resident weight memory are staged in it, so they can be reused.)
     energy = DRAM + buffer reads/writes (+ resident-memory reads) + MACs·(mac + register) + leakage·cycles
 
-Compute cycles for a fold-based R×C array with F folds streaming T rows each:
+Compute cycles for a fold-based R×C array with F folds streaming T rows each (with `spatial: divisor`, R and
+C shrink to the largest exact factors of the dimensions they split, as Timeloop's 'uber' mapspace does):
     overlapped (default): R + (F−1)·max(T, R) + T + R + C − 2  (next fold's weights load while streaming)
     scalesim:             F·(2R + C + T − 2)                   (SCALE-Sim analytical mode, no overlap;
                           cycles are compute-only, as SCALE-Sim reports, taking the first dataflow)
@@ -184,7 +187,8 @@ def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
             if mode == "overlapped":
                 rd_all, wr_all = rd_all + terms[r], wr_all + terms.get(w, 0.0)
         if mode == "overlapped":  # a dual-ported buffer reads and writes at once, else they share the port
-            busy = (np.maximum(rd_all / b.bytes_per_cycle, wr_all / b.write_bytes_per_cycle) if b.write_bytes_per_cycle > 0
+            duplex = b.write_bytes_per_cycle > 0
+            busy = (np.maximum(rd_all / b.bytes_per_cycle, wr_all / b.write_bytes_per_cycle) if duplex
                     else (rd_all + wr_all) / b.bytes_per_cycle)
             cycles = np.maximum(cycles, busy)
     for k, c in coef.items():

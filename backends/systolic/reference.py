@@ -62,8 +62,9 @@ def _divisors(n: int, cap: int) -> list[int]:
 def spatial(s: Substrate, E: int, D: int) -> tuple[int, int]:
     """(s_E, s_D): the exact factors of E and D over the spatial levels with the most PEs busy."""
     best = (1, 1)
-    for choice in product(*[[(e, d) for e in (_divisors(E, n) if "E" in dims else [1])
-                             for d in (_divisors(D, n) if "D" in dims else [1]) if e * d <= n] for n, dims in s.levels]):
+    options = [[(e, d) for e in (_divisors(E, n) if "E" in dims else [1])
+                for d in (_divisors(D, n) if "D" in dims else [1]) if e * d <= n] for n, dims in s.levels]
+    for choice in product(*options):
         e = d = 1
         for fe, fd in choice:
             e, d = e * fe, d * fd
