@@ -59,13 +59,27 @@ def eager_samples() -> list[dict[str, Any]]:
             for p in EAGER_POINTS]
 
 
-def fit_eager(fit: tuple[str, ...] = ("layer_us",)) -> dict[str, Any]:
-    """The `roofline-eager` config: the shipped roofline's settings with `fit` least-squares fitted."""
+def fit_eager(fit: tuple[str, ...] = ("layer_us",), keep: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The `roofline-eager` config: the shipped roofline's settings with `fit` least-squares fitted
+    (to the points numbered `keep` only, for a leave-one-out check; default all)."""
     from backends.gpu.calibrate import calibrate
     from backends.registry import backend_config
 
     base = {**backend_config("roofline"), "name": "roofline-eager", "hardware": "a100-40gb"}
-    return calibrate(eager_samples(), base=base, fit=fit)
+    samples = eager_samples()
+    return calibrate([samples[i] for i in keep] if keep is not None else samples, base=base, fit=fit)
+
+
+def leave_one_out(fit: tuple[str, ...] = ("layer_us",)) -> list[str]:
+    """Fit on all points but one and predict the held-out one: how far one source's overhead carries to another."""
+    lines = []
+    for i, p in enumerate(EAGER_POINTS):
+        cfg = fit_eager(fit, tuple(j for j in range(len(EAGER_POINTS)) if j != i))
+        r = predict(cfg, p)
+        got = [f"{k} {r[k]:.2f} vs {v:.2f} ms ({r[k] / v - 1:+.1%})" for k, v in (("ttft_ms", p.ttft_ms), ("tpot_ms", p.tpot_ms))
+               if v is not None]
+        lines.append(f"without {p.arch}: layer_us {cfg['layer_us']:.1f} -> {p.arch} " + ", ".join(got))
+    return lines
 
 
 def predict(cfg: dict[str, Any], p: EagerPoint) -> dict[str, float]:
@@ -130,8 +144,12 @@ def yaml_text(cfg: dict[str, Any], fit: tuple[str, ...]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="write the config YAML here (default: print it)")
+    ap.add_argument("--leave-one-out", action="store_true", help="print held-out predictions instead")
     a = ap.parse_args()
     fit = ("layer_us",)
+    if a.leave_one_out:
+        print("\n".join(leave_one_out(fit)))
+        return
     text = yaml_text(fit_eager(fit), fit)
     if a.out:
         from forge.io import atomic_write_text
