@@ -76,14 +76,25 @@ class LLMForgeConventions:
 
     @classmethod
     def build(cls, kw: Any) -> "LLMForgeConventions":
+        """Validated conventions from a config mapping (None = the release's defaults)."""
         kw = dict(kw or {})
-        names = [f.name for f in fields(cls)]
-        bad = sorted(set(kw) - set(names))
+        kinds = {f.name: type(f.default) for f in fields(cls)}
+        bad = sorted(set(kw) - set(kinds))
         if bad:
-            raise BackendError(f"backend.llmforge.{bad[0]} is unknown; allowed: {', '.join(names)}")
-        for key in ("area_envelope_mm2", "power_envelope_mw"):
-            if key in kw:
-                kw[key] = tuple(float(x) for x in kw[key])
+            raise BackendError(f"backend.llmforge.{bad[0]} is unknown; allowed: {', '.join(kinds)}")
+        for key, v in kw.items():
+            kind = kinds[key]
+            if kind is tuple:
+                ok = hasattr(v, "__len__") and len(v) == 2 and all(isinstance(x, (int, float)) for x in v) and 0 <= v[0] <= v[1]
+                v = tuple(float(x) for x in v) if ok else v
+            elif kind is bool or kind is str:
+                ok = isinstance(v, kind)
+            else:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            if not ok:
+                allowed = {tuple: "[low, high] with 0 <= low <= high", bool: "true | false", str: "leakage | grid"}
+                raise BackendError(f"backend.llmforge.{key} = {v!r} is invalid; allowed: {allowed.get(kind, 'a number >= 0')}")
+            kw[key] = v
         c = cls(**kw)
         if c.tie_break not in ("leakage", "grid") or c.mlp_matrices not in (2, 3) or min(
                 c.decode_context, c.kv_context, c.vector_elems_per_cycle, c.weight_port_bytes, c.capacity_overhead) <= 0:

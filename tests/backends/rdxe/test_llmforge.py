@@ -124,7 +124,11 @@ def test_capacity_cores_sizes_weights_first_then_kv():
 
 @pytest.mark.parametrize("kw, needle", [({"conventions": "release"}, "conventions"),
                                         ({"llmforge": {"bogus": 1}}, "bogus"),
-                                        ({"llmforge": {"tie_break": "random"}}, "tie_break")])
+                                        ({"llmforge": {"tie_break": "random"}}, "tie_break"),
+                                        ({"llmforge": {"decode_context": "long"}}, "decode_context"),
+                                        ({"llmforge": {"vector_serial": 1}}, "vector_serial"),
+                                        ({"llmforge": {"area_envelope_mm2": [800, 0]}}, "area_envelope"),
+                                        ({"llmforge": {"mlp_matrices": 4}}, "mlp_matrices")])
 def test_bad_conventions_are_named(kw, needle):
     with pytest.raises(BackendError, match=needle):
         RDXEBackend(**kw)
