@@ -48,7 +48,7 @@ EAGER_POINTS: tuple[EagerPoint, ...] = (
     # plain eager gpt-fast model with a KV cache, bf16, batch 1, A100-80GB power-limited to 330 W; gpt-fast's
     # generate.py default: a short prompt ("Hello, my name is", ~6 tokens) and 200 new tokens. TTFT not given.
     EagerPoint("llama-2-7b", "a100-80gb", 6, 200, None, 1000.0 / 25.5, None,
-               "PyTorch blog 'GPT, Fast' eager baseline, 25.5 tok/s (A100-80GB @330 W, bf16, batch 1)"),
+               "pytorch.org/blog/accelerating-generative-ai-2 eager baseline, 25.5 tok/s (A100-80GB @330 W, bf16, batch 1)"),
 )
 
 
