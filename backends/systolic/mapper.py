@@ -72,11 +72,9 @@ def _largest_divisor(x: np.ndarray, cap: float) -> np.ndarray:
 def _kpe(t: Template, K: np.ndarray, w_b: float) -> np.ndarray:
     """rs: K-elements each PE keeps in its weight scratchpad (divisor spatial: the rows split K exactly)."""
     cap = t.pe_weight_bytes // max(w_b, 1e-9)
-    kpe = np.maximum(1.0, np.minimum(cap, _ceil(K, float(t.rows))))
-    if t.spatial == "divisor":
-        exact = K / _largest_divisor(K, t.rows)
-        kpe = np.where(exact <= cap, exact, kpe)
-    return kpe
+    if t.spatial == "divisor":  # rows take the largest exact factor of K; each PE the largest one of the rest
+        return _largest_divisor(K / _largest_divisor(K, t.rows), cap)
+    return np.maximum(1.0, np.minimum(cap, _ceil(K, float(t.rows))))
 
 
 def _geometry(t: Template, df: str, M, K, N, w_b: float) -> tuple:

@@ -16,8 +16,12 @@ pins down the rest. Our reading, each point with its source:
   (hw_timeloop.py: `_pad_D_for_arch`);
       DRAM = max(reads / read_bandwidth, writes / write_bandwidth),
   reads = compulsory inputs + weights, writes = outputs (int8): the mapper's best mapping keeps the reused
-  operand on chip (every substrate's buffers hold an input or weight tile of SmolLM2's shapes), and DRAM
-  dominates the on-chip ports in every case we checked by hand (arch.yaml bandwidths).
+  operand on chip (where DRAM binds, on dxe_relaxed, a weight matrix larger than the 3 MB of weight memory
+  streams in parts and the inputs are re-read once per part; elsewhere prefill is compute-bound); of the on-chip
+  ports only the one feeding inputs can bind (Gemmini's 16 B/cycle scratchpad, which weights also cross, and
+  dxe_relaxed's 16 B/cycle global SRAM): inputs are multicast across D's spatial factor, so each is read once
+  per D fold — exactly the array's rate, plus the weights. Eyeriss, Simba and FLAT feed inputs faster than
+  their arrays consume them (arch.yaml bandwidths).
 - FLAT's fusion (flat_edge/arch.yaml: the fusion model subtracts inter-op DRAM traffic): scores stay on chip.
 """
 from __future__ import annotations
@@ -39,11 +43,13 @@ class Substrate:
     dram_write: float
     pad_d: int = 0  # DXE variants: D padded to a multiple of this instead of factorized
     fused_scores: bool = False
+    feed: tuple[float, bool] | None = None  # the buffer port feeding inputs (B/cycle, weights pass it too)
+    weight_store: int = 0  # on-chip weight bytes: a larger weight matrix streams in parts, inputs re-read per part
 
 
 SUBSTRATES = {
     # gemmini/arch.yaml + constraints.yaml: PERows D=16, PECols E=16; DRAM 4 / 4 B/cycle
-    "gemmini": Substrate(((16, ("D",)), (16, ("E",))), 4, 4),
+    "gemmini": Substrate(((16, ("D",)), (16, ("E",))), 4, 4, feed=(16, True)),  # Scratchpad read_bandwidth 16
     # eyeriss/arch.yaml: PE_column meshX 14 (D only), PE meshY 12 (E and D); DRAM 4 / 4
     "eyeriss": Substrate(((14, ("D",)), (12, ALL)), 4, 4),
     # simba/arch.yaml: PE meshX 16 (D, E), distributed_buffers meshY 4 (D), reg_mac meshY 4 (E); DRAM 4 / 4
@@ -51,7 +57,8 @@ SUBSTRATES = {
     # flat_edge/arch.yaml: PE_row meshY 32 (D), PE_col meshX 32 (E); DRAM 25 / 25; fused attention
     "flat": Substrate(((32, ("D",)), (32, ("E",))), 25, 25, fused_scores=True),
     # dxe_relaxed: DXT 8 × VAC 16 over D (forced, padded), mac_lane 16 over E; DRAM 4 / 4
-    "dxe-relaxed": Substrate(((16, ("E",)),), 4, 4, pad_d=128),
+    "dxe-relaxed": Substrate(((16, ("E",)),), 4, 4, pad_d=128, feed=(16, False),  # global_sram 16 B/cycle
+                             weight_store=128 * 24576),  # wmem 24 KB × 128 cores
 }
 
 
@@ -82,9 +89,13 @@ def gemm_cycles(s: Substrate, L: int, E: int, D: int, fused_in: bool = False, fu
         sE, sD = spatial(s, E, D)
         folds_d = D // sD
     compute = L * (E // sE) * folds_d
-    reads = E * D + (0 if fused_in else L * E)
+    parts = -(-E * D // s.weight_store) if s.weight_store else 1
+    reads = E * D + (0 if fused_in else L * E * parts)
     writes = 0 if fused_out else L * D
-    return max(compute, reads / s.dram_read, writes / s.dram_write)
+    port = 0.0
+    if s.feed:  # inputs are multicast across D's spatial factor, so read once per D fold
+        port = (L * E * folds_d + (E * D if s.feed[1] else 0)) / s.feed[0]
+    return max(compute, reads / s.dram_read, writes / s.dram_write, port)
 
 
 def layer_cycles(s: Substrate, g: Genome, i: int, tokens: int, context: int) -> float:

@@ -30,6 +30,17 @@ def test_llmforge_is_within_15_percent_of_the_release_reading(name, smollm):
     assert r["tpot_ms"] == pytest.approx(ref["tpot_ms"], rel=0.15)
 
 
+@pytest.mark.parametrize("arch", ["pythia-160m", "qwen2.5-0.5b"])
+@pytest.mark.parametrize("name", ["gemmini", "eyeriss", "flat", "simba", "dxe-relaxed"])
+def test_the_agreement_holds_on_other_shapes(name, arch):
+    """Qwen's 896 / 4864 widths do not factor over Eyeriss's 12 rows or fit dxe-relaxed's 3 MB weight memory."""
+    g = load_genome(data_dir() / "archs" / f"{arch}.yaml")
+    r = build_backend(name, conventions="llmforge").evaluate([g], WL).row(0)
+    ref = release_reading(name, g, 256, 256)
+    assert r["ttft_ms"] == pytest.approx(ref["ttft_ms"], rel=0.15)
+    assert r["tpot_ms"] == pytest.approx(ref["tpot_ms"], rel=0.15)
+
+
 def pes(name: str, E: int, D: int) -> int:
     e, d = spatial(SUBSTRATES[name], E, D)
     assert E % e == 0 and D % d == 0
