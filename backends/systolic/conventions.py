@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from backends.interface import BackendError
-from backends.systolic.template import Template
+from backends.systolic.template import Template, make_template
 
 CONVENTIONS = ("physical", "llmforge")
 DECODE_CONTEXT = ("exact", "decode_len")
@@ -64,8 +64,6 @@ def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Count
                            f"allowed: {', '.join(DECODE_CONTEXT)}")
     over.setdefault("dram_write_bytes_per_cycle", t.dram_bytes_per_cycle)  # every release DRAM: write = read bandwidth
     tmpl = {k: (tuple(v) if k == "dataflows" else v) for k, v in over.items() if k in TEMPLATE_FIELDS}
-    from backends.systolic.template import make_template
-
     t = make_template({**_as_dict(t), **tmpl})  # re-validated, e.g. a bad `spatial`
     return Counting(**{k: v for k, v in over.items() if k not in TEMPLATE_FIELDS}), t
 
