@@ -63,6 +63,10 @@ def run_afd(cfg: Any, out: Path) -> dict[str, Any]:
     opt = {k: float(np.asarray(v)) for k, v in optimal_ratio(params, wl).items()}
     rows = sweep(params, wl, [float(r) for r in a["ratios"]], {**a.get("sim", {}), "seed": int(cfg.get("seed", 0))})
     gaps = [abs(r["rel_gap"]) for r in rows if "rel_gap" in r]
+    rs = np.linspace(min(float(min(a["ratios"])), 1.0) * 0.5, max(float(max(a["ratios"])), opt["r_star"]) * 1.05, 200)
+    idle = idle_fractions(params, wl, rs)
+    curve = {"r": rs.tolist(), "theory": throughput_per_instance(params, wl, rs).tolist(),
+             "eta_A": idle["eta_A"].tolist(), "eta_F": idle["eta_F"].tolist()}
     per_s = 1e3 if source["unit"] == "ms" else None
     summary = {"command": "afd", **source, "params": {k: float(v) for k, v in params.as_dict().items()},
                "workload": {"B": wl.B, "mu_P": wl.mu_P, "mu_D": wl.mu_D, "N": wl.N, "tbar": wl.tbar}, **opt,
@@ -71,7 +75,7 @@ def run_afd(cfg: Any, out: Path) -> dict[str, Any]:
                # group's loop still needs (t_A + t_F + t_C) / 2 per step, so near r* the simulator loses about this share:
                "comm_hidden": bool(min(opt["t_A"], _t_F(params, wl, opt["r_star"])) >= 2 * opt["t_C"]),
                "pipeline_loss_at_r_star": _pipeline_loss(opt["t_A"], _t_F(params, wl, opt["r_star"]), opt["t_C"]),
-               "sweep": rows, "sim_max_rel_gap": max(gaps) if gaps else None,
+               "sweep": rows, "curve": curve, "sim_max_rel_gap": max(gaps) if gaps else None,
                "seconds": time.perf_counter() - t0}
     from search.serving.plots import plot_afd
 

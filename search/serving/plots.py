@@ -23,17 +23,16 @@ def _save(fig: Any, path: Path) -> None:
 
 def plot_afd(s: dict[str, Any], path: Path) -> None:
     """Left: throughput per instance, theory line vs simulator points, r* marked. Right: idle shares."""
-    rows = s["sweep"]
-    r = [x["r"] for x in rows]
-    sim = [x for x in rows if "sim" in x]
+    sim = [x for x in s["sweep"] if "sim" in x]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    a.plot(r, [x["theory"] for x in rows], "-o", label="closed form (Eq. 6)")
+    cv = s["curve"]
+    a.plot(cv["r"], cv["theory"], "-", label="closed form (Eq. 6)")
     a.plot([x["r"] for x in sim], [x["sim"] for x in sim], "s", label="simulator")
     a.axvline(s["r_star"], ls="--", c="k", lw=1, label=f"r* = {s['r_star']:.2f}")
     a.set_xlabel("A/F ratio r"), a.set_ylabel(f"tokens / {s['unit']} / instance"), a.legend()
     a.set_title(f"AFD throughput ({s.get('arch') or 'Table 2'}, B={s['workload']['B']})")
     for key, lab in (("eta_A", "attention"), ("eta_F", "FFN")):
-        b.plot(r, [x[f"theory_{key}"] for x in rows], "-", label=f"{lab} idle, theory")
+        b.plot(cv["r"], cv[key], "-", label=f"{lab} idle, theory")
         b.plot([x["r"] for x in sim], [x[f"sim_{key}"] for x in sim], "o", label=f"{lab} idle, simulator")
     b.set_xlabel("A/F ratio r"), b.set_ylabel("idle fraction"), b.legend(fontsize=8), b.set_title("idle shares (Eq. 23)")
     _save(fig, path)
