@@ -1,6 +1,7 @@
-"""Surrogate speed: predict (48 genomes × 10 MC passes) and paper-recipe training time.
+"""Surrogate figures: predict and paper-recipe training time, budget/hybrid studies, the README hybrid column.
 
     .venv/bin/python bench/bench_surrogate.py predict [--ckpt forgeformer-iha-paper] [--threads 2]
+    .venv/bin/python bench/bench_surrogate.py calib-table --ckpt <compare run>/checkpoints --out X.json
     .venv/bin/python bench/bench_surrogate.py train --epochs 200 [--threads 2]
     .venv/bin/python bench/bench_surrogate.py budgets --recipe forgeformer --epochs 100 --out X.json
 
@@ -227,9 +228,45 @@ def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: 
             **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items() if v}}
 
 
+def calib_table(ckpt_dir: Path, splits: list[int], n_trees: int) -> dict:
+    """README surrogate table, hybrid column: score the checkpoints `forge-surrogate mode=compare save_ckpt=true`
+    saved per split on that split's untouched test rows, three ways from the same weights: no stretch, the
+    nested stretch they carry (picked on an inner carve of the training rows), and session 3's rule (k picked on
+    the validation carve that also chose every member's epoch: encoder predictions + forest out-of-bag)."""
+    from forge.io import shared_data_dir
+    from surrogate.calibration import LowEndStretch
+    from surrogate.dataset import load_labelset, train_val_test
+    from surrogate.metrics import evaluate, summarize
+    from surrogate.predictor import load_predictor
+    from surrogate.trees import fit_forests, forests_oob, forests_predict
+
+    data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
+    out: dict[str, list] = {"no_stretch": [], "nested_stretch": [], "val_carve_stretch": []}
+    picks = []
+    for s in splits:
+        p = load_predictor(ckpt_dir / f"forgeformer-hybrid-seed{s}")
+        train, val, test = train_val_test(data, s, 0.2)
+        if p.meta["data_hash"] != train.data_hash():
+            raise ValueError(f"split {s}: the checkpoint was not trained on this split's training rows")
+        nested, p.calib = p.calib, None
+        raw = p.predict(test.genomes)[0]
+        forests = fit_forests(train, val, n_trees, s, 40)  # refit to get out-of-bag rows; same seeds as shipped
+        assert np.allclose(forests_predict(forests, test.genomes), forests_predict(p.forests, test.genomes))
+        w = p.nn_weight
+        old = LowEndStretch.fit(w * p.encoder_predict(val.genomes, 0)[0] + (1 - w) * forests_oob(forests, len(val)),
+                                val.y)
+        for key, c in (("no_stretch", None), ("nested_stretch", nested), ("val_carve_stretch", old)):
+            out[key].append(evaluate(test.y, raw if c is None else c.apply(raw, np.zeros_like(raw))[0]))
+        picks.append({"split": s, "nested": nested.to_dict(), "val_carve": old.to_dict(),
+                      "fit": p.meta.get("calibration_fit"), "best_epochs": [m["best_epoch"] for m in p.meta["members"]]})
+    return {"splits": splits, "n_test": len(test), "picks": picks,
+            **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["predict", "train", "budgets", "budgets-table", "hybrid-table"])
+    ap.add_argument("what", choices=["predict", "train", "budgets", "budgets-table", "hybrid-table",
+                                         "calib-table"])
     ap.add_argument("--ckpt", default="forgeformer-iha-paper")
     ap.add_argument("--n", type=int, default=48)
     ap.add_argument("--n-mc", type=int, default=10)
@@ -258,6 +295,13 @@ def main() -> None:
         res = hybrid_table([Path(f) for f in a.out.split(",")], [int(x) for x in a.members.split(",")],
                            a.budgets, a.nn_weight, a.trees)
         print(json.dumps(res, indent=1))
+        return
+    if a.what == "calib-table":  # --ckpt <compare run dir>/checkpoints [--splits 0,1,2,3,4] [--out X.json]
+        res = calib_table(Path(a.ckpt), [int(x) for x in a.splits.split(",")], a.trees)
+        if a.out:
+            Path(a.out).write_text(json.dumps(res, indent=1))
+        print(json.dumps({k: v["summary"] if isinstance(v, dict) else v for k, v in res.items() if k != "picks"},
+                         indent=1))
         return
     if a.what == "budgets":
         ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731

@@ -44,7 +44,8 @@ class Recipe:
     forests: bool = False  # hybrid: add two rank-target random forests (surrogate/trees.py), fit on train + val
     forest_trees: int = 100
     nn_weight: float = 1.0 / 3.0  # hybrid: encoder-ensemble weight; the two forests share the rest
-    calibrate: bool = False  # low-end stretch picked on the validation carve (surrogate/calibration.py)
+    calibrate: bool = False  # low-end stretch picked by a nested split (surrogate/calibration.py, fit._nested_stretch)
+    calib_frac: float = 0.15  # calibrate: inner carve of the training rows used for nothing but picking the stretch
     accelerator: str = "cpu"  # Lightning accelerator for training: cpu | gpu | auto
     workers: int = 1  # members trained at once in spawned processes, one torch thread each (see fit_members)
 

@@ -238,14 +238,11 @@ def calibrated(tmp_path_factory):
     return p, stem, (tr, va, te)
 
 
-def test_calibration_is_fit_on_held_out_predictions_and_roundtrips(calibrated):
-    from surrogate.trees import forests_oob, forests_predict
+def test_calibration_only_stretches_the_model_and_roundtrips(calibrated):
+    from surrogate.trees import forests_predict
 
     p, stem, (tr, va, te) = calibrated
-    assert p.calib is not None and len(va) >= 20
-    # out-of-bag predictions of the carve differ from the in-sample ones the forests would give
-    oob = forests_oob(p.forests, len(va))
-    assert oob.shape == (len(va),) and not np.allclose(oob, forests_predict(p.forests, va.genomes))
+    assert p.calib is not None and p.meta["calibration_fit"]["n_carve"] >= 20
     enc = p.encoder_predict(te.genomes, 0)[0]
     blend = enc / 3 + 2 * forests_predict(p.forests, te.genomes) / 3
     mu, _ = p.predict(te.genomes)
@@ -253,6 +250,32 @@ def test_calibration_is_fit_on_held_out_predictions_and_roundtrips(calibrated):
     assert (np.argsort(mu, kind="stable") == np.argsort(blend, kind="stable")).all()
     q = load_predictor(stem)
     assert q.calib == p.calib and np.array_equal(q.predict(te.genomes)[0], mu)
+
+
+def test_stretch_is_picked_by_a_nested_split(calibrated, monkeypatch):
+    """The factor is chosen on an inner carve of the training rows, predicted by a fit that never saw it and
+    selected its epochs on the usual validation carve; validation and test rows never reach the choice.
+    The returned model is the fit on all training rows, identical to an uncalibrated fit."""
+    import surrogate.fit as fit_mod
+    from surrogate.calibration import LowEndStretch
+
+    p, _, (tr, va, te) = calibrated
+    fits, picks, real_fit, real_pick = [], [], fit_mod._fit, LowEndStretch.fit.__func__
+    monkeypatch.setattr(fit_mod, "_fit", lambda t, v, *a: fits.append((set(t.ids), set(v.ids))) or real_fit(t, v, *a))
+    monkeypatch.setattr(LowEndStretch, "fit", classmethod(lambda c, pr, y: picks.append((pr, y)) or real_pick(c, pr, y)))
+    recipe = Recipe(**FAST, forests=True, forest_trees=8, calibrate=True)
+    again = train_forgeformer(tr, va, recipe, "iha-tiny", 12)
+    (full, v0), (inner, v1) = fits
+    carve = full - inner
+    assert full == set(tr.ids) and v0 == v1 == set(va.ids) and len(carve) >= 20
+    assert not carve & (set(va.ids) | set(te.ids))
+    (pred, y), = picks
+    rows = [i for i, x in enumerate(tr.ids) if x in carve]
+    assert sorted(y) == sorted(tr.y[rows]) and len(pred) == len(rows)
+    assert again.calib.k == p.calib.k and again.calib.cut == pytest.approx(p.calib.cut, abs=1e-6)  # by seed
+    plain = train_forgeformer(tr, va, Recipe(**FAST, forests=True, forest_trees=8), "iha-tiny", 12)
+    raw = plain.predict(te.genomes)[0]
+    np.testing.assert_allclose(p.calib.apply(raw, np.zeros_like(raw))[0], p.predict(te.genomes)[0], atol=1e-6)
 
 
 def test_bad_calibration_in_a_sidecar_is_refused(calibrated, tmp_path):
@@ -266,10 +289,10 @@ def test_bad_calibration_in_a_sidecar_is_refused(calibrated, tmp_path):
         load_predictor(bad)
 
 
-def test_calibrate_with_too_small_a_carve_stays_uncalibrated_and_says_why(split):
+def test_calibrate_with_too_small_a_calibration_carve_stays_uncalibrated_and_says_why(split):
     tr, va, _ = split
-    p = train_forgeformer(tr, va.take(np.arange(5)), Recipe(epochs=1, calibrate=True), "iha-tiny", 12)
-    assert p.calib is None and "5 rows" in p.meta["calibration_skipped"]
+    p = train_forgeformer(tr, va, Recipe(epochs=1, calibrate=True, calib_frac=0.05), "iha-tiny", 12)
+    assert p.calib is None and "raise calib_frac" in p.meta["calibration_skipped"]
 
 
 def test_hybrid_predict_featurizes_a_population_once(split, hybrid, monkeypatch):

@@ -18,7 +18,7 @@ def test_shipped_files_are_small_and_complete():
     assert sum(f.stat().st_size for f in (data_dir() / "surrogate").iterdir() if f.is_file()) < 5_000_000
     meta = json.loads(files[0].read_text())
     assert meta["data_hash"] and set(meta["metrics"]) >= {"mae", "spearman", "kendall", "mae_at_5"}
-    # the shipped recipe is the calibrated hybrid: a low-end stretch was picked on its validation carve
+    # the shipped recipe is the calibrated hybrid: a low-end stretch picked by a nested split
     assert meta["recipe"]["calibrate"] and meta["recipe"]["forests"] and meta["calibration"]["k"] >= 1.0
 
 
