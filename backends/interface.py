@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 import numpy as np
 
 from forge.genome import Genome
+from forge.precision import PrecisionError, parse_format
 from forge.workload import Precision
+
+FORMAT_KEYS = ("weight_format", "act_format", "kv_format")
+ALLOWED_BITS = (4, 6, 8, 16, 32)
 
 if TYPE_CHECKING:
     from forge.arrays import PopArrays
@@ -27,35 +31,63 @@ class Workload:
     """Prefill L_p prompt tokens, then L_d decode steps with a growing KV cache, at a batch size.
 
     Precisions are bits per element of weights, activations and the KV cache (bf16 on GPUs,
-    int8 on the accelerators; set per backend in conf/workload or on the command line).
+    int8 on the accelerators; set per backend in conf/workload or on the command line). A format
+    name (`weight_format=mxint4`, forge.precision) overrides the bits: its bytes count the MX shared
+    scale, and its element bits replace `*_bits`. A genome's own precision genes override both.
+
+    `batch: max` asks the backend for the largest batch whose weights plus KV cache fit its memory,
+    per genome (`forge.workload.max_batch`); only backends with `supports_batch_max` accept it.
     """
 
     prefill: int = 256
     decode: int = 256
-    batch: int = 1
+    batch: int | str = 1
     weight_bits: int = 16
     act_bits: int = 16
     kv_bits: int = 16
+    weight_format: str | None = None
+    act_format: str | None = None
+    kv_format: str | None = None
 
     def __post_init__(self) -> None:
         for k in ("prefill", "decode", "batch"):
             v = getattr(self, k)
+            if k == "batch" and v == "max":
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-                raise BackendError(f"workload.{k} = {v!r} is invalid; allowed: a positive integer")
+                more = " (batch also: max)" if k == "batch" else ""
+                raise BackendError(f"workload.{k} = {v!r} is invalid; allowed: a positive integer{more}")
+        for k in FORMAT_KEYS:
+            if getattr(self, k) is not None:
+                try:
+                    f = parse_format(getattr(self, k))
+                except PrecisionError as e:
+                    raise BackendError(f"workload.{k}: {e}") from None
+                object.__setattr__(self, k, f.name)
+                object.__setattr__(self, k.replace("_format", "_bits"), f.bits)
         for k in ("weight_bits", "act_bits", "kv_bits"):
-            if getattr(self, k) not in (4, 8, 16, 32):
-                raise BackendError(f"workload.{k} = {getattr(self, k)!r} is invalid; allowed: 4, 8, 16, 32")
+            if getattr(self, k) not in ALLOWED_BITS:
+                raise BackendError(f"workload.{k} = {getattr(self, k)!r} is invalid; allowed: "
+                                   f"{', '.join(map(str, ALLOWED_BITS))}")
+
+    @property
+    def batch_max(self) -> bool:
+        return self.batch == "max"
 
     @property
     def precision(self) -> Precision:
-        return Precision.from_bits(self.weight_bits, self.act_bits, self.kv_bits)
+        bits = Precision.from_bits(self.weight_bits, self.act_bits, self.kv_bits)
+        own = [parse_format(f).bytes if f else b for f, b in zip(
+            (self.weight_format, self.act_format, self.kv_format), (bits.weight_bytes, bits.act_bytes, bits.kv_bytes))]
+        return Precision(*own)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Workload":
         d = {k: v for k, v in dict(cfg).items() if not str(k).startswith("_")}
-        unknown = set(d) - {"prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits", "name"}
+        keys = ("prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits", *FORMAT_KEYS)
+        unknown = set(d) - {*keys, "name"}
         if unknown:
-            raise BackendError(f"workload.{sorted(unknown)[0]} is unknown; allowed: prefill, decode, batch, weight_bits, act_bits, kv_bits")
+            raise BackendError(f"workload.{sorted(unknown)[0]} is unknown; allowed: {', '.join(keys)}")
         d.pop("name", None)
         return cls(**d)
 

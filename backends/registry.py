@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from backends.interface import Backend, BackendError, Workload
+from backends.interface import FORMAT_KEYS, Backend, BackendError, Workload
 from forge.config import conf_dir, group_names, to_container
 
 BITS = ("weight_bits", "act_bits", "kv_bits")
@@ -60,8 +60,18 @@ def _check_kwargs(cls: type, cfg: dict[str, Any]) -> None:
 def resolve_workload(cfg: Any, backend: Any = None) -> Workload:
     """Workload from config; precision bits left null follow the backend's `default_bits`."""
     d = dict(to_container(cfg) or {})
+    cfg_bits = {k for k in BITS if d.get(k) is None}  # bits the user left to the backend
     defaults = getattr(backend, "default_bits", (16, 16, 16))
     for k, v in zip(BITS, defaults):
         if d.get(k) is None:
             d[k] = int(v)
-    return Workload.from_config(d)
+    for k, b in zip(FORMAT_KEYS, BITS):  # a format left null follows the backend's default_formats where
+        if d.get(k) is None and b in cfg_bits:  # the user set no bits for that tensor either
+            d[k] = getattr(backend, "default_formats", {}).get(k)
+        if d.get(k) is None:
+            d.pop(k, None)
+    wl = Workload.from_config(d)
+    if wl.batch_max and backend is not None and not getattr(backend, "supports_batch_max", False):
+        raise BackendError(f"workload.batch = max is not supported by backend {getattr(backend, 'name', '?')!r}; "
+                           "allowed: a positive integer (batch: max works with backend=plena)")
+    return wl

@@ -4,10 +4,13 @@ Per-layer fields are (P, L) integer arrays; attention fields are zeroed where a 
 its attention is the identity, and every field is zeroed on pruned layers, so a cost model can sum
 over layers without looking at the masks again. Globals are (P,) arrays, so one population may mix
 baselines of different widths and vocabularies.
+
+`weight_bytes`, `act_bytes`, `kv_bytes` are (P,) bytes per element from each genome's precision genes
+(shared MX scales included), NaN where a genome has none: the analyzer then uses the workload's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Sequence
 
 import numpy as np
@@ -15,6 +18,7 @@ import numpy as np
 from forge.genome import Genome
 
 LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
+PREC_KEYS = ("weight_bytes", "act_bytes", "kv_bytes")
 
 
 @dataclass
@@ -35,6 +39,14 @@ class PopArrays:
     bias_qkv: np.ndarray  # (P,) bool: biases on Q, K, V (true for bias in {qkv, all})
     bias_all: np.ndarray  # (P,) bool: biases on every linear and norm
     layernorm: np.ndarray  # (P,) bool: LayerNorm (else RMSNorm)
+    weight_bytes: np.ndarray | None = None  # (P,) float, NaN = the workload's precision
+    act_bytes: np.ndarray | None = None
+    kv_bytes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for k in PREC_KEYS:
+            if getattr(self, k) is None:
+                setattr(self, k, np.full(self.active.shape[0], np.nan))
 
     @property
     def P(self) -> int:
@@ -55,6 +67,15 @@ class PopArrays:
             kw[k] = np.where(att, kw[k], 0).astype(np.int64)
         kw["d_mlp"] = np.where(act, kw["d_mlp"], 0).astype(np.int64)
         return PopArrays(**kw)
+
+    @property
+    def has_precision(self) -> bool:
+        return bool(np.isfinite(self.weight_bytes).any() or np.isfinite(self.act_bytes).any()
+                    or np.isfinite(self.kv_bytes).any())
+
+    def with_bytes(self, **kw: np.ndarray | None) -> "PopArrays":
+        """A copy with some per-genome byte fields replaced (None = NaN, the workload's)."""
+        return replace(self, **kw)
 
     def take(self, idx: np.ndarray) -> "PopArrays":
         return PopArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
@@ -80,4 +101,7 @@ class PopArrays:
             bias_all=np.array([g.bias == "all" for g in genomes]),
             layernorm=np.array([g.norm == "layernorm" for g in genomes]),
         )
+        prec = np.array([g.precision.bytes() if g.precision is not None else (np.nan,) * 3 for g in genomes],
+                        dtype=float).reshape(P, 3)
+        glob.update({k: prec[:, j] for j, k in enumerate(PREC_KEYS)})
         return cls(**lay, **glob).masked()

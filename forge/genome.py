@@ -21,6 +21,8 @@ from typing import Any, Iterable, Literal
 
 import yaml
 
+from forge.precision import PrecisionError, PrecisionGenes
+
 MLP_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 BIAS_KINDS = ("none", "qkv", "all")
@@ -108,6 +110,7 @@ class Genome:
     pos: Literal["rope", "learned"] = "rope"
     parallel: bool = False  # GPT-NeoX style parallel attention + MLP residual
     name: str = field(default="", compare=False)
+    precision: PrecisionGenes | None = None  # per-model (W, A, KV) formats; None = the workload's
 
     def __post_init__(self) -> None:
         for k in ("d_model", "block_size", "vocab_size"):
@@ -127,6 +130,11 @@ class Genome:
         if not any(g.active for g in layers):
             raise _fail("layers[*].active", False, "at least one active layer")
         object.__setattr__(self, "layers", layers)
+        if self.precision is not None:
+            try:
+                object.__setattr__(self, "precision", PrecisionGenes.from_any(self.precision))
+            except PrecisionError as e:
+                raise GenomeError(str(e)) from None
 
     # ----------------------------------------------------------------- views
     @property
@@ -141,8 +149,13 @@ class Genome:
         return {k: getattr(self, k) for k in GLOBAL_FIELDS}
 
     def canonical(self) -> dict[str, Any]:
-        """Functional form: globals + active layers only (identity-attention fields blanked)."""
-        return {**self.globals_dict(), "layers": [g.canonical() for g in self.active_layers]}
+        """Functional form: globals + active layers only (identity-attention fields blanked).
+
+        The precision key exists only when set, so a genome without precision genes hashes as before."""
+        d = {**self.globals_dict(), "layers": [g.canonical() for g in self.active_layers]}
+        if self.precision is not None:
+            d["precision"] = self.precision.to_dict()
+        return d
 
     @property
     def id(self) -> str:
@@ -156,6 +169,8 @@ class Genome:
         d.update(self.globals_dict())
         d["layers"] = [{k: (bool(v) if k in ("active", "attn") else int(v))
                         for k, v in asdict(g).items()} for g in self.layers]
+        if self.precision is not None:
+            d["precision"] = self.precision.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -170,6 +185,10 @@ class Genome:
 
     def with_layers(self, layers: Iterable[LayerGene]) -> "Genome":
         return replace(self, layers=tuple(layers))
+
+    def with_precision(self, precision: Any) -> "Genome":
+        """The same network at other formats (None strips them: what the surrogate sees)."""
+        return replace(self, precision=precision)
 
 
 GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
@@ -196,7 +215,7 @@ def genome_from_dict(d: Any) -> Genome:
     if not isinstance(d, dict):
         raise GenomeError(f"genome = {type(d).__name__} is invalid; allowed: a mapping with d_model, block_size, layers")
     d = dict(d)
-    allowed = set(GLOBAL_FIELDS) | {"name", "layers", "n_layers", "layer_template"}
+    allowed = set(GLOBAL_FIELDS) | {"name", "layers", "n_layers", "layer_template", "precision"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise _fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)))

@@ -6,6 +6,10 @@ it clips and rounds to the grid, snaps n_kv to the nearest divisor of n_h presen
 (ties go to the smaller divisor: fewer KV heads, cheaper), and re-activates slot 0 when every layer
 is pruned. Repair is idempotent by construction (each step maps valid input to itself).
 
+`precision: {weights: [...], acts: [...], kv: [...]}` (format names, forge.precision) makes precision a
+search variable: three more genes after the layer slots, `[i_w, i_a, i_kv]` indices into those lists,
+decoded into `Genome.precision`. Without it the codec and every genome are exactly as before.
+
 `attention: gqa` restricts the space to grouped-query attention: n_h must divide d_model and
 d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and derived on decode.
 """
@@ -18,6 +22,7 @@ import numpy as np
 
 from forge.arrays import PopArrays
 from forge.genome import Genome, GenomeError, LayerGene
+from forge.precision import TENSORS, PrecisionError, PrecisionGenes, parse_format
 
 N_GENES = 7  # per layer slot
 GENE_NAMES = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
@@ -66,6 +71,7 @@ class SearchSpace:
     p_active: float = 0.5
     p_attn: float = 0.5
     description: str = ""
+    precision: Any = None  # {weights, acts, kv: [format, ...]} → per-genome precision genes
     _tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +87,8 @@ class SearchSpace:
                 raise GenomeError(f"space.n_h = {self.n_h}: no head count divides d_model={self.d_model}")
             object.__setattr__(self, "n_h", heads)
         self._tables["kv_snap"] = self._kv_snap_table()
+        if self.precision is not None:
+            object.__setattr__(self, "precision", _precision_grid(self.precision))
 
     # ------------------------------------------------------------ grids
     def _kv_snap_table(self) -> np.ndarray:
@@ -95,14 +103,24 @@ class SearchSpace:
         return tab
 
     @property
-    def n_var(self) -> int:
+    def n_layer_var(self) -> int:
         return self.L_max * N_GENES
+
+    @property
+    def n_prec(self) -> int:
+        return len(TENSORS) if self.precision else 0
+
+    @property
+    def n_var(self) -> int:
+        return self.n_layer_var + self.n_prec
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         hi = [1, 1, len(self.n_h) - 1, len(self.n_kv) - 1, len(self.d_qk) - 1, len(self.d_v) - 1, len(self.d_mlp) - 1]
         if self.attention == "gqa":
             hi[4] = hi[5] = 0
-        return np.zeros(self.n_var, dtype=np.int64), np.tile(np.array(hi, dtype=np.int64), self.L_max)
+        tail = [len(self.precision[t]) - 1 for t in TENSORS] if self.precision else []
+        return (np.zeros(self.n_var, dtype=np.int64),
+                np.concatenate([np.tile(np.array(hi, dtype=np.int64), self.L_max), np.array(tail, dtype=np.int64)]))
 
     def configs_per_layer(self) -> dict[str, int]:
         """Per-layer attention configurations (LLMForge App. A: 27 under GQA, 11,250 under IHA)."""
@@ -116,9 +134,10 @@ class SearchSpace:
         """Uniform over every grid, Bernoulli masks; then repaired."""
         xl, xu = self.bounds()
         X = rng.integers(xl, xu + 1, size=(n, self.n_var))
-        X3 = X.reshape(n, self.L_max, N_GENES)
+        X3 = X[:, :self.n_layer_var].reshape(n, self.L_max, N_GENES)
         X3[:, :, 0] = rng.random((n, self.L_max)) < self.p_active
         X3[:, :, 1] = rng.random((n, self.L_max)) < self.p_attn
+        X[:, :self.n_layer_var] = X3.reshape(n, -1)
         return self.repair_x(X)
 
     def sample(self, n: int, rng: np.random.Generator) -> list[Genome]:
@@ -128,11 +147,12 @@ class SearchSpace:
         """Vectorized, idempotent repair of an (n, n_var) matrix of grid indices."""
         xl, xu = self.bounds()
         X = np.clip(np.rint(np.asarray(X, dtype=float)), xl, xu).astype(np.int64)
-        X3 = X.reshape(X.shape[0], self.L_max, N_GENES)
+        X3 = X[:, :self.n_layer_var].reshape(X.shape[0], self.L_max, N_GENES)
         X3[:, :, 3] = self._tables["kv_snap"][X3[:, :, 2], X3[:, :, 3]]
         dead = X3[:, :, 0].sum(axis=1) == 0
         X3[dead, 0, 0] = 1
-        return X3.reshape(X.shape[0], self.n_var)
+        X[:, :self.n_layer_var] = X3.reshape(X.shape[0], -1)
+        return X
 
     def repair(self, genome: Genome) -> Genome:
         return self.decode(self.repair_x(self.encode([genome])))[0]
@@ -157,12 +177,28 @@ class SearchSpace:
                 X[p, :n, j] = self._snap(getattr(self, k), raw[:, j])
         if self.attention == "gqa":
             X[:, :, 4:6] = 0
-        return X.reshape(len(genomes), self.n_var)
+        return np.concatenate([X.reshape(len(genomes), -1), self._encode_precision(genomes)], axis=1)
+
+    def _encode_precision(self, genomes: Sequence[Genome]) -> np.ndarray:
+        """(n, n_prec) indices; a genome without genes takes each list's first format, an off-list
+        format the listed one nearest in bits per element."""
+        out = np.zeros((len(genomes), self.n_prec), dtype=np.int64)
+        for p, g in enumerate(genomes):
+            for j, t in enumerate(TENSORS[:self.n_prec]):
+                if g.precision is not None:
+                    bits = np.array([parse_format(f).bits_per_element for f in self.precision[t]])
+                    own = getattr(g.precision, t)
+                    out[p, j] = self.precision[t].index(own) if own in self.precision[t] else \
+                        int(np.abs(bits - parse_format(own).bits_per_element).argmin())
+        return out
 
     def values(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """(n, n_var) indices → raw per-layer values, each (n, L_max), without building genomes."""
-        X3 = np.asarray(X, dtype=np.int64).reshape(-1, self.L_max, N_GENES)
+        X = np.asarray(X, dtype=np.int64).reshape(-1, self.n_var)
+        X3 = X[:, :self.n_layer_var].reshape(-1, self.L_max, N_GENES)
         out = {"active": X3[:, :, 0], "attn": X3[:, :, 1]}
+        if self.precision:
+            out["precision"] = X[:, self.n_layer_var:]
         for j, k in enumerate(GRID_FIELDS, start=2):
             out[k] = np.asarray(getattr(self, k))[X3[:, :, j]]
         if self.attention == "gqa":
@@ -177,6 +213,11 @@ class SearchSpace:
         """`values(X)` → PopArrays, so a caller that also decodes converts the matrix once."""
         P = v["active"].shape[0]
         full = lambda x: np.full(P, x)  # noqa: E731
+        v = dict(v)
+        prec = v.pop("precision", None)
+        if prec is not None:  # per-genome bytes from the precision genes (shared MX scales included)
+            for j, (t, k) in enumerate(zip(TENSORS, ("weight_bytes", "act_bytes", "kv_bytes"))):
+                v[k] = np.array([parse_format(f).bytes for f in self.precision[t]])[prec[:, j]]
         return PopArrays(**v, d_model=full(self.d_model), block_size=full(self.block_size),
                          vocab_size=full(self.vocab_size), swiglu=full(self.mlp == "swiglu"),
                          learned_pos=full(self.pos == "learned"), tied=full(self.tied),
@@ -192,13 +233,16 @@ class SearchSpace:
         for p in range(v["active"].shape[0]):
             layers = tuple(LayerGene(active=bool(v["active"][p, i]), attn=bool(v["attn"][p, i]),
                                      **{k: int(v[k][p, i]) for k in GRID_FIELDS}) for i in range(self.L_max))
-            out.append(self.genome(layers))
+            prec = None
+            if "precision" in v:
+                prec = PrecisionGenes(*(self.precision[t][int(i)] for t, i in zip(TENSORS, v["precision"][p])))
+            out.append(self.genome(layers, precision=prec))
         return out
 
-    def genome(self, layers: Sequence[LayerGene], name: str = "") -> Genome:
+    def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None) -> Genome:
         return Genome(d_model=self.d_model, block_size=self.block_size, layers=tuple(layers),
                       vocab_size=self.vocab_size, mlp=self.mlp, norm=self.norm, bias=self.bias,
-                      tied=self.tied, pos=self.pos, name=name)
+                      tied=self.tied, pos=self.pos, name=name, precision=precision)
 
     # ------------------------------------------------------------ validation
     def validate(self, genome: Genome) -> None:
@@ -215,6 +259,10 @@ class SearchSpace:
                     grid = (self.d_model // gene.n_h,)
                 if val not in grid:
                     raise GenomeError(f"layers[{i}].{k} = {val} is invalid for space {self.name}; allowed: {_fmt(grid)}")
+        for t in TENSORS if self.precision and genome.precision is not None else ():
+            if getattr(genome.precision, t) not in self.precision[t]:
+                raise GenomeError(f"precision.{t} = {getattr(genome.precision, t)!r} is invalid for space {self.name}; "
+                                  f"allowed: {', '.join(self.precision[t])}")
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "attention": self.attention, "d_model": self.d_model,
@@ -222,7 +270,8 @@ class SearchSpace:
                 "mlp": self.mlp, "norm": self.norm, "bias": self.bias, "tied": self.tied, "pos": self.pos,
                 "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else _fmt(getattr(self, k)))
                            for k in GRID_FIELDS},
-                "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var}
+                "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
+                **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
 
 
 def _fmt(grid: Sequence[int]) -> str:
@@ -231,6 +280,30 @@ def _fmt(grid: Sequence[int]) -> str:
     if len(g) > 2 and len({b - a for a, b in zip(g, g[1:])}) == 1:
         return f"{g[0]}:{g[1] - g[0]}:{g[-1]}"
     return str(g)
+
+
+class _Grid(dict):
+    """A hashable {tensor: formats} (the space is a frozen, hashable dataclass)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+
+def _precision_grid(spec: Any) -> dict[str, tuple[str, ...]]:
+    """{weights, acts, kv: [formats]} → normalized names; bad names raise a GenomeError listing valid ones."""
+    if not isinstance(spec, Mapping) or set(spec) != set(TENSORS):
+        raise GenomeError(f"space.precision = {spec!r} is invalid; allowed: a mapping with lists for {', '.join(TENSORS)}")
+    out = {}
+    for t in TENSORS:
+        vals = [spec[t]] if isinstance(spec[t], str) else list(spec[t])
+        try:
+            names = [parse_format(v).name for v in vals]
+        except PrecisionError as e:
+            raise GenomeError(f"space.precision.{t}: {e}") from None
+        if not names or len(set(names)) != len(names):
+            raise GenomeError(f"space.precision.{t} = {vals!r} is invalid; allowed: a non-empty list of distinct formats")
+        out[t] = tuple(names)
+    return _Grid(out)
 
 
 def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:

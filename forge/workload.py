@@ -13,6 +13,11 @@ cache length *including* the new token). Conventions follow PLAS (paper 000, App
   projections store into the cache (kv_write); score and value products read K and V of `context`
   positions from it (kv_read), per KV group (Table 10's "Load K Cache"), shared by R = n_h/n_kv heads.
 - Identity-attention layers have no attention operators and no attention norm; pruned layers none.
+- Per-genome precision: where `PopArrays` carries a genome's own bytes per element (its precision
+  genes), they replace `prec`'s, so every backend that takes bytes from the OpTable follows them.
+- `batch` may be a scalar or a (P,) array (a per-genome batch, e.g. `batch=max`).
+- Long contexts: every quantity is a closed form in `context` (no per-token loop); decode sums over a
+  growing context are affine in it and summed in closed form by the backends.
 
 Everything is vectorized over a population (`PopArrays`): each field of `OpTable` is a (P, L, O)
 array, O = len(OP_NAMES); operators that do not exist (pruned layers, identity attention, the gate of
@@ -27,6 +32,7 @@ import numpy as np
 
 from forge.arrays import PopArrays
 from forge.genome import Genome
+from forge.precision import PrecisionGenes
 
 OP_NAMES = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", "attn_value", "o_proj",
             "norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")
@@ -47,8 +53,13 @@ class Precision:
     kv_bytes: float = 2.0
 
     @classmethod
-    def from_bits(cls, weight_bits: int = 16, act_bits: int = 16, kv_bits: int = 16) -> "Precision":
+    def from_bits(cls, weight_bits: float = 16, act_bits: float = 16, kv_bits: float = 16) -> "Precision":
         return cls(weight_bits / 8, act_bits / 8, kv_bits / 8)
+
+    @classmethod
+    def from_formats(cls, weights: str, acts: str, kv: str) -> "Precision":
+        """Bytes of format names (forge.precision; MX shared scales included)."""
+        return cls(*PrecisionGenes(weights, acts, kv).bytes())
 
 
 @dataclass
@@ -90,6 +101,15 @@ def _bcast(x: Any, P: int, dtype: Any = np.float64) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=dtype), (P,)).reshape(P, 1)
 
 
+def genome_bytes(pop: PopArrays, prec: Precision, dtype: Any = np.float64) -> tuple[np.ndarray, ...]:
+    """(weight, act, KV) bytes per element as (P, 1): each genome's own where set, else `prec`'s."""
+    out = []
+    for own, dflt in ((pop.weight_bytes, prec.weight_bytes), (pop.act_bytes, prec.act_bytes),
+                      (pop.kv_bytes, prec.kv_bytes)):
+        out.append(np.where(np.isfinite(own), own, dflt).astype(dtype).reshape(-1, 1))
+    return tuple(out)
+
+
 def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
               prec: Precision = Precision(), dtype: Any = np.float64) -> OpTable:
     """All per-layer operators of a forward pass of `tokens` tokens over `context` keys (vectorized).
@@ -97,12 +117,12 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     `dtype=np.float32` halves memory traffic for bulk costing of large populations (about 1e-7
     relative error); the default float64 keeps parameter counts exact."""
     P = pop.P
-    S, C, B = _bcast(tokens, P, dtype), _bcast(context, P, dtype), float(batch)
+    S, C, B = _bcast(tokens, P, dtype), _bcast(context, P, dtype), _bcast(batch, P, dtype)
     f = lambda a: a.astype(dtype)  # noqa: E731
     act, att = f(pop.active), f(pop.attn)
     nh, nkv, dqk, dv, dm = f(pop.n_h), f(pop.n_kv), f(pop.d_qk), f(pop.d_v), f(pop.d_mlp)
     d = _bcast(pop.d_model, P, dtype)
-    bw, ba, bkv = prec.weight_bytes, prec.act_bytes, prec.kv_bytes
+    bw, ba, bkv = genome_bytes(pop, prec, dtype)
     bq, ball = _bcast(pop.bias_qkv, P, dtype), _bcast(pop.bias_all, P, dtype)
     nbias = _bcast(pop.layernorm & pop.bias_all, P, dtype)  # norm bias vector
     sw = _bcast(pop.swiglu, P, dtype)
@@ -153,19 +173,20 @@ def head_ops(pop: PopArrays, tokens: Any, logits_tokens: Any = None, batch: int 
     P = pop.P
     S = _bcast(tokens, P)
     St = S if logits_tokens is None else _bcast(logits_tokens, P)
-    d, V, B = _bcast(pop.d_model, P), _bcast(pop.vocab_size, P), float(batch)
+    d, V, B = _bcast(pop.d_model, P), _bcast(pop.vocab_size, P), _bcast(batch, P)
+    bw, ba, _ = genome_bytes(pop, prec)
     nbias = _bcast(pop.layernorm & pop.bias_all, P)
     z = np.zeros((P, 1))
     emb_rows = B * S * d * (1 + _bcast(pop.learned_pos, P))  # token (+ position) rows gathered
     ops = {
         "embed": dict(batch=z + 1, M=B * S, K=z, N=z, flops=B * S * d * _bcast(pop.learned_pos, P),
-                      weight_bytes=emb_rows * prec.weight_bytes, act_bytes=B * S * d * prec.act_bytes,
+                      weight_bytes=emb_rows * bw, act_bytes=B * S * d * ba,
                       kv_read_bytes=z, kv_write_bytes=z),
         "final_norm": dict(batch=z + 1, M=B * S * d, K=z, N=z, flops=ELEMENTWISE_FLOPS * B * S * d,
-                           weight_bytes=d * (1 + nbias) * prec.weight_bytes, act_bytes=2 * B * S * d * prec.act_bytes,
+                           weight_bytes=d * (1 + nbias) * bw, act_bytes=2 * B * S * d * ba,
                            kv_read_bytes=z, kv_write_bytes=z),
-        "lm_head": dict(batch=z + 1, M=B * St, K=d, N=V, flops=2 * B * St * d * V, weight_bytes=d * V * prec.weight_bytes,
-                        act_bytes=(B * St * d + B * St * V) * prec.act_bytes, kv_read_bytes=z, kv_write_bytes=z),
+        "lm_head": dict(batch=z + 1, M=B * St, K=d, N=V, flops=2 * B * St * d * V, weight_bytes=d * V * bw,
+                        act_bytes=(B * St * d + B * St * V) * ba, kv_read_bytes=z, kv_write_bytes=z),
     }
     return _stack(ops, HEAD_OP_NAMES, HEAD_OP_KINDS, P, 1)
 
@@ -190,7 +211,9 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
     flops_per_token is the forward cost of one token at the mean causal context (T+1)/2 of the block:
     2 FLOPs per matmul weight (layers + LM head) plus the score/value products.
     """
-    ops = layer_ops(pop, tokens=1, context=1, prec=Precision(1.0, 1.0, kv_bytes))
+    nan = np.full(pop.P, np.nan)  # parameters are counted at 1 byte each, whatever the genome's formats
+    ops = layer_ops(pop.with_bytes(weight_bytes=nan, act_bytes=nan), tokens=1, context=1,
+                    prec=Precision(1.0, 1.0, kv_bytes))
     layer_params = ops.total("weight_bytes")  # weight bytes at 1 byte/param = parameter count
     d, V, T = pop.d_model.astype(float), pop.vocab_size.astype(float), pop.block_size.astype(float)
     emb = V * d * (2 - pop.tied) + pop.learned_pos * T * d
@@ -204,6 +227,38 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
     return {"params": params, "non_embedding_params": params - emb, "kv_bytes_per_token": kv,
             "flops_per_token": flops_tok, "n_active_layers": pop.active.sum(axis=1),
             "n_attn_layers": pop.attn.sum(axis=1)}
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: bool = True) -> np.ndarray:
+    """Bytes of all weights per genome (P,): layers, final norm, LM head, and the input embedding table
+    (and learned positions) when `embedding`. PLENA Table XI's "Weight Storage" leaves the input
+    embedding out (LLaMA-3.3-70B: 129.46 GiB at 16 bit = every parameter but its 1.05 B embedding rows)."""
+    one = np.ones(pop.P)
+    lay = layer_ops(pop, 1, 1, one, prec).total("weight_bytes")
+    head = head_ops(pop, 1, 1, one, prec)
+    w = lay + head.op("final_norm")["weight_bytes"][:, 0] + head.op("lm_head")["weight_bytes"][:, 0]
+    if embedding:
+        bw = genome_bytes(pop, prec)[0][:, 0]
+        w = w + (pop.vocab_size * ~pop.tied + pop.learned_pos * pop.block_size) * pop.d_model * bw
+    return w
+
+
+def kv_cache_bytes(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision = Precision()) -> np.ndarray:
+    """KV-cache bytes of `batch` sequences of `context` tokens (P,): n_kv·(d_qk + d_v) per attention layer."""
+    return layer_ops(pop, 1, 1, batch, prec).total("kv_write_bytes") * np.asarray(context, dtype=float)
+
+
+def max_batch(pop: PopArrays, context: Any, memory_bytes: float, prec: Precision = Precision(),
+              embedding: bool = True, cap: int = 1 << 16) -> np.ndarray:
+    """The largest batch whose weights plus KV cache of `context` tokens fit `memory_bytes` (P,) int.
+
+    0 means batch 1 does not fit. A genome with no KV cache (identity attention only) gets `cap`."""
+    free = memory_bytes - weight_storage(pop, prec, embedding)
+    per_seq = kv_cache_bytes(pop, context, 1, prec)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.where(per_seq > 0, np.floor(free / np.where(per_seq > 0, per_seq, 1.0)), cap)
+    return np.clip(np.where(free < 0, 0, b), 0, cap).astype(np.int64)
 
 
 def analyze(genome: Genome, kv_bytes: float = 2.0) -> dict[str, Any]:

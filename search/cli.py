@@ -111,7 +111,10 @@ def _set_threads(n: Any) -> None:
 def _brief(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("status", "run_dir", "space", "backend", "algorithm", "seed", "generations_done", "evaluations",
             "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s")
-    return {k: s[k] for k in keys if k in s}
+    out = {k: s[k] for k in keys if k in s}
+    from search.export import chosen_design  # the knee's array shape, precisions and batch (where reported)
+
+    return out | ({"chosen": chosen_design(s["run_dir"])} if s.get("run_dir") else {})
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-search", version_base="1.3")

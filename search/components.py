@@ -13,6 +13,7 @@ from backends.interface import Workload
 from forge.config import group_names, group_yaml
 from forge.genome import Genome
 from forge.importers import load_genome
+from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
 from search.problem import LossEvaluator, SearchConfigError, TrainEvaluator
 
@@ -143,12 +144,16 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None) -> Any:
     ev = dict(cfg.get("evaluator") or {})
     kind = ev.get("kind", "surrogate")
+    try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
+        penalty = QuantPenalty.from_config(ev.get("quant_penalty"))
+    except (PrecisionError, OSError) as e:
+        raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
         pred = load_surrogate(ev.get("predictor", f"forgeformer-{space.name}"), space)
         return LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
-                             seed=int(cfg.get("seed", 0)))
+                             seed=int(cfg.get("seed", 0)), penalty=penalty)
     if kind == "train":
-        return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store))
+        return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store), penalty=penalty)
     raise SearchConfigError(f"evaluator.kind = {kind!r} is unknown; allowed: surrogate | train")
 
 

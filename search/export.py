@@ -67,6 +67,20 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str]) -> list
                       f"budget:<objective><=<value> (or budget:<objective>:<value>) with objective in {', '.join(names)}")
 
 
+def chosen_design(run: str | Path, spec: str = "knee") -> dict[str, Any]:
+    """The selected Pareto row's id, objectives and design (array shape, precisions, batch) of a run."""
+    run = Path(run)
+    rows = read_jsonl(run / "pareto.jsonl") if (run / "pareto.jsonl").is_file() else []
+    if not rows:
+        return {}
+    r = select(rows, spec, _objectives(run, rows))[0]
+    design = dict(r.get("design") or {})
+    prec = (r.get("genome") or {}).get("precision")
+    if prec and "precision" not in design:
+        design["precision"] = "/".join(prec[t] for t in ("weights", "acts", "kv"))
+    return {"select": spec, "id": r["id"], **design, "metrics": r["metrics"]}
+
+
 def _check_name(name: str, names: list[str]) -> None:
     if name not in names:
         raise ExportError(f"objective {name!r} is unknown in this run; allowed: {', '.join(names)}")
@@ -113,6 +127,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     info = {"id": genome.id, "genome_file": gfile.name, "weights_file": wfile.name,
             "weights": f"trained ({src})" if src else f"random init (seed {seed})",
             "params": model.num_params(), "n_layers": genome.n_active, "metrics": row["metrics"],
+            "precision": genome.precision.to_dict() if genome.precision else None, "design": row.get("design"),
             "generation": row.get("generation"), **card}
     atomic_write_json(dest / "export.json", info)
     atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
@@ -134,6 +149,8 @@ Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info
 {metrics}
 
 ## Hardware / evaluation setting
+- precision (weights/acts/kv): {genome.precision or 'the workload default'}
+- design chosen by the backend: `{json.dumps(info.get('design'))}`
 - backend: `{json.dumps(info.get('backend'))}`
 - workload: `{json.dumps(info.get('workload'))}`
 - evaluator: `{json.dumps(info.get('evaluator'))}`

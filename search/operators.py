@@ -5,6 +5,10 @@ are genomes encoded by `SearchSpace.encode` (L_max slots × 7 genes, layer-major
 layer slots or grid indices and never produce off-grid values. The pymoo classes at the bottom are
 thin adapters whose `_do` calls these functions with pymoo's own `random_state` (seeded from the run
 seed), and every offspring is repaired by `space.repair_x`.
+
+With a precision-searching space the rows end in three precision genes (forge.space): the layer
+operators leave them alone, crossover hands them on with the right-hand side of the cut, and
+`mutate_precision` moves each by one step along its format list with probability p_precision.
 """
 from __future__ import annotations
 
@@ -24,8 +28,13 @@ ACTIVE, ATTN, FIRST_GRID = 0, 1, 2
 
 
 def _layers(X: np.ndarray, space: SearchSpace) -> np.ndarray:
-    """(n, L_max, 7) view-copy of X, so callers never alias their parents' rows."""
-    return np.array(X, dtype=np.int64).reshape(len(X), space.L_max, N_GENES)
+    """(n, L_max, 7) copy of X's layer genes, so callers never alias their parents' rows."""
+    return np.array(np.asarray(X)[:, :space.n_layer_var], dtype=np.int64).reshape(len(X), space.L_max, N_GENES)
+
+
+def _join(Y: np.ndarray, X: np.ndarray, space: SearchSpace) -> np.ndarray:
+    """Layer genes Y (n, L_max, 7) + the precision genes of X (none in a plain space) → rows."""
+    return np.concatenate([Y.reshape(len(Y), -1), np.array(np.asarray(X)[:, space.n_layer_var:], dtype=np.int64)], axis=1)
 
 
 # ------------------------------------------------------------------ sampling
@@ -53,7 +62,7 @@ def layer_crossover(A: np.ndarray, B: np.ndarray, space: SearchSpace,
     left = (np.arange(L)[None, :] < cut[:, None])[:, :, None]
     a, b = _layers(A, space), _layers(B, space)
     c1, c2 = np.where(left, a, b), np.where(left, b, a)
-    return c1.reshape(n, -1), c2.reshape(n, -1)
+    return _join(c1, B, space), _join(c2, A, space)
 
 
 # ------------------------------------------------------------------ mutation (four operators)
@@ -63,7 +72,7 @@ def delete(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float
     rows = np.flatnonzero(rng.random(len(Y)) < p)
     slots = rng.integers(0, space.L_max, size=len(rows))
     Y[rows, slots, ACTIVE] = 1 - Y[rows, slots, ACTIVE]
-    return Y.reshape(len(Y), -1)
+    return _join(Y, X, space)
 
 
 def duplicate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
@@ -76,7 +85,7 @@ def duplicate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: fl
         prev = np.flatnonzero(Y[r, :i, ACTIVE])
         if len(prev):
             Y[r, i] = Y[r, prev[-1]].copy()  # a value copy: rows never share storage
-    return Y.reshape(len(Y), -1)
+    return _join(Y, X, space)
 
 
 def rotate_reflect(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
@@ -84,7 +93,7 @@ def rotate_reflect(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, 
     Y = _layers(X, space)
     L = space.L_max
     if L < 2:
-        return Y.reshape(len(Y), -1)
+        return _join(Y, X, space)
     rows = np.flatnonzero(rng.random(len(Y)) < p)
     for r in rows:
         a = int(rng.integers(0, L - 1))
@@ -94,7 +103,7 @@ def rotate_reflect(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, 
             Y[r, a:b] = block[::-1]
         else:
             Y[r, a:b] = np.roll(block, int(rng.integers(1, b - a)), axis=0)
-    return Y.reshape(len(Y), -1)
+    return _join(Y, X, space)
 
 
 def perturb(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, max_step: int = 2,
@@ -107,7 +116,21 @@ def perturb(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, max_ste
     flip = rng.random(Y[:, :, ATTN].shape) < p_gene / 2  # the attention gate is a gene too
     Y[:, :, ATTN] = np.where(flip, 1 - Y[:, :, ATTN], Y[:, :, ATTN])
     _, xu = space.bounds()
-    return np.clip(Y.reshape(len(Y), -1), 0, xu)
+    return np.clip(_join(Y, X, space), 0, xu)
+
+
+def mutate_precision(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 0.2) -> np.ndarray:
+    """Precision mutation: each (W, A, KV) gene steps ±1 along its format list with probability p
+    (a neighbouring format: one accuracy/bytes notch), clipped at the ends. No-op in a plain space."""
+    Y = np.array(X, dtype=np.int64)
+    if not space.n_prec:
+        return Y
+    tail = Y[:, space.n_layer_var:]
+    hit = rng.random(tail.shape) < p
+    step = rng.choice([-1, 1], size=tail.shape)
+    _, xu = space.bounds()
+    Y[:, space.n_layer_var:] = np.clip(tail + np.where(hit, step, 0), 0, xu[space.n_layer_var:])
+    return Y
 
 
 @dataclass(frozen=True)
@@ -119,15 +142,19 @@ class MutationParams:
     p_rotate: float = 0.5
     p_gene: float = 0.1
     max_step: int = 2
+    p_precision: float = 0.2
 
 
 def mutate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator,
            params: MutationParams = MutationParams()) -> np.ndarray:
-    """The four operators in sequence (deletion, duplication, rotation/reflection, perturbation), repaired."""
+    """The four operators in sequence (deletion, duplication, rotation/reflection, perturbation), then the
+    precision mutation when the space has precision genes (so a plain space draws exactly as before), repaired."""
     Y = delete(X, space, rng, params.p_delete)
     Y = duplicate(Y, space, rng, params.p_duplicate)
     Y = rotate_reflect(Y, space, rng, params.p_rotate)
     Y = perturb(Y, space, rng, params.max_step, params.p_gene)
+    if space.n_prec:
+        Y = mutate_precision(Y, space, rng, params.p_precision)
     return space.repair_x(Y)
 
 

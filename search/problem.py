@@ -21,6 +21,7 @@ from pymoo.core.problem import Problem
 
 from backends.interface import Backend, CostTable, Workload
 from forge.genome import Genome
+from forge.precision import QuantPenalty
 from forge.space import SearchSpace
 from forge.workload import model_totals
 
@@ -28,6 +29,7 @@ LOSS = "val_loss"
 MODEL_METRICS = ("params", "non_embedding_params", "kv_bytes_per_token", "flops_per_token",
                  "n_active_layers", "n_attn_layers")
 CORE_COST = ("ttft_ms", "tpot_ms", "energy_per_token_uj")
+DESIGN_KEYS = ("shape", "precision", "batch")  # backend extras recorded with each Pareto row (as text)
 BIG_F, BIG_G = 1e12, 1e9  # finite stand-ins for inf (pymoo's sorting and crowding need finite numbers)
 
 
@@ -58,15 +60,26 @@ def parse_constraint(text: str) -> Constraint:
     return Constraint(m.group(1), m.group(2), float(m.group(3)))
 
 
+def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
+    """The architectures the loss model sees (precision genes removed)."""
+    return [g.with_precision(None) if g.precision is not None else g for g in genomes]
+
+
 class LossEvaluator:
-    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic)."""
+    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic).
+
+    The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
+    predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
+    a separate model (`forge.precision.QuantPenalty`, evaluator.quant_penalty) that a measured table replaces."""
 
     kind = "surrogate"
 
-    def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0):
+    def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0,
+                 penalty: QuantPenalty | None = None):
         if beta and not n_mc:
             raise SearchConfigError("evaluator.beta > 0 needs evaluator.n_mc > 0 (σ comes from MC dropout)")
         self.predictor, self.beta, self.n_mc, self.seed = predictor, float(beta), int(n_mc), int(seed)
+        self.penalty = penalty or QuantPenalty()
         self.version = 0  # bumped by every co-evolution hot-swap
 
     def swap(self, predictor: Any) -> None:
@@ -74,8 +87,11 @@ class LossEvaluator:
 
     def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         _seed_torch(self.seed + 7919 * self.version)
-        mu, sigma = self.predictor.predict(list(genomes), n_mc=self.n_mc)
+        arch = strip_precision(genomes)
+        mu, sigma = self.predictor.predict(arch, n_mc=self.n_mc)
         mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
+        if any(g.precision is not None for g in genomes):
+            mu = mu + np.array([self.penalty(g.precision) for g in genomes])
         return mu - self.beta * sigma, mu, sigma
 
 
@@ -85,12 +101,14 @@ class TrainEvaluator:
     kind = "train"
     version = 0
 
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
+    def __init__(self, trainer: Any, penalty: QuantPenalty | None = None):
+        self.trainer, self.penalty = trainer, penalty or QuantPenalty()
 
     def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        labels = {lab.genome.id: float(lab.label) for lab in self.trainer.train(list(genomes))}
-        y = np.array([labels.get(g.id, np.inf) for g in genomes], dtype=float)
+        """Training runs in full precision on the architecture; the formats add the quantization penalty."""
+        arch = strip_precision(genomes)
+        labels = {lab.genome.id: float(lab.label) for lab in self.trainer.train(arch)}
+        y = np.array([labels.get(a.id, np.inf) + self.penalty(g.precision) for a, g in zip(arch, genomes)], dtype=float)
         return y, y.copy(), np.zeros_like(y)
 
 
@@ -119,6 +137,7 @@ class ForgeProblem(Problem):
         self._genomes: dict[bytes, Genome] = {}
         self._ids: dict[bytes, str] = {}
         self._cost: dict[str, dict[str, float]] = {}
+        self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
         self.timers: dict[str, float] = defaultdict(float)
         self.n_evaluated = 0  # genomes passed through _evaluate (the evaluation budget)
@@ -207,6 +226,8 @@ class ForgeProblem(Problem):
             for j, i in enumerate(todo):
                 self._cost[i] = {n: float(cols[n][j]) for n in names} | {"feasible": float(table.feasible[j])}
                 self._cost[i]["reason"] = table.reason[j]  # type: ignore[assignment]
+                ex = table.extras[j] if table.extras else {}
+                self._design[i] = {k: ex[k] for k in DESIGN_KEYS if k in ex}
             self.timers["backend"] += time.perf_counter() - t0
         keys = [k for k in self._cost[ids[0]] if k != "reason"] if ids else []
         out = {k: np.array([self._cost[i][k] for i in ids], dtype=float) for k in keys}
@@ -233,7 +254,11 @@ class ForgeProblem(Problem):
                               "params", *CORE_COST])
         vals = {k: _num(m[k][j]) for k in keys if k in m}
         feasible = bool(m["feasible"][j] > 0) and all(float(c.g(m[c.name][j:j + 1])[0]) <= 0 for c in self.constraints)
-        return {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
+        design = dict(self._design.get(genome.id, {}))
+        if genome.precision is not None:
+            design["precision"] = str(genome.precision)
+        rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
+        return rec | ({"design": design} if design else {})
 
 
 def _num(x: Any) -> float | str:

@@ -1,0 +1,114 @@
+"""Figures: RESULTS.md "PLENA": the long-context analyzer's speed and PLENA vs a square array.
+
+    python bench/bench_plena.py analyzer [--n 10000]    # 10,000 iha-paper genomes at a 90k context
+    python bench/bench_plena.py compare                 # LLaMA-3.3-70B, agentic-90k, MXINT4 4/4/4
+
+`compare` costs, in one run, each flattened shape against a square array of the same MACs per core
+(16 cores sharing the Table XII memory system) and splits the square array's throughput loss
+ln(tok/s PLENA / tok/s square) between the two memory walls with a two-factor Shapley split over
+counterfactuals: "no bandwidth wall" (unbounded HBM bandwidth) and "no capacity wall" (unbounded HBM,
+batch = the square array's side, enough rows to fill it). What neither wall explains is the mapping
+itself (GQA decode attention has only R = n_h/n_kv query rows per KV group).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path(__file__).parent / "results" / "plena.json"
+SYSTEM = {"clock_ghz": 1.0, "cores": 16, "hbm_gb": 320, "hbm_gbs": 7960}
+PAIRS = (((4, 1024, 1024, 128), (64, 64, 1024, 64)),        # Table XIII: 4096 MACs per core
+         ((32, 2048, 2048, 128), (256, 256, 2048, 256)))    # Table XII pick: 65,536 MACs per core
+
+
+def _analyze(pop, dtype) -> None:
+    """Prefill at 90k, the two decode end points (the closed-form sums need only these), head, batch=max."""
+    from forge.workload import Precision, head_ops, layer_ops, max_batch
+
+    pre = layer_ops(pop, 90_000, 90_000, 8, dtype=dtype)
+    lo, hi = layer_ops(pop, 1, 90_001, 8, dtype=dtype), layer_ops(pop, 1, 98_000, 8, dtype=dtype)
+    h = head_ops(pop, 90_000, 1, 8)
+    b = max_batch(pop, 98_000, 320e9, Precision.from_bits(4, 4, 4))
+    _ = pre.total("flops") + lo.total("kv_read_bytes") + hi.total("kv_read_bytes") + h.total("flops") + b
+
+
+def analyzer(n: int, chunk: int = 2_500) -> dict:
+    """Wall and process-CPU seconds (the shared machine's other jobs inflate wall time, not CPU time)."""
+    from backends.interface import Workload
+    from backends.plena import PlenaBackend
+    from forge.space import load_space
+
+    s = load_space("iha-paper")
+    X = s.sample_x(n, np.random.default_rng(0))
+    wl = Workload(prefill=90_000, decode=8_000, batch="max", weight_bits=4, act_bits=4, kv_bits=4)
+    jobs = {"analyzer_float64": lambda p: _analyze(p, np.float64), "analyzer_float32": lambda p: _analyze(p, np.float32),
+            "plena_evaluate": lambda p: PlenaBackend(system=SYSTEM).evaluate(p, wl)}
+    out = {}
+    for name, job in jobs.items():
+        t0, c0 = time.perf_counter(), time.process_time()
+        for i in range(0, n, chunk):
+            job(s.to_arrays(X[i:i + chunk]))
+        out[name] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+        print(f"{name}: {n} genomes at 90k + 8k context in {out[name]['wall_s']:.2f} s wall, "
+              f"{out[name]['cpu_s']:.2f} s CPU ({n / out[name]['wall_s']:,.0f} genomes/s wall)")
+    return {"n": n, "chunk": chunk, "seconds": out}
+
+
+def _run(shape, bw: float, cap_gb: float, batch) -> dict:
+    from backends.plena import PlenaBackend
+    from backends.registry import resolve_workload
+    from forge.cli import resolve_arch
+
+    b = PlenaBackend(shape=dict(zip(("blen", "mlen", "vlen", "hlen"), shape)),
+                     system={**SYSTEM, "hbm_gbs": bw, "hbm_gb": cap_gb})
+    wl = resolve_workload({"prefill": 90_000, "decode": 8_000, "batch": batch, "weight_format": "mxint4",
+                           "act_format": "mxint4", "kv_format": "mxint4"}, b)
+    t = b.evaluate([resolve_arch("llama-3.3-70b")], wl)
+    e = t.extras[0]
+    keys = ("batch", "tokens_per_s", "util_prefill", "util_decode", "array_util_linear_decode",
+            "array_util_attn_decode", "decode_memory_bound_share", "matrix_area_mm2")
+    return {"ttft_s": float(t.ttft_ms[0] / 1e3), "tpot_ms": float(t.tpot_ms[0]), **{k: e[k] for k in keys}}
+
+
+def compare() -> dict:
+    rows = []
+    for flat, sq in PAIRS:
+        fill = sq[0]  # batch that fills the square array's rows
+        runs = {}
+        for tag, bw, cap, batch in (("both", SYSTEM["hbm_gbs"], SYSTEM["hbm_gb"], "max"), ("no_bw", 1e12, SYSTEM["hbm_gb"], "max"),
+                                    ("no_cap", SYSTEM["hbm_gbs"], 1e9, fill), ("none", 1e12, 1e9, fill)):
+            runs[tag] = {"flat": _run(flat, bw, cap, batch), "square": _run(sq, bw, cap, batch)}
+        ln = {k: math.log(v["flat"]["tokens_per_s"] / v["square"]["tokens_per_s"]) for k, v in runs.items()}
+        phi_bw = 0.5 * ((ln["both"] - ln["no_bw"]) + (ln["no_cap"] - ln["none"]))
+        phi_cap = 0.5 * ((ln["both"] - ln["no_cap"]) + (ln["no_bw"] - ln["none"]))
+        rows.append({"flat": flat, "square": sq, "runs": runs, "ln_slowdown": ln,
+                     "slowdown": math.exp(ln["both"]), "bandwidth_factor": math.exp(phi_bw),
+                     "capacity_factor": math.exp(phi_cap), "mapping_factor": math.exp(ln["none"])})
+        f, s = runs["both"]["flat"], runs["both"]["square"]
+        print(f"flat {flat} vs square {sq}: batch {f['batch']}; tok/s {f['tokens_per_s']:.1f} vs {s['tokens_per_s']:.1f} "
+              f"(square {math.exp(ln['both']):.2f}x slower) = mapping {math.exp(ln['none']):.2f}x "
+              f"x bandwidth wall {math.exp(phi_bw):.2f}x x capacity wall {math.exp(phi_cap):.2f}x")
+        for name, r in (("flat", f), ("square", s)):
+            print(f"  {name}: TTFT {r['ttft_s']:.1f} s, TPOT {r['tpot_ms']:.1f} ms, util prefill {r['util_prefill']:.3f} "
+                  f"decode {r['util_decode']:.3f}, array util linear {r['array_util_linear_decode']:.3f} "
+                  f"attention {r['array_util_attn_decode']:.3f}, memory-bound share {r['decode_memory_bound_share']:.2f}")
+    return {"pairs": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=("analyzer", "compare"))
+    ap.add_argument("--n", type=int, default=10_000)
+    a = ap.parse_args()
+    res = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    res[a.what] = analyzer(a.n) if a.what == "analyzer" else compare()
+    OUT.write_text(json.dumps(res, indent=1, default=list))
+
+
+if __name__ == "__main__":
+    main()
