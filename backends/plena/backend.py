@@ -116,6 +116,7 @@ class PlenaBackend:
         ttft, tpot, en = np.full(P, np.inf), np.full(P, np.inf), np.full(P, np.inf)
         feas, reasons, extras = np.zeros(P, bool), [""] * P, []
         F = {si: self._objectives(si, c, wl, B) for si, c in enumerate(costs) if c is not None}
+        _, a_b, kv_b = (x[:, 0] for x in genome_bytes(pop, prec))
         for i in range(P):
             cand = [si for si in F if ok[si, i]]
             prec_name = names[i] or wl_name
@@ -130,6 +131,9 @@ class PlenaBackend:
             feas[i], ttft[i], tpot[i] = True, c["ttft_s"][i] * 1e3, c["decode_s"][i] / wl.decode * 1e3
             en[i] = F[best][i, 2] * 1e6
             e.update(self._extras(s, c, i, wl, B[i]))
+            # Table XI "Peak Bandwidth": one MLEN-wide activation and one KV vector per cycle (its four
+            # columns are MLEN 2048 · (A + KV bits) / 8 at 1 GHz: 8192, 8192, 5120, 2048 GB/s)
+            e["peak_bandwidth_gbs"] = float(s.mlen * (a_b[i] + kv_b[i]) * self.sys.clock_ghz)
             e["top_shapes"] = [{**self.shapes[cand[r]].to_dict(), "tpot_ms": float(costs[cand[r]]["decode_s"][i] / wl.decode * 1e3),
                                 "area_mm2": float(F[cand[r]][i, 3])} for r in rank]
             if P <= self.breakdown_max:

@@ -121,3 +121,27 @@ def test_shipped_config_and_workload_resolve_formats_and_batch_max():
     e = t.extras[0]
     assert t.feasible[0] and e["batch"] >= 16 and e["shape"].startswith("BLEN=32 MLEN=2048")
     assert e["precision"] == "mxint4/mxint4/mxint4"
+
+
+def test_forge_hw_prints_shape_precision_and_batch(tmp_path, capsys):
+    from tests.backends.test_cli import cfg
+    from backends.cli import run
+
+    s = run(cfg("arch=llama-3.3-70b", "backend=plena", "workload=agentic-90k", out=tmp_path))
+    out = capsys.readouterr().out
+    assert s["feasible"] and s["batch"] == 33 and s["precision"] == "mxint4/mxint4/mxint4"
+    for text in ("BLEN=32 MLEN=2048 VLEN=2048 HLEN=128", "mxint4/mxint4/mxint4", "batch"):
+        assert text in out
+    bad = run(cfg("arch=llama-3.3-70b", "backend=plena", "workload=agentic-90k", "workload.batch=8",
+                  "workload.kv_format=bf16", "workload.weight_format=bf16", "quiet=true", out=tmp_path))
+    assert not bad["feasible"] and "batch 8 does not fit" in bad["reason"]
+    with pytest.raises(Exception, match="batch = max is not supported by backend 'roofline'"):
+        run(cfg("backend=roofline", "workload=agentic-90k", "quiet=true", out=tmp_path))
+
+
+def test_table_xi_peak_bandwidth_row():
+    """Table XI, MLEN 2048 at 1 GHz: 8192 / 8192 / 5120 / 2048 GB/s for W/A/KV 16/16/16, 4/16/16, 4/4/16, 4/4/4."""
+    b = PlenaBackend(system={"cores": 16, "hbm_gb": 1e4, "hbm_gbs": 1e5})
+    got = [b.evaluate([_g(p)], Workload(prefill=64, decode=2)).extras[0]["peak_bandwidth_gbs"]
+           for p in ("fp16/fp16/fp16", "int4/fp16/fp16", "int4/int4/fp16", "int4/int4/int4")]
+    assert got == [8192, 8192, 5120, 2048]
