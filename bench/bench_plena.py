@@ -4,7 +4,7 @@
     python bench/bench_plena.py compare                 # LLaMA-3.3-70B, agentic-90k, MXINT4 4/4/4
 
 `compare` costs, in one run, each flattened shape against a square array of the same MACs per core
-(16 cores sharing the Table XII memory system) and splits the square array's throughput loss
+(16 cores sharing the Table XII memory system, or Fig. 2's single array with 144 GB at 512 GB/s) and splits the square array's throughput loss
 ln(tok/s PLENA / tok/s square) between the two memory walls with a two-factor Shapley split over
 counterfactuals: "no bandwidth wall" (unbounded HBM bandwidth) and "no capacity wall" (unbounded HBM,
 batch = the square array's side, enough rows to fill it). What neither wall explains is the mapping
@@ -22,8 +22,10 @@ import numpy as np
 
 OUT = Path(__file__).parent / "results" / "plena.json"
 SYSTEM = {"clock_ghz": 1.0, "cores": 16, "hbm_gb": 320, "hbm_gbs": 7960}
-PAIRS = (((4, 1024, 1024, 128), (64, 64, 1024, 64)),        # Table XIII: 4096 MACs per core
-         ((32, 2048, 2048, 128), (256, 256, 2048, 256)))    # Table XII pick: 65,536 MACs per core
+FIG2 = {"clock_ghz": 1.0, "cores": 1, "hbm_gb": 144, "hbm_gbs": 512}  # Fig. 2 footnote: one array, 144 GB, 512 GB/s
+PAIRS = (((4, 1024, 1024, 128), (64, 64, 1024, 64), SYSTEM),       # Table XIII: 4096 MACs per core
+         ((32, 2048, 2048, 128), (256, 256, 2048, 256), SYSTEM),   # Table XII pick: 65,536 MACs per core
+         ((8, 512, 512, 128), (64, 64, 512, 64), FIG2))            # Fig. 2: 8×512 vs 64×64
 
 
 def _analyze(pop, dtype) -> None:
@@ -59,13 +61,13 @@ def analyzer(n: int, chunk: int = 2_500) -> dict:
     return {"n": n, "chunk": chunk, "seconds": out}
 
 
-def _run(shape, bw: float, cap_gb: float, batch) -> dict:
+def _run(shape, system: dict, bw: float, cap_gb: float, batch) -> dict:
     from backends.plena import PlenaBackend
     from backends.registry import resolve_workload
     from forge.cli import resolve_arch
 
     b = PlenaBackend(shape=dict(zip(("blen", "mlen", "vlen", "hlen"), shape)),
-                     system={**SYSTEM, "hbm_gbs": bw, "hbm_gb": cap_gb})
+                     system={**system, "hbm_gbs": bw, "hbm_gb": cap_gb})
     wl = resolve_workload({"prefill": 90_000, "decode": 8_000, "batch": batch, "weight_format": "mxint4",
                            "act_format": "mxint4", "kv_format": "mxint4"}, b)
     t = b.evaluate([resolve_arch("llama-3.3-70b")], wl)
@@ -77,16 +79,16 @@ def _run(shape, bw: float, cap_gb: float, batch) -> dict:
 
 def compare() -> dict:
     rows = []
-    for flat, sq in PAIRS:
+    for flat, sq, system in PAIRS:
         fill = sq[0]  # batch that fills the square array's rows
         runs = {}
-        for tag, bw, cap, batch in (("both", SYSTEM["hbm_gbs"], SYSTEM["hbm_gb"], "max"), ("no_bw", 1e12, SYSTEM["hbm_gb"], "max"),
-                                    ("no_cap", SYSTEM["hbm_gbs"], 1e9, fill), ("none", 1e12, 1e9, fill)):
-            runs[tag] = {"flat": _run(flat, bw, cap, batch), "square": _run(sq, bw, cap, batch)}
+        for tag, bw, cap, batch in (("both", system["hbm_gbs"], system["hbm_gb"], "max"), ("no_bw", 1e12, system["hbm_gb"], "max"),
+                                    ("no_cap", system["hbm_gbs"], 1e9, fill), ("none", 1e12, 1e9, fill)):
+            runs[tag] = {"flat": _run(flat, system, bw, cap, batch), "square": _run(sq, system, bw, cap, batch)}
         ln = {k: math.log(v["flat"]["tokens_per_s"] / v["square"]["tokens_per_s"]) for k, v in runs.items()}
         phi_bw = 0.5 * ((ln["both"] - ln["no_bw"]) + (ln["no_cap"] - ln["none"]))
         phi_cap = 0.5 * ((ln["both"] - ln["no_cap"]) + (ln["no_bw"] - ln["none"]))
-        rows.append({"flat": flat, "square": sq, "runs": runs, "ln_slowdown": ln,
+        rows.append({"flat": flat, "square": sq, "system": system, "runs": runs, "ln_slowdown": ln,
                      "slowdown": math.exp(ln["both"]), "bandwidth_factor": math.exp(phi_bw),
                      "capacity_factor": math.exp(phi_cap), "mapping_factor": math.exp(ln["none"])})
         f, s = runs["both"]["flat"], runs["both"]["square"]
