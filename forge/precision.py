@@ -17,7 +17,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping
+
+import numpy as np
 
 SCALE_BITS = 8  # E8M0 shared scale (OCP MX v1.0; PLENA Fig. 3: power-of-two scale per block)
 MX_BLOCK = 32  # OCP MX default block size
@@ -122,18 +125,35 @@ class PrecisionGenes:
 
 
 # ---------------------------------------------------------------------------------------- the penalty
-# Δ cross-entropy (nats) = ln(ppl_quantized / ppl_reference) at 4 bits, per family and tensor, from the
-# WikiText-2 perplexities of LLaMA-3-8B in PLENA Table VI (baseline FP16 6.13). Each tensor's delta is
-# the step its row adds on top of the previous setting (W4A16KV16 → W4A4KV16 → W4A4KV4):
-#   mxint (PLENA ours): 6.45, 6.99, 7.17   mxfp (PLENA MXFP): 11.95, 91.71, 256.22
-#   int (QuaRot, per-channel INT4 with rotation; * = reproduced by the authors): 6.52, 8.00, 8.16
-# The plain-float family has no 4-bit point; fp8 borrows the mxfp row (both are minifloats).
-PAPER_DELTA_4BIT = {
-    "mxint": {"weights": math.log(6.45 / 6.13), "acts": math.log(6.99 / 6.45), "kv": math.log(7.17 / 6.99)},
-    "mxfp": {"weights": math.log(11.95 / 6.13), "acts": math.log(91.71 / 11.95), "kv": math.log(256.22 / 91.71)},
-    "int": {"weights": math.log(6.52 / 6.13), "acts": math.log(8.00 / 6.52), "kv": math.log(8.16 / 8.00)},
+# PLENA Table VI: WikiText-2 perplexity of LLaMA-2 7B/13B/70B and LLaMA-3 8B/70B at FP16 and at the
+# cumulative settings W4A16KV16 → W4A4KV16 → W4A4KV4 (None = not reported; * = reproduced by the authors).
+TABLE_VI_MODELS = ("llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b")
+TABLE_VI_BASE = (5.47, 4.83, 3.31, 6.13, 2.85)
+TABLE_VI = {  # family: rows W4, W4A4, W4A4KV4, one value per model
+    "mxint": ((5.59, 4.98, 3.40, 6.45, 3.25), (5.82, 5.14, 3.56, 6.99, 3.87), (5.87, 5.18, 3.58, 7.17, 4.09)),  # PLENA
+    "mxfp": ((7.09, 5.91, None, 11.95, None), (15.89, 10.30, None, 91.71, None), (67.35, 27.44, None, 256.22, None)),
+    "int": ((5.60, 5.00, 3.41, 6.52, 3.53), (6.02, 5.36, 3.78, 8.00, 6.33), (6.10, 5.40, 3.79, 8.16, 6.66)),  # QuaRot
 }
-PAPER_DELTA_4BIT["float"] = PAPER_DELTA_4BIT["mxfp"]
+
+
+@lru_cache(maxsize=1)
+def paper_deltas() -> dict[str, dict[str, float]]:
+    """Δ nats per tensor at 4 bits, per family: a non-negative least-squares fit (scipy nnls) of
+    ln(ppl / ppl_FP16) = Σ over the quantized tensors of Δ_tensor, over every reported (model, setting)
+    of Table VI. Plain floats have no 4-bit point: fp8 borrows the mxfp fit (both are minifloats)."""
+    from scipy.optimize import nnls
+
+    out = {}
+    for fam, rows in TABLE_VI.items():
+        A, y = [], []
+        for k, row in enumerate(rows):  # setting k quantizes the first k + 1 tensors (W, then A, then KV)
+            for ppl, base in zip(row, TABLE_VI_BASE):
+                if ppl is not None:
+                    A.append([1.0 if j <= k else 0.0 for j in range(3)])
+                    y.append(math.log(ppl / base))
+        out[fam] = dict(zip(TENSORS, map(float, nnls(np.array(A), np.array(y))[0])))
+    out["float"] = out["mxfp"]
+    return out
 
 
 @dataclass(frozen=True)
@@ -142,13 +162,13 @@ class QuantPenalty:
 
     Why this shape: a b-bit quantizer's noise power falls as 2^(−2b), and a small perturbation raises the
     loss in proportion to its power (second order), so 8-bit costs 1/256 of the 4-bit step and 16-bit
-    ~nothing. Only the 4-bit points are measured (PLENA Table VI, LLaMA-3-8B): the ratio carries over
-    to our small models only as a first guess. `table` replaces the model with measured deltas,
+    ~nothing. Only 4-bit points are published (`paper_deltas`, fitted on Table VI's 0.5–70 B LLaMAs):
+    they carry over to our small models only as a first guess. `table` replaces the model with measured deltas,
     {format: {weights|acts|kv: Δ nats}}; formats missing from it fall back to the model. fp16/bf16/fp32
     are the reference (0). `scale` multiplies everything (0 turns the penalty off).
     """
 
-    deltas: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: PAPER_DELTA_4BIT)
+    deltas: Mapping[str, Mapping[str, float]] | None = None  # None = paper_deltas()
     table: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     scale: float = 1.0
 
@@ -158,7 +178,8 @@ class QuantPenalty:
             return float(self.table[f.name][tensor]) * self.scale
         if f.family == "float" and f.bits >= 16:
             return 0.0
-        return float(self.deltas[f.family][tensor]) * 4.0 ** (4 - f.bits) * self.scale
+        deltas = self.deltas if self.deltas is not None else paper_deltas()
+        return float(deltas[f.family][tensor]) * 4.0 ** (4 - f.bits) * self.scale
 
     def __call__(self, genes: PrecisionGenes | None) -> float:
         if genes is None:

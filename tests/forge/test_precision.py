@@ -11,7 +11,8 @@ from forge.arrays import PopArrays
 from forge.cli import resolve_arch
 from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
 from forge.importers import load_genome
-from forge.precision import FORMATS, PrecisionError, PrecisionGenes, QuantPenalty, parse_format
+from forge.precision import (FORMATS, TABLE_VI, TABLE_VI_BASE, PrecisionError, PrecisionGenes, QuantPenalty,
+                             paper_deltas, parse_format)
 from forge.workload import (Precision, head_ops, kv_cache_bytes, layer_ops, max_batch, model_totals,
                             weight_storage)
 
@@ -106,9 +107,12 @@ def test_quant_penalty_model_and_measured_table():
     q = QuantPenalty()
     assert q(None) == 0.0 and q(PrecisionGenes()) == 0.0
     w4 = q(PrecisionGenes("mxint4", "bf16", "bf16"))
-    assert w4 == pytest.approx(np.log(6.45 / 6.13))  # PLENA Table VI, LLaMA-3-8B W4A16KV16
+    assert w4 == pytest.approx(paper_deltas()["mxint"]["weights"])
     assert q(PrecisionGenes("mxint8", "bf16", "bf16")) == pytest.approx(w4 / 256)
-    assert q(PrecisionGenes("mxfp4", "mxfp4", "mxfp4")) > q(PrecisionGenes("mxint4", "mxint4", "mxint4"))
+    full = {f: q(PrecisionGenes(f"{f}4", f"{f}4", f"{f}4")) for f in ("mxint", "int", "mxfp")}
+    assert full["mxint"] < full["int"] < full["mxfp"]  # Table VI: PLENA MXINT < QuaRot INT4 < MXFP at W4A4KV4
+    per_model = [np.log(p / b) for p, b in zip(TABLE_VI["mxint"][2], TABLE_VI_BASE)]
+    assert min(per_model) < full["mxint"] < max(per_model)  # the least-squares fit sits inside the models' spread
     measured = QuantPenalty.from_config({"table": {"mxint4": {"weights": 0.5}}, "scale": 2.0})
     assert measured(PrecisionGenes("mxint4", "bf16", "bf16")) == pytest.approx(1.0)
     with pytest.raises(PrecisionError, match="allowed: scale, table"):
