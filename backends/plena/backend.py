@@ -5,6 +5,8 @@ Evaluates a population on one fixed array shape, or co-searches the shape per ge
 (TTFT, TPOT, energy, area), ordered by `rank_by`, the first one used — as rDXE does for its chips.
 `workload.batch=max` takes, per genome, the largest batch whose weights + KV cache fit the HBM;
 constraint violations (Table III) and capacity misses are infeasible rows with their reasons.
+TTFT is the prefill of the whole batch; TPOT one decode step of it; `energy_per_token_uj` is per processed
+token (batch × (prefill + decode) tokens); `ms_per_token` / `tokens_per_s` are the decode throughput.
 """
 from __future__ import annotations
 
