@@ -3,6 +3,7 @@ against the closed form, and memory-centric vs random initialization of the pool
 
     .venv/bin/python bench/bench_serve.py cli              # wall time of each forge-serve command (subprocess)
     .venv/bin/python bench/bench_serve.py init --seeds 5   # init comparison, reduced (brute force) and full space
+    .venv/bin/python bench/bench_serve.py init --seeds 5 --spaces llmshare --pop 24 --gens 20   # larger budget
 """
 from __future__ import annotations
 
@@ -41,20 +42,24 @@ def bench_cli() -> None:
         print(f"| `forge-serve {' '.join(args)}` | {wall:.1f} | {s['seconds']:.1f} | {extra} |", flush=True)
 
 
-def bench_init(seeds: int) -> None:
+def bench_init(seeds: int, spaces: tuple[str, ...] = ("reduced", "llmshare"), budget: tuple[int, int] = (16, 10)) -> None:
+    """Reduced space: HV with the run's own reference and ADRS against brute force. Full Table I space: HV
+    with the fixed reference (2, 2) x baseline (the region that competes with the baseline)."""
     from hydra import compose, initialize_config_module
     from omegaconf import open_dict
 
     from search.serving.cli import run
 
-    for space in ("reduced", "llmshare"):
+    for space in spaces:
         hv = {"memory": [], "random": []}
         adrs = {"memory": [], "random": []}
         hv0 = {"memory": [], "random": []}
         for seed in range(seeds):
             with initialize_config_module(config_module="forge_conf", version_base="1.3"):
                 c = compose(config_name="forge-serve", overrides=["command=pools", "arch=llama-2-7b", f"serve/space={space}",
-                                                                  "serve/trace=azure-burst", f"seed={seed}"])
+                                                                  "serve/trace=azure-burst", f"seed={seed}",
+                                                                  f"serve.pools.pop_size={budget[0]}", f"serve.pools.generations={budget[1]}",
+                                                                  *(["serve.pools.hv_ref=[2,2]"] if space == "llmshare" else [])])
             with tempfile.TemporaryDirectory() as d, open_dict(c):
                 c.out_dir, c.quiet = d, True
                 s = run(c)
@@ -71,6 +76,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["cli", "init"])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--spaces", default="reduced,llmshare")
+    ap.add_argument("--pop", type=int, default=16)
+    ap.add_argument("--gens", type=int, default=10)
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    bench_cli() if a.what == "cli" else bench_init(a.seeds)
+    bench_cli() if a.what == "cli" else bench_init(a.seeds, tuple(a.spaces.split(",")), (a.pop, a.gens))

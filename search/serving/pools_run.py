@@ -70,7 +70,7 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
         runs[name] = {**res, "seconds": time.perf_counter() - ts}
         seen.append(problem.objectives(res["X"])["F"])
     allF = np.vstack(seen + ([true_front] if true_front is not None else []))
-    ref = 1.1 * allF[np.all(allF < 1e6, axis=1)].max(axis=0)
+    ref = 1.1 * allF[np.all(allF < 1e6, axis=1)].max(axis=0) if p.get("hv_ref") is None else np.asarray(p["hv_ref"], float)
     summary["hv_ref"] = ref.tolist()
     summary["runs"] = {n: _report(problem, r, ref, true_front) for n, r in runs.items()}
     if true_front is not None:
