@@ -70,6 +70,9 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
         runs[name] = {**res, "seconds": time.perf_counter() - ts}
         seen.append(problem.objectives(res["X"])["F"])
     allF = np.vstack(seen + ([true_front] if true_front is not None else []))
+    if not np.any(np.all(allF < 1e6, axis=1)) or (true_front is not None and len(true_front) == 0):
+        raise PoolError(f"no system found can serve {genome.name} on this trace (weights or KV cache never fit); "
+                        "allowed: a space with more HBM or devices per server")
     ref = 1.1 * allF[np.all(allF < 1e6, axis=1)].max(axis=0) if p.get("hv_ref") is None else np.asarray(p["hv_ref"], float)
     summary["hv_ref"] = ref.tolist()
     summary["runs"] = {n: _report(problem, r, ref, true_front) for n, r in runs.items()}

@@ -89,3 +89,9 @@ def test_cli_trace_error_is_one_line(tmp_path):
                         f"hydra.run.dir={tmp_path}"], capture_output=True, text=True)
     lines = [x for x in p.stderr.strip().splitlines() if x]
     assert p.returncode != 0 and len(lines) == 1 and "lacks columns arrival_s" in lines[0]
+
+
+def test_space_that_cannot_hold_the_model_is_an_error(tmp_path):
+    with pytest.raises(PoolError, match="no system found can serve llama-2-7b"):
+        run(cfg("command=pools", "arch=llama-2-7b", "serve/space=tiny", "serve/trace=small", "serve.space.hbm_gb=[1]",
+                "serve.space.devices=[1]", "serve.pools.pop_size=4", "serve.pools.generations=1", out=tmp_path))
