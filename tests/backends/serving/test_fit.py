@@ -85,3 +85,19 @@ def test_backend_without_breakdown_is_a_clear_error():
         fit_afd(NoOps([1e-5], [0.1], [1e-3], [0.1]), pop, WL, (16, 16, 16), Link(), GRID)
     with pytest.raises(BackendError, match="head_side"):
         AfdBackend(inner="roofline", head_side="middle").evaluate(pop, Workload())
+
+
+def test_heterogeneous_layers_add_up():
+    """Identity attention in half the layers removes their KV reads from α_A and their attention
+    operators from β_A; the FFN side is unchanged (per-layer costs sum over the step)."""
+    import dataclasses
+
+    g = resolve_arch("smollm2-135m")
+    half = dataclasses.replace(g, layers=tuple(dataclasses.replace(x, attn=(i % 2 == 0)) for i, x in enumerate(g.layers)))
+    b = build_inner("roofline")
+    pop = PopArrays.from_genomes([g, half])
+    p, q = fit_afd(b, pop, WL, (16, 16, 16), Link(), GRID)
+    a = np.asarray(p.alpha_A)
+    assert a[1] == pytest.approx(a[0] / 2, rel=0.05) and float(p.beta_A[1]) < float(p.beta_A[0])
+    assert float(p.alpha_F[1]) == pytest.approx(float(p.alpha_F[0]), rel=1e-6)
+    assert np.all(q["r2_attention"] > 0.99)
