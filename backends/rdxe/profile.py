@@ -87,15 +87,18 @@ def dynamic_energy(t: OpTable, e) -> np.ndarray:
 
 
 def pop_key_rows(pop: PopArrays) -> list[bytes]:
-    """A stable per-row key of a PopArrays (the network it builds), for inputs without genome ids."""
+    """A stable per-row key of a PopArrays (the network it builds, at its own W/A/KV bytes), for inputs
+    without genome ids: two genomes of one architecture at different formats must not share a profile."""
     m = pop.masked()
     lay = np.stack([m.active, m.attn, m.n_h, m.n_kv, m.d_qk, m.d_v, m.d_mlp], axis=-1).astype(np.int64)
     glob = np.stack([m.d_model, m.block_size, m.vocab_size, m.swiglu, m.learned_pos, m.tied, m.bias_qkv,
                      m.bias_all, m.layernorm], axis=-1).astype(np.int64)
+    own = np.stack([m.weight_bytes, m.act_bytes, m.kv_bytes], axis=-1).astype(np.float64)
+    own = np.where(np.isfinite(own), own, -1.0)  # one canonical "the workload's" (NaN payloads may differ)
     out = []
     for p in range(m.P):
         act = lay[p, :, 0] > 0
-        out.append(lay[p, act].tobytes() + b"|" + glob[p].tobytes())
+        out.append(lay[p, act].tobytes() + b"|" + glob[p].tobytes() + b"|" + own[p].tobytes())
     return out
 
 

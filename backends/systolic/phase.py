@@ -4,6 +4,9 @@ Per chunk of genomes: residency (do the weights / the KV cache fit the template'
 prefill (one pass of L_p tokens), decode (non-attention operators × L_d; attention GEMMs summed over
 every context by `sweep_costs`; softmax, whose elements and bytes are both ∝ context, summed in closed
 form), and the LM head. Elementwise operators run on a vector unit of `vector_lanes` elements/cycle.
+Operand widths of every mapper row are each genome's own W/A/KV bytes (`genome_bytes`: its precision
+genes, else the workload's), so a population mixing formats maps each at its own width; the bytes are
+part of the cached row key, so the shape cache still maps each (shape, widths) once.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS
 from backends.systolic.gemm import BIT, gemm_costs, map_gemm, sweep_costs
 from forge.arrays import PopArrays
-from forge.workload import OP_KINDS, OP_NAMES, OpTable, head_ops, layer_ops
+from forge.workload import OP_KINDS, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
 
 GEMM_J = [j for j, k in enumerate(OP_KINDS) if k == "gemm"]
 ELEM_J = [j for j, k in enumerate(OP_KINDS) if k == "elementwise"]
@@ -29,20 +32,20 @@ def _scatter(shape: tuple, idx: tuple, vals: np.ndarray, scale: Any = 1.0) -> li
     return out
 
 
-def _gemms(b, tab: OpTable, prec, w_res: np.ndarray) -> list[np.ndarray]:
-    """Projections and MLP GEMMs of every (genome, layer)."""
+def _gemms(b, tab: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
+    """Projections and MLP GEMMs of every (genome, layer); operand widths are each genome's own bytes."""
     t, shape = b.t, tab.flops.shape
     mask = np.zeros(shape, bool)
     mask[:, :, GEMM_J] = tab.flops[:, :, GEMM_J] > 0
     idx = np.nonzero(mask)
     on = (BIT["input"] | BIT["output"]) if t.activations_on_chip else 0
-    n = len(idx[0])
-    rows = np.column_stack([tab.M[idx], tab.K[idx], tab.N[idx], np.full(n, prec.act_bytes), np.full(n, prec.weight_bytes),
-                            np.full(n, prec.act_bytes), np.full(n, on), w_res[idx[0]].astype(float)])
+    wb, ab, _ = (x[idx[0]] for x in gb)
+    rows = np.column_stack([tab.M[idx], tab.K[idx], tab.N[idx], ab, wb, ab, np.full(len(wb), on),
+                            w_res[idx[0]].astype(float)])
     return _scatter(shape, idx, gemm_costs(t, b.mode, rows))
 
 
-def _attention(b, pop: PopArrays, tab: OpTable, prec, kv_res: np.ndarray, batch: int, sweep: tuple | None):
+def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, batch: int, sweep: tuple | None):
     """Score and value GEMMs per KV group (R query heads stacked as rows), batch = B·n_kv."""
     t, shape = b.t, tab.flops.shape
     att = np.nonzero(tab.flops[:, :, SCORE_J] > 0)
@@ -50,12 +53,13 @@ def _attention(b, pop: PopArrays, tab: OpTable, prec, kv_res: np.ndarray, batch:
     bkv = batch * pop.n_kv[att].astype(float)
     res = np.where(kv_res[att[0]], 2.0, 0.0)
     on_chip_act = t.activations_on_chip
+    _, ab, kvb = (x[att[0]] for x in gb)
     out = [np.zeros(shape) for _ in range(3)]
     for j, kind in ((SCORE_J, 0), (VALUE_J, 1)):
         fused = BIT["output"] if kind == 0 else BIT["input"]
         on = (fused if t.fused_attention else 0) | ((BIT["input"] | BIT["output"]) if on_chip_act else 0)
         n = len(R)
-        common = [np.full(n, prec.act_bytes), np.full(n, prec.kv_bytes), np.full(n, prec.act_bytes), np.full(n, float(on)), res]
+        common = [ab, kvb, ab, np.full(n, float(on)), res]
         if sweep is None:
             rows = np.column_stack([tab.M[att + (j,)] * R, tab.K[att + (j,)], tab.N[att + (j,)]] + common)
             vals = gemm_costs(t, b.mode, rows)
@@ -89,18 +93,18 @@ def _elementwise(b, tab: OpTable, w_res: np.ndarray, scale: float = 1.0, softmax
     return out
 
 
-def _head(b, head: OpTable, prec, w_res: np.ndarray) -> list[np.ndarray]:
+def _head(b, head: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
     """embed (a gather), final norm (vector unit) and the LM head GEMM → (P, 3) each."""
     t, P = b.t, head.flops.shape[0]
     on = (BIT["input"] | BIT["output"]) if t.activations_on_chip else 0
     lm = head.names.index("lm_head")
-    rows = np.column_stack([head.M[:, 0, lm], head.K[:, 0, lm], head.N[:, 0, lm], np.full(P, prec.act_bytes),
-                            np.full(P, prec.weight_bytes), np.full(P, prec.act_bytes), np.full(P, on), w_res * 1.0])
+    wb, ab, _ = gb
+    rows = np.column_stack([head.M[:, 0, lm], head.K[:, 0, lm], head.N[:, 0, lm], ab, wb, ab, np.full(P, on), w_res * 1.0])
     g = gemm_costs(t, b.mode, rows)
     out = [np.zeros((P, 3)) for _ in range(3)]
     for k, name in enumerate(("embed", "final_norm")):
         j = head.names.index(name)
-        el = np.where(name == "embed", head.weight_bytes[:, 0, j] / max(prec.weight_bytes, 1e-9), head.M[:, 0, j])
+        el = np.where(name == "embed", head.weight_bytes[:, 0, j] / np.maximum(wb, 1e-9), head.M[:, 0, j])
         dram = np.where(w_res, 0.0, head.weight_bytes[:, 0, j]) + (0.0 if t.activations_on_chip else head.act_bytes[:, 0, j])
         cyc = np.maximum(el / t.vector_lanes, dram / t.dram_bytes_per_cycle)
         for i, v in enumerate((cyc, el * t.vector_pj + dram * t.dram_pj_per_byte + cyc * t.leak_pj_per_cycle, dram)):
@@ -110,10 +114,10 @@ def _head(b, head: OpTable, prec, w_res: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _phase(b, pop, tab, head, prec, w_res, kv_res, batch, n_steps=1, sweep=None, softmax_scale=1.0, att_scale=1.0):
-    g, a = _gemms(b, tab, prec, w_res), _attention(b, pop, tab, prec, kv_res, batch, sweep)
+def _phase(b, pop, tab, head, gb, w_res, kv_res, batch, n_steps=1, sweep=None, softmax_scale=1.0, att_scale=1.0):
+    g, a = _gemms(b, tab, gb, w_res), _attention(b, pop, tab, gb, kv_res, batch, sweep)
     e = _elementwise(b, tab, w_res, scale=n_steps, softmax_scale=softmax_scale)
-    h = _head(b, head, prec, w_res)
+    h = _head(b, head, gb, w_res)
     per_op = []
     for i in range(3):
         lay = g[i] * n_steps + a[i] * att_scale + e[i]
@@ -121,7 +125,7 @@ def _phase(b, pop, tab, head, prec, w_res, kv_res, batch, n_steps=1, sweep=None,
     return per_op  # cycles, energy pJ, DRAM bytes: each (P, O + 3)
 
 
-def _mappings(b, tab: OpTable, prec, i: int, w_res: bool) -> dict[str, dict]:
+def _mappings(b, tab: OpTable, gb: tuple, i: int, w_res: bool) -> dict[str, dict]:
     """The selected mapping of each projection/MLP GEMM of genome i's first active layer (prefill)."""
 
     layer = int(np.argmax(tab.flops[i].sum(axis=1) > 0))
@@ -130,7 +134,7 @@ def _mappings(b, tab: OpTable, prec, i: int, w_res: bool) -> dict[str, dict]:
     for j in GEMM_J:
         if tab.flops[i, layer, j] > 0:
             c = map_gemm(b.t, tab.M[i, layer, j], tab.K[i, layer, j], tab.N[i, layer, j], b.mode,
-                         a_bytes=prec.act_bytes, w_bytes=prec.weight_bytes, o_bytes=prec.act_bytes, on_chip=on,
+                         a_bytes=gb[1][i], w_bytes=gb[0][i], o_bytes=gb[1][i], on_chip=on,
                          resident="weight" if w_res else None)
             out[OP_NAMES[j]] = {**c.mapping, "utilization": round(c.utilization, 4)}
     return out
@@ -157,9 +161,10 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
     kv_total = dec.total("kv_write_bytes") * (Lp + n)
     w_res = (weights <= t.resident_bytes("weight")) & (t.resident_bytes("weight") > 0)
     kv_res = (kv_total <= t.resident_bytes("kv")) & (t.resident_bytes("kv") > 0)
-    p_cyc, p_en, p_dr = _phase(b, pop, pre, hp, prec, w_res, kv_res, B)
+    gb = tuple(x[:, 0] for x in genome_bytes(pop, prec))  # (P,) W/A/KV bytes: the genome's, else the workload's
+    p_cyc, p_en, p_dr = _phase(b, pop, pre, hp, gb, w_res, kv_res, B)
     ctx_sum = (lo + hi) * n / 2.0  # Σ c: softmax elements and bytes are ∝ context
-    d_cyc, d_en, d_dr = _phase(b, pop, dec, hd, prec, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
+    d_cyc, d_en, d_dr = _phase(b, pop, dec, hd, gb, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
                                softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
     hz = (cnt.report_clock_ghz or t.clock_ghz) * 1e9
     ttft, tpot = p_cyc.sum(axis=1) / hz * 1e3, d_cyc.sum(axis=1) / hz / n * 1e3
@@ -170,7 +175,7 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
               for i in range(pop.P)]
     if pop.P <= b.breakdown_max:
         for i, e in enumerate(extras):
-            e["prefill_mappings"] = _mappings(b, pre, prec, i, bool(w_res[i]))
+            e["prefill_mappings"] = _mappings(b, pre, gb, i, bool(w_res[i]))
             e["ttft_ops_ms"] = {k: float(v / hz * 1e3) for k, v in zip(ALL_OPS, p_cyc[i]) if v > 0}
             e["tpot_ops_ms"] = {k: float(v / hz / n * 1e3) for k, v in zip(ALL_OPS, d_cyc[i]) if v > 0}
     return {"ttft_ms": ttft, "tpot_ms": tpot, "energy_per_token_uj": energy, "extras": extras}
