@@ -54,7 +54,7 @@ def readme_commands(text: str) -> list[list[str]]:
     placeholder (a run folder, a label file) becomes a plain word, as the reader would fill it in."""
     cmds = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a trailing backslash continues the line
             line = re.sub(r"<[^<>]*>", "PLACEHOLDER", line)
             for part in re.split(r"&&", line):
                 argv = shlex.split(part, comments=True)
