@@ -1,11 +1,11 @@
 """`backend=rdxe`: the rDXE multi-chip ring with per-genome chip co-search (LLMForge §3.3.2, App. E.3).
 
-For each genome: (1) profile every active layer (rdxe_profile); (2) for each of the 45 chip
+For each genome: (1) profile every active layer (profile.py); (2) for each of the 45 chip
 templates (n_MAC × w_core × ring cap) derive the chip size: the smallest power-of-two core count
 whose capacities let the layers be packed into at most `n_chips_max` stages, split into tiles ×
-cores with cores ≥ tiles (rdxe_ring.split_cores); (3) pack with Algorithm 1 around Algorithm 2
-(rdxe_pack); (4) simulate the ring (rdxe_ring); (5) keep the jointly non-dominated configs on
-(TTFT, TPOT, energy per token, total area) and report the top K in the order of rdxe_pareto.
+cores with cores ≥ tiles (ring.split_cores); (3) pack with Algorithm 1 around Algorithm 2
+(pack.py); (4) simulate the ring (ring.py); (5) keep the jointly non-dominated configs on
+(TTFT, TPOT, energy per token, total area) and report the top K in the order of pareto.py.
 The CostTable row holds the first pick (the one a search consumes); all K are in extras["top_k"].
 A genome with no feasible chip gets inf costs and a reason naming the binding limit.
 

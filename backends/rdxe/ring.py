@@ -46,7 +46,7 @@ Ring. One d_model activation (d_model·act_bytes) crosses each hop; a hop costs
 Energy per token (decode, the metric reported): dynamic energy of all layers (MACs 0.20 pJ, weight
 memory 0.243 pJ/B, KV reads and writes 0.24 pJ/B with V read column-wise at 1.2×, head/global
 buffer traffic 0.14/0.17 pJ/B, fused softmax 0.5 pJ and norms 0.3 pJ per element, MLP activation
-0.5 pJ per element; computed in rdxe_profile) + links (S hops · bytes · 8 · pJ/bit) + leakage of all
+0.5 pJ per element; computed in profile.py) + links (S hops · bytes · 8 · pJ/bit) + leakage of all
 S chips during the whole TPOT (SRAM per byte, accumulators per core, head buffers per tile, the
 global buffer per chip and every MAC, per cycle: more MACs leak more, so they are not free). Prefill energy (extras) is the same at prompt contexts over TTFT.
 Per-access energies do not depend on memory size (the release's constants).

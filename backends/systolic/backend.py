@@ -4,7 +4,7 @@ a Timeloop-like mapper.
 Every operator of `forge.workload` becomes a GEMM or an elementwise pass: projections and MLP as
 (B·tokens × K)·(K × N); attention score and value per KV group, the R = n_h/n_kv query heads of a
 group stacked as rows — score (R·tokens × d_qk)·(d_qk × context), value (R·tokens × context)·(context × d_v),
-batch = B·n_kv — so K/V are read once per group. `systolic_map.map_many` picks the best mapping per
+batch = B·n_kv — so K/V are read once per group. `mapper.map_many` picks the best mapping per
 shape; results are cached by (template, mode, shape, operand bytes, on-chip flags), so a population
 only maps the shapes it has not seen. TPOT sums every decode step exactly: attention GEMMs are mapped
 for each context L_p+1 … L_p+L_d once per (template, head shape) and cached as a sum.
