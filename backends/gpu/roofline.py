@@ -9,6 +9,11 @@ per-layer IHA genomes). `ideal=True` sets η = 1 and both overheads to 0, which 
 TPOT is the exact mean over the L_d decode steps (context c = L_p + 1 … L_p + L_d): every operator's
 FLOPs and bytes are affine in c, so Σ_c max(f(c), g(c)) is summed in closed form (`sum_max_affine`).
 Energy: e_flop · FLOPs + e_byte · bytes + P_static · time (the energy roofline, hardware.md).
+
+Precision genes: every byte count comes from the analyzer's per-genome bytes (weights, activations, KV), the
+memory check from `weight_storage`, and the peak FLOP/s per genome (`genome_bits`, `Hardware.peak_flops`).
+`workload.batch=max` costs each genome at the largest batch whose weights + KV cache of prefill + decode
+tokens fit `mem_usable` of the device memory (`max_batch`); extras["batch"] reports the batch used.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
 from forge.arrays import PopArrays
-from forge.workload import HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, layer_ops
+from forge.workload import HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, layer_ops, max_batch, weight_storage
 
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
 
@@ -38,11 +43,20 @@ class Hardware:
     e_byte_pj: float
     e_flop_pj: float | None = None
 
-    def peak_flops(self, weight_bits: int, act_bits: int) -> float:
-        """int8 tensor-core peak when both operands are ≤ 8 bit; fp32 assumed at half the 16-bit peak."""
-        if weight_bits <= 8 and act_bits <= 8:
-            return self.peak_tops_8 * 1e12
-        return self.peak_tflops_16 * 1e12 * (0.5 if act_bits > 16 else 1.0)
+    def peak_flops(self, weight_bits: Any, act_bits: Any) -> Any:
+        """Peak FLOP/s of operands of these element widths (scalars, or arrays for a population).
+
+        The 8-bit tensor-core peak when both operands are ≤ 8 bit, else the 16-bit peak; fp32 at half of it.
+        Assumptions (A100/H100 presets, hardware.md): int4/MXINT4/MXFP4 (and 6-bit) operands run at the int8
+        peak (H100 has no int4 tensor cores; A100's 2× int4 rate is not used); MX formats run at their element
+        width's peak with the shared scale applied per K block in the fp32 accumulator (no native block-scaled
+        MMA before Blackwell: optimistic); fp8 gets the 8-bit peak (H100: fp8 = int8 peak; A100 has no fp8
+        tensor cores: optimistic). Weight-only quantization (W ≤ 8, A 16) dequantizes to the 16-bit peak.
+        """
+        w, a = np.asarray(weight_bits, dtype=float), np.asarray(act_bits, dtype=float)
+        out = np.where((w <= 8) & (a <= 8), self.peak_tops_8 * 1e12,
+                       self.peak_tflops_16 * 1e12 * np.where(a > 16, 0.5, 1.0))
+        return float(out) if out.ndim == 0 else out
 
     def flop_energy_pj(self, peak: float) -> float:
         """Dynamic energy per FLOP: the configured value, else (TDP − P_static) / peak."""
@@ -100,17 +114,33 @@ def sum_max_affine(f0: np.ndarray, fs: np.ndarray, g0: np.ndarray, gs: np.ndarra
 ATTN_KEYS = ("attn", "n_h", "n_kv", "d_qk", "d_v")
 
 
-def context_slopes(pop: PopArrays, context: int, wl: Workload) -> tuple[np.ndarray, np.ndarray]:
+def genome_bits(pop: PopArrays, wl: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """(weight, activation) element bits per genome (P,): the workload's bits where a genome has no genes.
+
+    Genes carry bytes per element (MX shared scale included): element bits = floor(8 · bytes), exact for
+    plain formats and MX blocks > 8 (the default 32); a block ≤ 8 counts its scale as element bits.
+    """
+    with np.errstate(invalid="ignore"):
+        own = [np.floor(b * 8 + 1e-9) for b in (pop.weight_bytes, pop.act_bytes)]
+    return (np.where(np.isfinite(own[0]), own[0], wl.weight_bits),
+            np.where(np.isfinite(own[1]), own[1], wl.act_bits))
+
+
+def context_slopes(pop: PopArrays, context: int, wl: Workload, batch: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """d FLOPs / d context and d bytes / d context of every (genome, layer, op) of one decode step.
 
     Only attention operators depend on the context, and only through the attention fields, so the
     slopes are computed once per distinct (attn, n_h, n_kv, d_qk, d_v) — a few thousand rows instead of
-    P × L — as the difference of two `layer_ops` calls one context apart, then gathered back.
+    P × L — as the difference of two `layer_ops` calls one context apart, then gathered back. Genomes
+    with their own bytes (precision genes) or a per-genome batch (`batch=max`) take the direct way on the
+    population itself.
     """
+    batch = wl.batch if batch is None else batch
     f = {k: getattr(pop, k).astype(np.int64) for k in ATTN_KEYS}
-    if max(f["n_h"].max(), f["n_kv"].max()) >= 256 or max(f["d_qk"].max(), f["d_v"].max()) >= 65536:
-        a, b = layer_ops(pop, 1, context, wl.batch, wl.precision), layer_ops(pop, 1, context + 1, wl.batch, wl.precision)
-        return b.flops - a.flops, b.bytes - a.bytes  # too wide to pack into one key: the direct way
+    if (pop.has_precision or np.ndim(batch) > 0 or max(f["n_h"].max(), f["n_kv"].max()) >= 256
+            or max(f["d_qk"].max(), f["d_v"].max()) >= 65536):  # per-genome bytes/batch, or too wide for one key
+        a, b = layer_ops(pop, 1, context, batch, wl.precision), layer_ops(pop, 1, context + 1, batch, wl.precision)
+        return b.flops - a.flops, b.bytes - a.bytes
     key = (((f["attn"] * 256 + f["n_h"]) * 256 + f["n_kv"]) * 65536 + f["d_qk"]) * 65536 + f["d_v"]
     uniq, inv = np.unique(key, return_inverse=True)
     cols, rest = {}, uniq
@@ -122,14 +152,16 @@ def context_slopes(pop: PopArrays, context: int, wl: Workload) -> tuple[np.ndarr
                     d_mlp=np.zeros((n, 1), np.int64), d_model=one(1), block_size=one(1), vocab_size=one(1),
                     swiglu=one(False), learned_pos=one(False), tied=one(True), bias_qkv=one(False),
                     bias_all=one(False), layernorm=one(False))
-    a = layer_ops(sub, 1, context, wl.batch, wl.precision)
-    b = layer_ops(sub, 1, context + 1, wl.batch, wl.precision)
+    a = layer_ops(sub, 1, context, batch, wl.precision)
+    b = layer_ops(sub, 1, context + 1, batch, wl.precision)
     inv = inv.reshape(pop.P, pop.L)
     return (b.flops - a.flops)[:, 0][inv], (b.bytes - a.bytes)[:, 0][inv]
 
 
 class RooflineBackend:
     """GPU roofline with efficiencies, launch/layer overheads and an energy roofline."""
+
+    supports_batch_max = True
 
     def __init__(self, hardware: Any = "a100-40gb", eta_compute: float = 0.6, eta_memory: float = 0.8,
                  launch_us: float = 5.0, layer_us: float = 0.0, ideal: bool = False, mem_usable: float = 0.9,
@@ -175,44 +207,49 @@ class RooflineBackend:
             kw[k] = np.take_along_axis(kw[k], order, axis=1)[:, :L]
         return PopArrays(**kw)
 
-    def rates(self, workload: Workload) -> tuple[float, float]:
-        """Effective FLOP/s and bytes/s under the workload's precision."""
-        peak = self.hw.peak_flops(workload.weight_bits, workload.act_bits)
-        return peak * self.eta_compute, self.hw.mem_bw_gbs * 1e9 * self.eta_memory
+    def rates(self, workload: Workload, pop: PopArrays | None = None) -> tuple[Any, float]:
+        """Effective FLOP/s and bytes/s: under the workload's bits, or per genome (P,) with `pop`."""
+        bits = (workload.weight_bits, workload.act_bits) if pop is None else genome_bits(pop, workload)
+        return self.hw.peak_flops(*bits) * self.eta_compute, self.hw.mem_bw_gbs * 1e9 * self.eta_memory
+
+    def batch(self, pop: PopArrays, wl: Workload) -> Any:
+        """The workload's batch, or per genome (P,) the largest that fits `mem_usable` of the device (0: none)."""
+        if not wl.batch_max:
+            return wl.batch
+        return max_batch(pop, wl.prefill + wl.decode, self.hw.mem_gb * 1e9 * self.mem_usable, wl.precision)
 
     # ------------------------------------------------------------------ internals
     def _op_seconds(self, t: OpTable, byt: np.ndarray, flops_s: float, bytes_s: float) -> np.ndarray:
         return np.maximum(t.flops / flops_s, byt / bytes_s) + t.exists * self.launch_us * 1e-6
 
-    def _prefill(self, pop: PopArrays, wl: Workload, fs: float, bs: float) -> dict[str, np.ndarray]:
+    def _prefill(self, pop: PopArrays, wl: Workload, fs: np.ndarray, bs: float, B: Any) -> dict[str, np.ndarray]:
         prec, Lp = wl.precision, wl.prefill
-        lay = layer_ops(pop, Lp, Lp, wl.batch, prec)
-        head = head_ops(pop, Lp, 1, wl.batch, prec)  # logits of the last prompt token only
+        lay = layer_ops(pop, Lp, Lp, B, prec)
+        head = head_ops(pop, Lp, 1, B, prec)  # logits of the last prompt token only
         lb, hb = lay.bytes, head.bytes
         ops = np.concatenate([self._op_seconds(lay, lb, fs, bs).sum(axis=1),
                               self._op_seconds(head, hb, fs, bs)[:, 0]], axis=1)
         seconds = ops.sum(axis=1) + pop.active.sum(axis=1) * self.layer_us * 1e-6
         return {"s": seconds, "ops": ops, "flops": lay.total("flops") + head.total("flops"),
-                "bytes": lb.sum(axis=(1, 2)) + hb.sum(axis=(1, 2)),
-                "weight_bytes": lay.total("weight_bytes") + head.op("lm_head")["weight_bytes"][:, 0]
-                + head.op("final_norm")["weight_bytes"][:, 0]}
+                "bytes": lb.sum(axis=(1, 2)) + hb.sum(axis=(1, 2))}
 
-    def _decode(self, pop: PopArrays, wl: Workload, fs: float, bs: float) -> dict[str, np.ndarray]:
+    def _decode(self, pop: PopArrays, wl: Workload, fs: np.ndarray, bs: float, B: Any) -> dict[str, np.ndarray]:
         """Exact sums over decode steps c = L_p+1 … L_p+L_d of per-op max(compute, memory) times.
 
         Operators whose FLOPs/bytes do not change with the context (all but attention) are n × one step;
         the others are affine in c and go through `sum_max_affine`.
         """
         prec, n, lo = wl.precision, wl.decode, wl.prefill + 1
-        t0 = layer_ops(pop, 1, lo, wl.batch, prec)
+        t0 = layer_ops(pop, 1, lo, B, prec)
         b0 = t0.bytes
-        df, db = context_slopes(pop, lo, wl)
+        df, db = context_slopes(pop, lo, wl, B)
         var = np.flatnonzero((df != 0).any(axis=(0, 1)) | (db != 0).any(axis=(0, 1)))
         f0, g0 = t0.flops / fs, b0 / bs
         sum_t = n * np.maximum(f0, g0)
-        sum_t[:, :, var] = sum_max_affine(f0[:, :, var], df[:, :, var] / fs, g0[:, :, var], db[:, :, var] / bs, n)
+        fs_var = np.broadcast_to(fs, f0.shape)[:, :, var]
+        sum_t[:, :, var] = sum_max_affine(f0[:, :, var], df[:, :, var] / fs_var, g0[:, :, var], db[:, :, var] / bs, n)
         sum_t += n * t0.exists * self.launch_us * 1e-6
-        head = head_ops(pop, 1, 1, wl.batch, prec)
+        head = head_ops(pop, 1, 1, B, prec)
         hb = head.bytes
         ops = np.concatenate([sum_t.sum(axis=1), self._op_seconds(head, hb, fs, bs)[:, 0] * n], axis=1)
         seconds = ops.sum(axis=1) + n * pop.active.sum(axis=1) * self.layer_us * 1e-6
@@ -223,28 +260,41 @@ class RooflineBackend:
         return {"s": seconds, "ops": ops, "flops": flops, "bytes": byt, "kv_per_token": kv_per_token}
 
     def _evaluate_chunk(self, pop: PopArrays, wl: Workload) -> dict[str, Any]:
-        fs, bs = self.rates(wl)
-        pre, dec = self._prefill(pop, wl, fs, bs), self._decode(pop, wl, fs, bs)
+        fs, bs = self.rates(wl, pop)
+        B = self.batch(pop, wl)
+        Bc = np.maximum(B, 1)  # batch=max: a genome that fits no sequence is costed at 1 and infeasible
+        pre = self._prefill(pop, wl, fs[:, None, None], bs, Bc)
+        dec = self._decode(pop, wl, fs[:, None, None], bs, Bc)
         hw = self.hw
-        e_flop = hw.flop_energy_pj(hw.peak_flops(wl.weight_bits, wl.act_bits)) * 1e-12
+        e_flop = hw.flop_energy_pj(hw.peak_flops(*genome_bits(pop, wl))) * 1e-12
         energy = (e_flop * (pre["flops"] + dec["flops"]) + hw.e_byte_pj * 1e-12 * (pre["bytes"] + dec["bytes"])
                   + hw.static_w * (pre["s"] + dec["s"]))
-        embed_bytes = (pop.vocab_size * (1 + ~pop.tied) + pop.learned_pos * pop.block_size) * pop.d_model * wl.precision.weight_bytes
-        weights = pre["weight_bytes"] - pop.vocab_size * pop.d_model * wl.precision.weight_bytes + embed_bytes
-        kv = dec["kv_per_token"] * (wl.prefill + wl.decode)
-        mem_need = weights + kv
-        budget = hw.mem_gb * 1e9 * self.mem_usable
-        feas = mem_need <= budget
-        reasons = ["" if ok else f"needs {need / 1e9:.2f} GB (weights + KV cache) > {budget / 1e9:.2f} GB usable on {hw.name}"
-                   for ok, need in zip(feas, mem_need)]
+        mem_need, feas, reasons = self._memory(pop, wl, B, dec["kv_per_token"] / Bc)
         out = {"ttft_ms": pre["s"] * 1e3, "tpot_ms": dec["s"] / wl.decode * 1e3,
                "energy_per_token_uj": energy / (wl.prefill + wl.decode) * 1e6, "feasible": feas, "reason": reasons}
-        out["extras"] = self._extras(pop, pre, dec, mem_need, wl)
+        out["extras"] = self._extras(pop, pre, dec, mem_need, wl, np.broadcast_to(B, (pop.P,)))
         return out
 
-    def _extras(self, pop: PopArrays, pre: dict, dec: dict, mem: np.ndarray, wl: Workload) -> list[dict[str, Any]]:
+    def _memory(self, pop: PopArrays, wl: Workload, B: Any, kv_seq_token: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Weights (`weight_storage`, the genome's own bytes) + KV cache of prefill + decode tokens × batch, against
+        `mem_usable` of the device; under batch=max a genome is infeasible when not even one sequence fits."""
+        ctx, hw = wl.prefill + wl.decode, self.hw
+        weights, kv1 = weight_storage(pop, wl.precision), kv_seq_token * ctx
+        need = weights + kv1 * np.maximum(B, 1)
+        budget = hw.mem_gb * 1e9 * self.mem_usable
+        if not wl.batch_max:
+            feas = need <= budget
+            return need, feas, ["" if ok else f"needs {n / 1e9:.2f} GB (weights + KV cache) > {budget / 1e9:.2f} GB "
+                                f"usable on {hw.name}" for ok, n in zip(feas, need)]
+        feas = B >= 1
+        return need, feas, ["" if ok else f"batch 1 does not fit: weights {w / 1e9:.2f} GB + KV cache {k / 1e9:.2f} GB "
+                            f"of {ctx} tokens > {budget / 1e9:.2f} GB usable on {hw.name}"
+                            for ok, w, k in zip(feas, weights, kv1)]
+
+    def _extras(self, pop: PopArrays, pre: dict, dec: dict, mem: np.ndarray, wl: Workload,
+                B: np.ndarray) -> list[dict[str, Any]]:
         """Small per-genome extras; the per-operator breakdown only for small populations (CLI, reports)."""
-        base = [{"hardware": self.hw.name, "memory_gb": float(m / 1e9)} for m in mem]
+        base = [{"hardware": self.hw.name, "memory_gb": float(m / 1e9), "batch": int(b)} for m, b in zip(mem, B)]
         if pop.P <= self.breakdown_max:
             for i, e in enumerate(base):
                 e["ttft_ops_ms"] = {k: float(v * 1e3) for k, v in zip(ALL_OPS, pre["ops"][i]) if v > 0}

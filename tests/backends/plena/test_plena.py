@@ -135,8 +135,8 @@ def test_forge_hw_prints_shape_precision_and_batch(tmp_path, capsys):
     bad = run(cfg("arch=llama-3.3-70b", "backend=plena", "workload=agentic-90k", "workload.batch=8",
                   "workload.kv_format=bf16", "workload.weight_format=bf16", "quiet=true", out=tmp_path))
     assert not bad["feasible"] and "batch 8 does not fit" in bad["reason"]
-    with pytest.raises(Exception, match="batch = max is not supported by backend 'roofline'"):
-        run(cfg("backend=roofline", "workload=agentic-90k", "quiet=true", out=tmp_path))
+    with pytest.raises(Exception, match="batch = max is not supported by backend 'gemmini'"):
+        run(cfg("backend=gemmini", "workload=agentic-90k", "quiet=true", out=tmp_path))
 
 
 def test_table_xi_peak_bandwidth_row():
