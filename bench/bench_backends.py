@@ -89,13 +89,16 @@ def table() -> None:
     print("\n| model | backend | TTFT ms | TPOT ms | energy µJ/token | note |\n| --- | --- | ---: | ---: | ---: | --- |")
     for arch in ("smollm2-135m", "pythia-160m"):
         g = load_genome(data_dir() / "archs" / f"{arch}.yaml")
-        for name in ("roofline",) + SUBSTRATES:
+        for name in ("roofline", "roofline-eager") + SUBSTRATES:
             b = build_backend(name)
             wl = resolve_workload(DEFAULT_WL, b)
             row = b.evaluate([g], wl).row(0)
-            note = ("A100-40GB, bf16" if name == "roofline" else
+            note = ("A100-40GB, bf16" + (f", eager PyTorch ({b.layer_us:.0f} µs per layer)" if b.layer_us else "")
+                    if name.startswith("roofline") else
                     f"int8, {row['area_mm2']:.2f} mm², weights {'on chip' if row['weights_resident'] else 'from DRAM'}")
-            print(f"| {arch} | {name} | {row['ttft_ms']:.3g} | {row['tpot_ms']:.3g} | {row['energy_per_token_uj']:.4g} | {note} |")
+            e = float(f"{row['energy_per_token_uj']:.4g}")  # 4 significant digits, thousands separated (README)
+            energy = f"{e:,.0f}" if e >= 1000 else f"{e:.4g}"
+            print(f"| {arch} | {name} | {row['ttft_ms']:.3g} | {row['tpot_ms']:.3g} | {energy} | {note} |")
 
 
 def substrate_fidelity() -> None:
