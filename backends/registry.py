@@ -73,5 +73,5 @@ def resolve_workload(cfg: Any, backend: Any = None) -> Workload:
     wl = Workload.from_config(d)
     if wl.batch_max and backend is not None and not getattr(backend, "supports_batch_max", False):
         raise BackendError(f"workload.batch = max is not supported by backend {getattr(backend, 'name', '?')!r}; "
-                           "allowed: a positive integer (batch: max works with backend=plena)")
+                           "allowed: a positive integer (batch: max works with backend=plena, roofline and roofline-eager)")
     return wl

@@ -4,7 +4,7 @@ Per operator of `forge.workload` (never recounted here):
     t = max(FLOPs / (peak · η_compute), bytes / (bandwidth · η_memory)) + launch overhead per kernel,
 plus a per-layer overhead per active layer (PLAS Appendix E, Eq. 27, generalised to heterogeneous
 per-layer IHA genomes). `ideal=True` sets η = 1 and both overheads to 0, which reproduces PLAS Eq. 29
-(prefill) and Eq. 37 (decode) for dense homogeneous models (tests/backends/test_roofline.py).
+(prefill) and Eq. 37 (decode) for dense homogeneous models (tests/backends/gpu/test_roofline.py).
 
 TPOT is the exact mean over the L_d decode steps (context c = L_p + 1 … L_p + L_d): every operator's
 FLOPs and bytes are affine in c, so Σ_c max(f(c), g(c)) is summed in closed form (`sum_max_affine`).
@@ -271,7 +271,7 @@ class RooflineBackend:
                   + hw.static_w * (pre["s"] + dec["s"]))
         mem_need, feas, reasons = self._memory(pop, wl, B, dec["kv_per_token"] / Bc)
         out = {"ttft_ms": pre["s"] * 1e3, "tpot_ms": dec["s"] / wl.decode * 1e3,
-               "energy_per_token_uj": energy / (wl.prefill + wl.decode) * 1e6, "feasible": feas, "reason": reasons}
+               "energy_per_token_uj": energy / (Bc * (wl.prefill + wl.decode)) * 1e6, "feasible": feas, "reason": reasons}
         out["extras"] = self._extras(pop, pre, dec, mem_need, wl, np.broadcast_to(B, (pop.P,)))
         return out
 

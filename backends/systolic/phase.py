@@ -168,7 +168,7 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
                                softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
     hz = (cnt.report_clock_ghz or t.clock_ghz) * 1e9
     ttft, tpot = p_cyc.sum(axis=1) / hz * 1e3, d_cyc.sum(axis=1) / hz / n * 1e3
-    energy = (p_en.sum(axis=1) + d_en.sum(axis=1)) * 1e-6 / (Lp + n)  # pJ → µJ per token
+    energy = (p_en.sum(axis=1) + d_en.sum(axis=1)) * 1e-6 / (B * (Lp + n))  # pJ → µJ per token of every sequence
     extras = [{"template": t.name, "mode": b.mode, "conventions": b.conventions, "area_mm2": t.area_mm2,
                "weights_resident": bool(w_res[i]),
                "kv_resident": bool(kv_res[i]), "decode_dram_mb_per_token": float(d_dr[i].sum() / n / 1e6)}

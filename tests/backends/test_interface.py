@@ -74,3 +74,13 @@ def test_cost_table_helpers_and_population_input():
         as_population([])
     r = build_backend("gemmini").evaluate(pop, Workload(prefill=8, decode=4, weight_bits=8, act_bits=8, kv_bits=8))
     assert np.isfinite(r.objective("area_mm2")).all()
+
+
+@pytest.mark.parametrize("name", ["roofline", "gemmini"])
+def test_energy_per_token_counts_every_sequence_of_the_batch(name, smollm):
+    """Batching shares the weight reads: per token of all B sequences, energy must fall with the batch
+    (dividing by one sequence's tokens would make it grow instead)."""
+    b = build_backend(name)
+    e1 = b.evaluate([smollm], resolve_workload({"prefill": 64, "decode": 16, "batch": 1}, b)).energy_per_token_uj[0]
+    e4 = b.evaluate([smollm], resolve_workload({"prefill": 64, "decode": 16, "batch": 4}, b)).energy_per_token_uj[0]
+    assert 0 < e4 < e1
