@@ -11,7 +11,7 @@ A genome with no feasible chip gets inf costs and a reason naming the binding li
 
 Packing does not depend on n_MAC, so one genome needs at most 15 packings. Profiles are cached by
 (genome id, workload), packings by (profile, chip capacities), finished rows by (genome id, workload).
-Costs use the workload's precision; `default_bits` (int8 weights/activations/KV: the DXE MAC array is
+Costs use each genome's own precision genes where it has them, else the workload's; `default_bits` (int8 weights/activations/KV: the DXE MAC array is
 INT8) is what `backends.registry.resolve_workload` fills in where the workload leaves bits null.
 """
 from __future__ import annotations
@@ -226,7 +226,7 @@ class RDXEBackend:
         extras = {"chip": best["chip"], "assignment": best["assignment"], "n_chips": best["chip"]["n_chips"],
                   **{m: best[m] for m in METRICS[3:]}, "top_k": top, "n_feasible_templates": n_templates,
                   "n_feasible_chips": int(ok.sum()), "n_pareto": n_front,
-                  "precision": {"weight_bits": wl.weight_bits, "act_bits": wl.act_bits, "kv_bits": wl.kv_bits}}
+                  "precision": dict(zip(("weight_bits", "act_bits", "kv_bits"), (8 * b for b in prof.bytes_wak)))}
         return best["ttft_ms"], best["tpot_ms"], best["energy_per_token_uj"], True, "", extras
 
     # ------------------------------------------------------------------ conventions=llmforge
@@ -263,7 +263,7 @@ class RDXEBackend:
         extras = {"chip": best["chip"], "assignment": best["assignment"], "n_chips": best["chip"]["n_chips"],
                   **{m: best[m] for m in METRICS[3:]}, "top_k": top, "n_feasible_templates": len(picks),
                   "n_feasible_chips": n_ok, "n_pareto": n_ok, "conventions": "llmforge",
-                  "precision": {"weight_bits": wl.weight_bits, "act_bits": wl.act_bits, "kv_bits": wl.kv_bits}}
+                  "precision": dict(zip(("weight_bits", "act_bits", "kv_bits"), (8 * b for b in prof.bytes_wak)))}
         return best["ttft_ms"], best["tpot_ms"], best["energy_per_token_uj"], True, "", extras
 
     def _describe(self, prof: LayerProfile, p: ChipPick, sim: dict, i: int) -> dict[str, Any]:

@@ -91,6 +91,7 @@ def test_rdxe_caches_tell_apart_the_same_network_at_two_formats():
     ids = [b.evaluate([g], wl) for g in (g8, g4)]  # the genome-id row key after the PopArrays rows
     for i in range(2):
         assert _row(both, i) == _row(ref[i], 0) == _row(seq[i], 0) == _row(ids[i], 0)
+    assert [both.extras[i]["precision"]["weight_bits"] for i in range(2)] == [8, 4]  # the genome's, not the workload's
 
 
 def test_rdxe_hop_bytes_follow_the_genome_activation_format():
