@@ -92,10 +92,13 @@ def _published_counts(shared_data: Path) -> dict[str, int]:
 
 # Baselines outside the shared table: LLaMA-3.3-70B's safetensors index lists total_size 141,107,412,992
 # bytes of bf16 weights (meta-llama/Llama-3.3-70B-Instruct, model.safetensors.index.json) = 70,553,706,496.
+# LLaMA-3.1-8B: total_size 16,060,522,496 bytes of bf16 weights in meta-llama/Llama-3.1-8B
+# model.safetensors.index.json = 8,030,261,248 parameters (the count on its model card, "8.03B").
 # Gemma-3-270M: 268,098,176 published parameters (google/gemma-3-270m model card) less what our genome does
 # not model (data/archs/gemma-3-270m.yaml): per layer two extra RMSNorms over d_model 640 (pre/post
 # feed-forward) and the q/k norms over head_dim 256, 18 layers: 18 · (2·640 + 2·256) = 32,256.
-EXTRA_COUNTS = {"llama-3.3-70b": 70_553_706_496, "gemma-3-270m": 268_098_176 - 18 * (2 * 640 + 2 * 256)}
+EXTRA_COUNTS = {"llama-3.3-70b": 70_553_706_496, "llama-3.1-8b": 8_030_261_248,
+                "gemma-3-270m": 268_098_176 - 18 * (2 * 640 + 2 * 256)}
 
 
 def test_baselines_match_analyzer_and_published_counts(shared_data):
