@@ -3,7 +3,8 @@
 Evaluates a population on one fixed array shape, or co-searches the shape per genome over a grid
 (`shapes: {blen: [...], mlen: [...], vlen: [...], hlen: [...]}`) and returns the Pareto top-K shapes
 (TTFT, TPOT, energy, area), ordered by `rank_by`, the first one used — as rDXE does for its chips.
-`workload.batch=max` takes, per genome, the largest batch whose weights + KV cache fit the HBM;
+`workload.batch=max` takes, per genome, the largest batch whose weights + KV cache fit the HBM
+(`batch_round: pow2` then takes the largest power of two below it, as every BS of Table XII is);
 constraint violations (Table III) and capacity misses are infeasible rows with their reasons.
 TTFT is the prefill of the whole batch; TPOT one decode step of it; `energy_per_token_uj` is per processed
 token (batch × (prefill + decode) tokens); `ms_per_token` / `tokens_per_s` are the decode throughput.
@@ -21,6 +22,7 @@ from backends.plena.cost import ALL_OPS, System, shape_cost, tables
 from forge.workload import genome_bytes, kv_cache_bytes, max_batch, weight_storage
 
 RANKS = ("balanced", "tpot", "ttft", "energy", "area", "throughput")
+BATCH_ROUNDS = ("exact", "pow2")
 FORMAT_KEYS = ("weight_format", "act_format", "kv_format")
 
 
@@ -31,8 +33,12 @@ class PlenaBackend:
 
     def __init__(self, name: str = "plena", shape: Any = None, shapes: Any = None, top_k: int = 3,
                  rank_by: str = "throughput", system: Any = None, precision: Any = None,
-                 breakdown_max: int = 32, chunk: int = 512) -> None:
+                 breakdown_max: int = 32, chunk: int = 512, batch_round: str = "exact",
+                 causal_prefill: bool = True) -> None:
         self.name = name
+        if batch_round not in BATCH_ROUNDS:
+            raise BackendError(f"backend.batch_round = {batch_round!r} is invalid; allowed: {', '.join(BATCH_ROUNDS)}")
+        self.batch_round, self.causal = batch_round, bool(causal_prefill)
         if rank_by not in RANKS:
             raise BackendError(f"backend.rank_by = {rank_by!r} is invalid; allowed: {', '.join(RANKS)}")
         self.rank_by, self.top_k = rank_by, max(int(top_k), 1)
@@ -73,6 +79,8 @@ class PlenaBackend:
         """Per-genome batch and capacity reasons ('' = fits)."""
         prec, ctx, cap = wl.precision, wl.prefill + wl.decode, self.sys.hbm_gb * 1e9
         B = max_batch(pop, ctx, cap, prec) if wl.batch_max else np.full(pop.P, int(wl.batch))
+        if wl.batch_max and self.batch_round == "pow2":  # the largest power of two that fits (Table XII's BS)
+            B = np.where(B >= 1, 2 ** np.floor(np.log2(np.maximum(B, 1))), B).astype(B.dtype)
         need = weight_storage(pop, prec) + kv_cache_bytes(pop, ctx, np.maximum(B, 1), prec)
         w, kv1 = weight_storage(pop, prec), kv_cache_bytes(pop, ctx, 1, prec)
         reasons = ["" if (b >= 1 and nd <= cap) else
@@ -83,7 +91,7 @@ class PlenaBackend:
     def _chunk(self, pop, wl: Workload, names: list) -> dict[str, Any]:
         prec, P = wl.precision, pop.P
         B, cap_reason = self._batch(pop, wl)
-        T = tables(pop, B.astype(float), wl.prefill, wl.decode, prec)
+        T = tables(pop, B.astype(float), wl.prefill, wl.decode, prec, causal=self.causal)
         kvb = genome_bytes(pop, prec)[2][:, 0]
         costs, ok = [], np.zeros((len(self.shapes), P), bool)
         why = [[""] * P for _ in self.shapes]

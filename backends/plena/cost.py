@@ -10,6 +10,11 @@ Decode sums the L_d steps at contexts c = L_p+1 … L_p+L_d: linear operators ar
 attention compute sums ⌈c/BLEN⌉ (or ⌈c/HLEN⌉) in closed form and its bytes are affine in c (summed
 from the two end points). Attention time is max(Σ compute, Σ memory): both grow ∝ c, so the same
 bound holds at every step and this equals Σ max up to the ⌈·⌉ ripple (tested against a per-step loop).
+
+Causal prefill (`causal`, default on): the analyzer's prefill attention is the full L_p × L_p square;
+a LLaMA is a causal decoder and FlashAttention [13] skips the key tiles wholly above the diagonal, so
+a query-row tile at context c visits ⌈c/BLEN⌉ key tiles: on average (⌈L_p/BLEN⌉ + 1)/2 of them (score),
+(⌈L_p/HLEN⌉ + 1)/2 inner tiles (value), and softmax and the attention FLOPs scale by (L_p + 1)/(2 L_p).
 """
 from __future__ import annotations
 
@@ -55,13 +60,20 @@ class Tables:
     head_dec: OpTable
     prefill: int
     decode: int
+    causal: bool = True
 
 
-def tables(pop: PopArrays, batch: np.ndarray, prefill: int, decode: int, prec: Precision) -> Tables:
+def tables(pop: PopArrays, batch: np.ndarray, prefill: int, decode: int, prec: Precision,
+           causal: bool = True) -> Tables:
     lo, hi = prefill + 1, prefill + decode
     return Tables(pop, batch, layer_ops(pop, prefill, prefill, batch, prec), head_ops(pop, prefill, 1, batch, prec),
                   layer_ops(pop, 1, lo, batch, prec), layer_ops(pop, 1, hi, batch, prec),
-                  head_ops(pop, 1, 1, batch, prec), prefill, decode)
+                  head_ops(pop, 1, 1, batch, prec), prefill, decode, causal)
+
+
+def _half(n: Any, causal: bool) -> Any:
+    """Mean key (or inner) tiles per query-row tile over a causal triangle of n tiles: (n + 1)/2."""
+    return (n + 1) / 2.0 if causal else n
 
 
 def _hbm_bytes(t: OpTable) -> np.ndarray:
@@ -110,7 +122,10 @@ def shape_cost(s: Shape, sys: System, T: Tables) -> dict[str, np.ndarray]:
     dqk, dv = pop.d_qk.astype(float), pop.d_v.astype(float)
     # prefill: contexts = prompt length
     Lp, n, lo, hi = T.prefill, T.decode, T.prefill + 1, T.prefill + T.decode
-    c_pre = _compute(s, T, T.pre, np.ceil(dqk / s.hlen) * np.ceil(Lp / s.blen), np.ceil(Lp / s.hlen) * np.ceil(dv / s.blen))
+    tri = (Lp + 1) / (2.0 * Lp) if T.causal else 1.0  # share of the score square under the diagonal
+    c_pre = _compute(s, T, T.pre, np.ceil(dqk / s.hlen) * _half(np.ceil(Lp / s.blen), T.causal),
+                     _half(np.ceil(Lp / s.hlen), T.causal) * np.ceil(dv / s.blen))
+    c_pre[:, :, SOFTMAX_J] *= tri
     ch_pre = _head_compute(s, T.head_pre)
     pre_ops = np.concatenate([np.maximum(c_pre / cores / hz, _hbm_bytes(T.pre) / bw).sum(axis=1),
                               np.maximum(ch_pre / cores / hz, T.head_pre.bytes[:, 0] / bw)], axis=1)
@@ -127,7 +142,8 @@ def shape_cost(s: Shape, sys: System, T: Tables) -> dict[str, np.ndarray]:
     dec_ops = np.concatenate([np.maximum(c_dec / cores / hz, b_dec / bw).sum(axis=1),
                               np.maximum(ch_dec / cores / hz, n * T.head_dec.bytes[:, 0] / bw)], axis=1)
     ttft, dec_s = pre_ops.sum(axis=1), dec_ops.sum(axis=1)
-    flops_pre = T.pre.total("flops") + T.head_pre.total("flops")
+    flops_pre = T.pre.total("flops") + T.head_pre.total("flops") \
+        - (1 - tri) * T.pre.flops[:, :, [SCORE_J, VALUE_J, SOFTMAX_J]].sum(axis=(1, 2))
     flops_dec = n * (T.dec_lo.total("flops") + T.dec_hi.total("flops")) / 2.0 + n * T.head_dec.total("flops")
     peak = 2.0 * s.macs * cores * hz
     mat = GEMM_J + [SCORE_J, VALUE_J]
@@ -139,7 +155,7 @@ def shape_cost(s: Shape, sys: System, T: Tables) -> dict[str, np.ndarray]:
         return f / np.maximum(c_dec[:, :, js].sum(axis=(1, 2)) * s.macs, 1e-30)
     hbm = _hbm_bytes(T.pre).sum(axis=(1, 2)) + b_dec.sum(axis=(1, 2)) + T.head_pre.bytes[:, 0].sum(-1) \
         + n * T.head_dec.bytes[:, 0].sum(-1)
-    vec = (T.pre.M[:, :, ELEM_J].sum(axis=(1, 2)) + c_dec[:, :, ELEM_J].sum(axis=(1, 2)) * s.vlen)
+    vec = (c_pre[:, :, ELEM_J].sum(axis=(1, 2)) * s.vlen + c_dec[:, :, ELEM_J].sum(axis=(1, 2)) * s.vlen)
     energy_j = ((flops_pre + flops_dec) / 2 * sys.mac_pj + hbm * sys.hbm_pj_per_byte + vec * sys.vector_pj) * 1e-12 \
         + sys.static_w * (ttft + dec_s)
     dec_mem = (b_dec.sum(axis=(1, 2)) + n * T.head_dec.bytes[:, 0].sum(-1)) / bw

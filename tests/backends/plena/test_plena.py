@@ -129,7 +129,7 @@ def test_forge_hw_prints_shape_precision_and_batch(tmp_path, capsys):
 
     s = run(cfg("arch=llama-3.3-70b", "backend=plena", "workload=agentic-90k", out=tmp_path))
     out = capsys.readouterr().out
-    assert s["feasible"] and s["batch"] == 33 and s["precision"] == "mxint4/mxint4/mxint4"
+    assert s["feasible"] and s["batch"] == 32 and s["precision"] == "mxint4/mxint4/mxint4" # 33 fit; pow2 takes 32
     for text in ("BLEN=32 MLEN=2048 VLEN=2048 HLEN=128", "mxint4/mxint4/mxint4", "batch"):
         assert text in out
     bad = run(cfg("arch=llama-3.3-70b", "backend=plena", "workload=agentic-90k", "workload.batch=8",
