@@ -228,7 +228,7 @@ def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: 
             **{k: {"runs": v, "summary": summarize(v)} for k, v in out.items() if v}}
 
 
-def calib_table(ckpt_dir: Path, splits: list[int], n_trees: int) -> dict:
+def calib_table(ckpt_dirs: list[Path], splits: list[int], n_trees: int) -> dict:
     """README surrogate table, hybrid column: score the checkpoints `forge-surrogate mode=compare save_ckpt=true`
     saved per split on that split's untouched test rows, three ways from the same weights: no stretch, the
     nested stretch they carry (picked on an inner carve of the training rows), and session 3's rule (k picked on
@@ -244,7 +244,8 @@ def calib_table(ckpt_dir: Path, splits: list[int], n_trees: int) -> dict:
     out: dict[str, list] = {"no_stretch": [], "nested_stretch": [], "val_carve_stretch": []}
     picks = []
     for s in splits:
-        p = load_predictor(ckpt_dir / f"forgeformer-hybrid-seed{s}")
+        p = load_predictor(next(d / f"forgeformer-hybrid-seed{s}" for d in ckpt_dirs
+                                if (d / f"forgeformer-hybrid-seed{s}.json").is_file()))
         train, val, test = train_val_test(data, s, 0.2)
         if p.meta["data_hash"] != train.data_hash():
             raise ValueError(f"split {s}: the checkpoint was not trained on this split's training rows")
@@ -296,12 +297,13 @@ def main() -> None:
                            a.budgets, a.nn_weight, a.trees)
         print(json.dumps(res, indent=1))
         return
-    if a.what == "calib-table":  # --ckpt <compare run dir>/checkpoints [--splits 0,1,2,3,4] [--out X.json]
-        res = calib_table(Path(a.ckpt), [int(x) for x in a.splits.split(",")], a.trees)
+    if a.what == "calib-table":  # --ckpt <compare run dir>/checkpoints[,<another>] [--splits 0,1,2,3,4] [--out X.json]
+        res = calib_table([Path(d) for d in a.ckpt.split(",")], [int(x) for x in a.splits.split(",")], a.trees)
         if a.out:
             Path(a.out).write_text(json.dumps(res, indent=1))
-        print(json.dumps({k: v["summary"] if isinstance(v, dict) else v for k, v in res.items() if k != "picks"},
-                         indent=1))
+        for key in ("no_stretch", "nested_stretch", "val_carve_stretch"):
+            print(key, {m: f"{v['mean']:.4f} ± {v['std']:.4f}" for m, v in res[key]["summary"].items()})
+        print("picks", [(r["split"], r["nested"]["k"], r["val_carve"]["k"]) for r in res["picks"]])
         return
     if a.what == "budgets":
         ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731

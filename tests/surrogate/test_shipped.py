@@ -20,6 +20,7 @@ def test_shipped_files_are_small_and_complete():
     assert meta["data_hash"] and set(meta["metrics"]) >= {"mae", "spearman", "kendall", "mae_at_5"}
     # the shipped recipe is the calibrated hybrid: a low-end stretch picked by a nested split
     assert meta["recipe"]["calibrate"] and meta["recipe"]["forests"] and meta["calibration"]["k"] >= 1.0
+    assert meta["calibration_fit"]["n_carve"] >= 20 and meta["calibration_fit"]["method"].startswith("nested")
 
 
 def test_shipped_predictor_scores_its_space():
