@@ -1,7 +1,8 @@
 """Train a Forge-Former predictor on a label set, and replay-fine-tune one from a frozen base.
 
 `train_forgeformer` normalizes fields with train-split statistics only (App. C), selects each
-member's epoch on the validation carve, and returns a `ForgeFormerPredictor`. `finetune` always
+member's epoch on the validation carve, picks a calibrated recipe's low-end stretch by a nested split
+(an inner carve nothing else touches), and returns a `ForgeFormerPredictor`. `finetune` always
 reloads the base checkpoint from disk (App. C.2: refits never compound earlier refits).
 """
 from __future__ import annotations
