@@ -1,6 +1,7 @@
 """Loss surrogates: the Forge-Former predictor (`surrogate.predictor.load_predictor`), replay
 fine-tuning (`surrogate.fit.finetune`), baselines, metrics and the `forge-surrogate` CLI.
-Heavy modules (torch, Lightning) load on first use, so `import surrogate` stays cheap."""
+Heavy modules (torch, Lightning) load on first use, so `import surrogate` stays cheap.
+Imports the `forge` core only: never `backends` or `search`."""
 from __future__ import annotations
 
 from typing import Any
