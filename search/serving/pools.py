@@ -3,6 +3,8 @@ as a pymoo Sampling, and HV / ADRS against a brute-force front.
 
 A system is 20 integers, the value index of every Table I field of the prefill then the decode pool.
 Objectives (minimized) are serving time and cost, both divided by the baseline system's (Table III style).
+The joint search (JointProblem) puts one more integer in front, an index into a list of candidate genomes,
+and adds the genome's loss proxy as a third objective; samplers, operators and metrics are shared.
 """
 from __future__ import annotations
 
@@ -27,29 +29,62 @@ from backends.serving.pool import PoolSpace, total_memory_gb
 from backends.serving.system import ServingModel
 
 
+BIG = 1e6
+
+
 class PoolProblem(Problem):
     """Two pools over one space; F = (serving time, cost) / baseline's; infeasible systems get a violation."""
 
-    def __init__(self, space: PoolSpace, model: ServingModel, base: tuple[float, float]) -> None:
-        self.space, self.model, self.base = space, model, base
-        ub = np.concatenate([space.sizes, space.sizes]) - 1
-        super().__init__(n_var=len(ub), n_obj=2, n_ieq_constr=1, xl=np.zeros(len(ub)), xu=ub.astype(float), vtype=int)
+    def __init__(self, space: PoolSpace, model: ServingModel, base: tuple[float, float], lead_ub: tuple[int, ...] = ()) -> None:
+        self.space, self.model, self.base, self.lead = space, model, base, len(lead_ub)
+        ub = np.concatenate([np.asarray(lead_ub, dtype=np.int64), space.sizes - 1, space.sizes - 1])
+        super().__init__(n_var=len(ub), n_obj=2 + self.lead, n_ieq_constr=1, xl=np.zeros(len(ub)), xu=ub.astype(float),
+                         vtype=int)
 
     def systems(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        X = np.asarray(np.rint(X), dtype=np.int64)
+        X = np.asarray(np.rint(X), dtype=np.int64)[:, self.lead:]
         k = len(self.space.sizes)
         return self.space.decode(X[:, :k]), self.space.decode(X[:, k:])
 
+    def scaled(self, r: dict[str, Any]) -> np.ndarray:
+        """(time, cost) / baseline's; infeasible rows get finite placeholders so sorting works (G marks them)."""
+        return np.column_stack([np.where(r["feasible"], r["serving_time_s"] / self.base[0], BIG),
+                                np.where(r["feasible"], r["cost_usd"] / self.base[1], BIG)])
+
     def objectives(self, X: np.ndarray) -> dict[str, np.ndarray]:
         r = self.model.evaluate(*self.systems(X))
-        big = 1e6  # infeasible rows: finite placeholders so sorting works; the constraint marks them
-        r["F"] = np.column_stack([np.where(r["feasible"], r["serving_time_s"] / self.base[0], big),
-                                  np.where(r["feasible"], r["cost_usd"] / self.base[1], big)])
+        r["F"] = self.scaled(r)
         return r
 
     def _evaluate(self, X: np.ndarray, out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
         r = self.objectives(X)
         out["F"], out["G"] = r["F"], np.where(r["feasible"], -1.0, 1.0)[:, None]
+
+
+class JointProblem(PoolProblem):
+    """(genome, prefill pool, decode pool): gene 0 indexes `models` (one ServingModel per candidate genome);
+    F = (time, cost) / the reference genome's baseline, plus `loss[genome]` (lower is better)."""
+
+    def __init__(self, space: PoolSpace, models: list[ServingModel], base: tuple[float, float], loss: np.ndarray) -> None:
+        if len(models) != len(loss) or len(models) < 1:
+            raise ValueError(f"joint search needs one loss per candidate genome (got {len(models)} models, {len(loss)} losses)")
+        super().__init__(space, models[0], base, lead_ub=(len(models) - 1,))
+        self.models, self.loss = models, np.asarray(loss, dtype=float)
+
+    def genome_index(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(np.rint(X), dtype=np.int64)[:, 0]
+
+    def objectives(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        (pre, dec), g = self.systems(X), self.genome_index(X)
+        r: dict[str, Any] = {"serving_time_s": np.full(len(g), np.inf), "cost_usd": np.zeros(len(g)),
+                             "feasible": np.zeros(len(g), dtype=bool)}
+        for j in np.unique(g):
+            m = g == j
+            rj = self.models[j].evaluate(pre[m], dec[m])
+            for k in r:
+                r[k][m] = rj[k]
+        r["F"] = np.column_stack([self.scaled(r), np.where(r["feasible"], self.loss[g], BIG)])
+        return r
 
 
 class MemoryCentricSampling(Sampling):
@@ -81,7 +116,7 @@ class MemoryCentricSampling(Sampling):
 
 
 def candidates(problem: PoolProblem, n: int, rng: np.random.Generator) -> np.ndarray:
-    total = problem.space.size ** 2
+    total = int(np.prod(problem.xu.astype(np.int64) + 1))
     if total <= n:
         return enumerate_all(problem)
     return np.stack([rng.integers(0, int(u) + 1, n) for u in problem.xu], axis=1)
@@ -107,7 +142,7 @@ def front_of(F: np.ndarray, G: np.ndarray | None = None) -> np.ndarray:
     if G is not None:
         F = F[np.asarray(G).reshape(len(F), -1)[:, 0] <= 0]
     if len(F) == 0:
-        return F.reshape(0, 2)
+        return F.reshape(0, F.shape[1])
     return np.unique(F[NonDominatedSorting().do(F, only_non_dominated_front=True)], axis=0)
 
 

@@ -1,6 +1,8 @@
 """`forge-serve command=pools`: prefill/decode pool co-search for one genome over one trace (paper 003);
 memory-centric vs random initialization in one run, HV/ADRS against brute force when the space is small.
-Writes summary.json and pools.png."""
+With `archs=[a,b,...]` the search is joint over (genome, pools): the genome is one more integer gene and its
+loss proxy a third objective (parameters: `params_ref / params`, i.e. bigger is assumed to learn better; no
+loss predictor is applied to a fixed list). Writes summary.json and pools.png."""
 from __future__ import annotations
 
 import time
@@ -16,7 +18,8 @@ from backends.serving.system import ServingModel
 from backends.serving.trace import resolve_trace
 from forge.cli import resolve_arch
 from forge.config import to_container
-from search.serving.pools import MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga, quality
+from search.serving.pools import (JointProblem, MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga,
+                                  quality)
 
 INITS = ("memory", "random")
 
@@ -36,33 +39,55 @@ def points(problem: PoolProblem, X: np.ndarray, front: np.ndarray) -> list[dict[
     for f in front:
         i = int(np.flatnonzero(np.all(np.isclose(F, f), axis=1))[0])
         pre, dec = problem.systems(X[i:i + 1])
-        out.append({"time_norm": float(f[0]), "cost_norm": float(f[1]), "rps_norm": float(1 / f[0]),
-                    "prefill": dict(zip(FIELDS, pre[0].tolist())), "decode": dict(zip(FIELDS, dec[0].tolist()))})
+        pt = {"time_norm": float(f[0]), "cost_norm": float(f[1]), "rps_norm": float(1 / f[0]),
+              "prefill": dict(zip(FIELDS, pre[0].tolist())), "decode": dict(zip(FIELDS, dec[0].tolist()))}
+        if isinstance(problem, JointProblem):
+            pt.update(arch=problem.models[int(problem.genome_index(X[i:i + 1])[0])].genome.name, loss_proxy=float(f[2]))
+        out.append(pt)
     return out
+
+
+def build_problem(cfg: Any, serve: dict[str, Any], space: PoolSpace, trace: Any) -> tuple[PoolProblem, dict[str, Any]]:
+    """The pools-only problem for `arch`, or the joint one over `archs`; baseline = the (first) arch's."""
+    archs = cfg.get("archs")
+    names = [str(a) for a in archs] if archs else [str(cfg["arch"])]
+    if archs is not None and len(names) < 2:
+        raise PoolError(f"archs = {names} must list at least two genomes for a joint search; allowed: null or a list")
+    models = [ServingModel(resolve_arch(a), trace, serve["cost"], serve["pools"].get("sched")) for a in names]
+    b = models[0].evaluate(design(serve["baseline"]["prefill"]), design(serve["baseline"]["decode"]))
+    if not b["feasible"][0]:
+        raise PoolError(f"the baseline system cannot serve {models[0].genome.name}: {b['reason'][0]}")
+    base = (float(b["serving_time_s"][0]), float(b["cost_usd"][0]))
+    info = {"serving_time_s": base[0], "cost_usd": base[1], "rps": float(b["rps"][0]), "arch": models[0].genome.name}
+    if not archs:
+        return PoolProblem(space, models[0], base), info
+    weights = np.array([m.weights for m in models])
+    joint = {"archs": [m.genome.name for m in models], "params": (weights / 2).tolist(),  # bf16 weights: 2 B/param
+             "loss_objective": "params proxy: params(archs[0]) / params (no predictor for a fixed list)"}
+    return JointProblem(space, models, base, weights[0] / weights), {**info, "joint": joint}
 
 
 def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     serve, seed = to_container(cfg["serve"]), int(cfg.get("seed", 0))
     p = dict(serve["pools"])
-    genome = resolve_arch(str(cfg["arch"]))
     trace = resolve_trace(str(cfg["trace"]), serve["trace"], seed)
     space = PoolSpace.from_config(serve["space"])
-    model = ServingModel(genome, trace, serve["cost"], p.get("sched"))
-    b = model.evaluate(design(serve["baseline"]["prefill"]), design(serve["baseline"]["decode"]))
-    if not b["feasible"][0]:
-        raise PoolError(f"the baseline system cannot serve {genome.name}: {b['reason'][0]}")
-    base = (float(b["serving_time_s"][0]), float(b["cost_usd"][0]))
-    problem = PoolProblem(space, model, base)
+    problem, base = build_problem(cfg, serve, space, trace)
+    genome, joint = problem.model.genome, base.pop("joint", None)
+    n_sys = int(np.prod(problem.xu.astype(np.int64) + 1))
     summary: dict[str, Any] = {"command": "pools", "arch": genome.name, "genome_id": genome.id, "trace": trace.summary(),
-                               "space_size_per_pool": space.size, "systems": space.size ** 2,
-                               "baseline": {"serving_time_s": base[0], "cost_usd": base[1], "rps": float(b["rps"][0])}}
+                               "space_size_per_pool": space.size, "systems": n_sys, "baseline": base}
+    if joint:
+        summary["joint"] = joint
     true_front, tb = None, time.perf_counter()
-    if space.size ** 2 <= int(p["brute_force_max"]):
+    if n_sys <= int(p["brute_force_max"]):
         allX = enumerate_all(problem)
         r = problem.objectives(allX)
         true_front = front_of(r["F"], np.where(r["feasible"], -1.0, 1.0))
         summary["brute_force"] = {"front": points(problem, allX, true_front), "seconds": time.perf_counter() - tb}
+    if joint and true_front is not None:
+        summary["brute_force"]["front_archs"] = sorted({x["arch"] for x in summary["brute_force"]["front"]})
     runs, seen = {}, []
     for name in p["inits"]:
         ts = time.perf_counter()
@@ -78,7 +103,7 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     summary["runs"] = {n: _report(problem, r, ref, true_front) for n, r in runs.items()}
     if true_front is not None:
         summary["brute_force"].update(quality(true_front, ref, true_front))
-    summary.update(simulations=model.simulations, seconds=time.perf_counter() - t0)
+    summary.update(simulations=sum(m.simulations for m in getattr(problem, "models", [problem.model])), seconds=time.perf_counter() - t0)
     from search.serving.plots import plot_pools
 
     plot_pools(summary, out / "pools.png")
@@ -90,7 +115,8 @@ def _report(problem: PoolProblem, r: dict[str, Any], ref: np.ndarray, true_front
     final = r["fronts"][-1]
     pts = points(problem, r["X"], final)
     cheap = [x for x in pts if x["cost_norm"] <= 1.0]
-    return {**quality(final, ref, true_front), "evaluations": r["evaluations"], "seconds": r["seconds"],
+    archs = {"front_archs": sorted({x["arch"] for x in pts})} if isinstance(problem, JointProblem) else {}
+    return {**archs, **quality(final, ref, true_front), "evaluations": r["evaluations"], "seconds": r["seconds"],
             "hv_per_generation": [quality(f, ref, None)["hv"] for f in r["fronts"]],
             "adrs_per_generation": [quality(f, ref, true_front).get("adrs") for f in r["fronts"]] if true_front is not None else None,
             "front": pts, "best_product": min(x["time_norm"] * x["cost_norm"] for x in pts) if pts else float("inf"),

@@ -95,3 +95,23 @@ def test_space_that_cannot_hold_the_model_is_an_error(tmp_path):
     with pytest.raises(PoolError, match="no system found can serve llama-2-7b"):
         run(cfg("command=pools", "arch=llama-2-7b", "serve/space=tiny", "serve/trace=small", "serve.space.hbm_gb=[1]",
                 "serve.space.devices=[1]", "serve.pools.pop_size=4", "serve.pools.generations=1", out=tmp_path))
+
+
+def test_joint_genome_and_pools_search_is_seeded_and_keeps_several_genomes(tmp_path):
+    archs = "archs=[smollm2-135m,smollm2-360m,qwen2.5-0.5b]"
+    args = ("command=pools", archs, "serve/space=tiny", "serve/trace=small", "serve.pools.pop_size=8",
+            "serve.pools.generations=3", "serve.pools.inits=[memory]")
+    a, b = run(cfg(*args, out=tmp_path / "a")), run(cfg(*args, out=tmp_path / "b"))
+    assert a["runs"]["memory"]["front"] == b["runs"]["memory"]["front"]  # one seed drives everything
+    assert a["systems"] == 3 * 64 and a["joint"]["archs"] == ["smollm2-135m", "smollm2-360m", "qwen2.5-0.5b"]
+    assert "params proxy" in a["joint"]["loss_objective"]
+    # smallest model is fastest/cheapest, biggest has the lowest loss proxy: both ends are Pareto-optimal
+    assert {"smollm2-135m", "qwen2.5-0.5b"} <= set(a["brute_force"]["front_archs"])
+    r = a["runs"]["memory"]
+    assert len(r["front_archs"]) >= 2 and 0 < r["hv"] <= a["brute_force"]["hv"] + 1e-9
+    assert all(len(p) and "loss_proxy" in p for p in r["front"])
+
+
+def test_joint_search_needs_two_archs(tmp_path):
+    with pytest.raises(PoolError, match="at least two genomes"):
+        run(cfg("command=pools", "archs=[smollm2-135m]", "serve/space=tiny", "serve/trace=small", out=tmp_path))
