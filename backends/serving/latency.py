@@ -8,6 +8,18 @@ roofline is applied to all devices at once (tests check it equals `RooflineBacke
 non-negative least squares, R² reported):
     prefill batch of prompts L_i:       t_P = a1·Σ L_i + a2·Σ L_i² + b_P     (attention is quadratic in L)
     one decode step over n requests:    t_D = a·Σ context_i + c·n + b_D
+`latency=systolic` (serve.pools.latency) costs the same grid points with Forge's systolic mapper instead
+(`backends.systolic.SystolicBackend`, mode overlapped, bf16). The instance's n = cores·lanes·tp arrays split
+the work evenly: one array is a template (`systolic_template`) with rows = cols = array_height, vector lanes =
+vector_width, its 1/n share of HBM bandwidth as DRAM bytes/cycle, and two buffer levels (assumptions): its share
+of the global buffer (holds input, weight, output; 2·ah B/cycle) and its lane's share of the core's local buffer
+(holds input, weight; 4·ah B/cycle, an ah-wide bf16 input and weight row per cycle). Attention is fused
+(FlashAttention-style, scores stay on chip), and activations stay on chip between operators when a producer and
+a consumer copy (2 · tokens · d_model · 2 B) fit the instance's global buffers: a batch that does not fit runs
+in chunks of the most sequences that do (time scaled by batch / chunk; fewer sequences per chunk = less weight
+reuse), and a single sequence that does not fit goes through HBM; so the global buffer decides long prefills. Device time = the array's time for the whole grid point / n. Cross-array reuse through the shared global buffer is not modelled, so
+HBM-bound long prefills are pessimistic and then do not speed up with bigger arrays. Buffers and vector width
+change latency here, not only cost; the roofline's launch/layer overheads are not added.
 An instance is `tp` devices of a server in tensor parallel (the fewest, a divisor of the server's device
 count, whose memory holds the weights in `weights_share` of it); its peak, bandwidth and memory add up
 (the all-reduce traffic is not modelled).
@@ -69,6 +81,53 @@ def fit_models(genome: Genome, flops: np.ndarray, bw: np.ndarray, bits: tuple[in
     g, k = grid_ops(genome, bits), roofline_knobs()
     tp = np.array([roofline_seconds(flops, bw, o, g["layers"], k) for o in g["pre"]])   # (G, D)
     td = np.array([roofline_seconds(flops, bw, o, g["layers"], k) for o in g["dec"]])
+    return fit_grid(tp, td)
+
+
+def systolic_template(v: np.ndarray, c: dict[str, Any], tp: int, on_chip: bool) -> dict[str, Any]:
+    """One systolic array of a pool device row `v` (Table I values) as a make_template config (module doc)."""
+    from backends.serving.pool import col, device_perf
+
+    ah, lanes, cores = int(col(v, "array_height")), float(col(v, "lanes")), float(col(v, "cores"))
+    n, clock = cores * lanes * tp, float(c["clock_ghz"])
+    return {"name": "pool-array", "rows": ah, "cols": ah, "clock_ghz": clock, "dataflows": ["ws", "os"],
+            "dram_bytes_per_cycle": float(device_perf(v[None], c)["bw"][0]) * tp / (clock * 1e9 * n),
+            "dram_pj_per_byte": 0.0, "mac_pj": 1.0, "fused_attention": True, "activations_on_chip": on_chip, "vector_lanes": int(col(v, "vector_width")),
+            "buffers": [{"name": "global", "bytes": int(col(v, "global_buffer_mb") * 2**20 / (cores * lanes)),
+                         "holds": ["input", "weight", "output"], "bytes_per_cycle": 2.0 * ah},
+                        {"name": "local", "bytes": int(col(v, "local_buffer_kb") * 1024 / lanes),
+                         "holds": ["input", "weight"], "bytes_per_cycle": 4.0 * ah}]}
+
+
+def systolic_grid(genome: Genome, v: np.ndarray, c: dict[str, Any], tp: int) -> dict[str, np.ndarray]:
+    """Seconds of every PREFILL_GRID and DECODE_GRID point on one instance from the systolic mapper."""
+    from backends.interface import Workload
+    from backends.serving.pool import col
+    from backends.systolic import SystolicBackend
+
+    bits = {"weight_bits": 16, "act_bits": 16, "kv_bits": 16}
+    be = {on: SystolicBackend(systolic_template(v, c, tp, on), precision=bits) for on in (False, True)}
+    n, glb = float(col(v, "cores") * col(v, "lanes") * tp), float(col(v, "global_buffer_mb")) * 2**20 * tp
+
+    def ms(b: int, tokens: int, wl: dict[str, int], key: str) -> float:
+        fit = int(glb // (4 * tokens * genome.d_model))  # sequences whose activations fit (module doc)
+        bb = min(b, fit) if fit >= 1 else b
+        t = be[fit >= 1].evaluate([genome], Workload(batch=bb, **wl, **bits))
+        return float(getattr(t, key)[0]) * b / bb
+
+    tp_s = [ms(b, L, {"prefill": L, "decode": 1}, "ttft_ms") for b, L in PREFILL_GRID]
+    td_s = [ms(b, 1, {"prefill": ctx - 1, "decode": 1}, "tpot_ms") for b, ctx in DECODE_GRID]
+    return {"prefill_s": np.array(tp_s) * 1e-3 / n, "decode_s": np.array(td_s) * 1e-3 / n}
+
+
+def systolic_models(genome: Genome, v: np.ndarray, c: dict[str, Any], tp: int) -> dict[str, np.ndarray]:
+    """fit_models' coefficients for one instance (device row v, tp devices) from the systolic mapper."""
+    g = systolic_grid(genome, v, c, tp)
+    return fit_grid(g["prefill_s"][:, None], g["decode_s"][:, None])
+
+
+def fit_grid(tp: np.ndarray, td: np.ndarray) -> dict[str, np.ndarray]:
+    """Least-squares forms of the module doc from grid times (G, D) in seconds."""
     Xp = np.array([[b * L, b * L * L, 1.0] for b, L in PREFILL_GRID])
     Xd = np.array([[b * c, b, 1.0] for b, c in DECODE_GRID])
     cp, r2p = fit_linear(Xp, tp)

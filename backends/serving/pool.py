@@ -6,7 +6,8 @@ of `vector_width` per lane, a local buffer per core, a global buffer, `hbm_gb` o
 Performance numbers for Forge's roofline (backends/serving/latency.py):
     peak FLOP/s = cores · lanes · array_height² · 2 · clock;   HBM bandwidth = hbm_gb · hbm_gbs_per_gb;
     link bandwidth = links · link_gbs.
-Under the roofline the buffers and the vector width change only area and cost, not latency.
+Under the roofline the buffers and the vector width change only area and cost, not latency; under
+`serve.pools.latency=systolic` (the systolic mapper, latency.py) they change latency too.
 
 Cost (conf/serve/cost/*.yaml, every constant an assumption documented there):
     area = uncore + cores·(lanes·(ah²·mac + vw·vector_lane) + local_buffer·sram + core_fixed)

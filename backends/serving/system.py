@@ -12,26 +12,30 @@ from typing import Any
 import numpy as np
 
 from backends.serving.batching import Instance, simulate
-from backends.serving.latency import fit_models, grid_ops, tensor_parallel
+from backends.serving.latency import fit_models, grid_ops, systolic_models, tensor_parallel
 from backends.serving.pool import col, device_perf, pool_cost
 from backends.serving.trace import Trace
 from forge.genome import Genome
 
 SCHED_DEFAULTS = {"max_batch": 256, "max_prefill_tokens": 8192, "mem_usable": 0.9, "weights_share": 0.6}
+LATENCY = ("roofline", "systolic")  # backends/serving/latency.py: the device latency model of both pools
 
 
 class ServingModel:
     """f(prefill design, decode design) = serving time (s), cost ($), RPS, feasibility."""
 
-    def __init__(self, genome: Genome, trace: Trace, cost: dict[str, Any], sched: dict[str, Any] | None = None) -> None:
-        self.genome, self.trace, self.cost = genome, trace, dict(cost)
+    def __init__(self, genome: Genome, trace: Trace, cost: dict[str, Any], sched: dict[str, Any] | None = None,
+                 latency: str = "roofline") -> None:
+        if latency not in LATENCY:
+            raise ValueError(f"serve.pools.latency = {latency!r} is unknown; allowed: {', '.join(LATENCY)}")
+        self.genome, self.trace, self.cost, self.latency = genome, trace, dict(cost), latency
         self.sched = {**SCHED_DEFAULTS, **dict(sched or {})}
         bad = sorted(set(self.sched) - set(SCHED_DEFAULTS))
         if bad:
             raise ValueError(f"pools.sched.{bad[0]} is unknown; allowed: {', '.join(SCHED_DEFAULTS)}")
         g = grid_ops(genome)
         self.weights, self.kv_per_token = g["weights"], g["kv_per_token"]
-        self._coef: dict[tuple[float, float], dict[str, np.ndarray]] = {}
+        self._coef: dict[tuple[float, ...], dict[str, np.ndarray]] = {}
         self._sys: dict[tuple[float, ...], dict[str, Any]] = {}
         self.simulations = 0
 
@@ -43,7 +47,13 @@ class ServingModel:
         return {"tp": tp, "count": col(v, "servers") * col(v, "devices") // t, "flops": p["flops"] * t,
                 "bw": p["bw"] * t, "mem": p["mem"] * t, "link": p["link"] * t}
 
-    def _coefs(self, flops: np.ndarray, bw: np.ndarray) -> list[dict[str, np.ndarray]]:
+    def _coefs(self, flops: np.ndarray, bw: np.ndarray, v: np.ndarray, tp: np.ndarray) -> list[dict[str, np.ndarray]]:
+        if self.latency == "systolic":  # keyed by the whole device row and tp: buffers and vector width matter
+            keys = [tuple(r) + (float(t),) for r, t in zip(v.tolist(), tp.tolist())]
+            for k in dict.fromkeys(k for k in keys if k not in self._coef and k[-1] > 0):
+                m = systolic_models(self.genome, np.array(k[:-1]), self.cost, int(k[-1]))
+                self._coef[k] = {"prefill": m["prefill"][0], "decode": m["decode"][0]}
+            return [self._coef.get(k, {"prefill": None, "decode": None}) for k in keys]
         keys = list(zip(flops.tolist(), bw.tolist()))
         todo = sorted({k for k in keys if k not in self._coef})
         if todo:
@@ -56,7 +66,7 @@ class ServingModel:
         """Rows of prefill and decode value designs (n, 10) → objective arrays."""
         pre, dec = np.atleast_2d(pre), np.atleast_2d(dec)
         ip, idc = self.instances(pre), self.instances(dec)
-        cp, cd = self._coefs(ip["flops"], ip["bw"]), self._coefs(idc["flops"], idc["bw"])
+        cp, cd = self._coefs(ip["flops"], ip["bw"], pre, ip["tp"]), self._coefs(idc["flops"], idc["bw"], dec, idc["tp"])
         rows = []
         for i in range(len(pre)):
             key = tuple(pre[i]) + tuple(dec[i])

@@ -53,7 +53,8 @@ def build_problem(cfg: Any, serve: dict[str, Any], space: PoolSpace, trace: Any)
     names = [str(a) for a in archs] if archs else [str(cfg["arch"])]
     if archs is not None and len(names) < 2:
         raise PoolError(f"archs = {names} must list at least two genomes for a joint search; allowed: null or a list")
-    models = [ServingModel(resolve_arch(a), trace, serve["cost"], serve["pools"].get("sched")) for a in names]
+    lat = str(serve["pools"].get("latency", "roofline"))
+    models = [ServingModel(resolve_arch(a), trace, serve["cost"], serve["pools"].get("sched"), lat) for a in names]
     b = models[0].evaluate(design(serve["baseline"]["prefill"]), design(serve["baseline"]["decode"]))
     if not b["feasible"][0]:
         raise PoolError(f"the baseline system cannot serve {models[0].genome.name}: {b['reason'][0]}")
@@ -77,7 +78,8 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     genome, joint = problem.model.genome, base.pop("joint", None)
     n_sys = int(np.prod(problem.xu.astype(np.int64) + 1))
     summary: dict[str, Any] = {"command": "pools", "arch": genome.name, "genome_id": genome.id, "trace": trace.summary(),
-                               "space_size_per_pool": space.size, "systems": n_sys, "baseline": base}
+                               "space_size_per_pool": space.size, "systems": n_sys, "baseline": base,
+                               "latency": problem.model.latency}
     if joint:
         summary["joint"] = joint
     true_front, tb = None, time.perf_counter()
