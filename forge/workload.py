@@ -38,6 +38,8 @@ OP_NAMES = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", 
             "norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")
 OP_KINDS = ("elementwise", "gemm", "gemm", "gemm", "attn_score", "elementwise", "attn_value", "gemm",
             "elementwise", "gemm", "gemm", "elementwise", "gemm")
+GEMM_J = [j for j, k in enumerate(OP_KINDS) if k == "gemm"]  # indices of the projection/MLP GEMMs
+ELEM_J = [j for j, k in enumerate(OP_KINDS) if k == "elementwise"]  # norms, softmax, activation
 HEAD_OP_NAMES = ("embed", "final_norm", "lm_head")
 HEAD_OP_KINDS = ("elementwise", "elementwise", "gemm")
 OP_FIELDS = ("batch", "M", "K", "N", "flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes")

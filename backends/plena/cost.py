@@ -25,10 +25,8 @@ import numpy as np
 
 from backends.plena.array import Shape, attention_cycles, gemm_cycles, sum_ceil
 from forge.arrays import PopArrays
-from forge.workload import HEAD_OP_NAMES, OP_KINDS, OP_NAMES, OpTable, Precision, head_ops, layer_ops
+from forge.workload import ELEM_J, GEMM_J, HEAD_OP_NAMES, OP_NAMES, OpTable, Precision, head_ops, layer_ops
 
-GEMM_J = [j for j, k in enumerate(OP_KINDS) if k == "gemm"]
-ELEM_J = [j for j, k in enumerate(OP_KINDS) if k == "elementwise"]
 SCORE_J, VALUE_J, SOFTMAX_J = (OP_NAMES.index(n) for n in ("attn_score", "attn_value", "softmax"))
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
 

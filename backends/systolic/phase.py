@@ -18,10 +18,8 @@ from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS
 from backends.systolic.gemm import BIT, gemm_costs, map_gemm, sweep_costs
 from forge.arrays import PopArrays
-from forge.workload import OP_KINDS, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
+from forge.workload import ELEM_J, GEMM_J, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
 
-GEMM_J = [j for j, k in enumerate(OP_KINDS) if k == "gemm"]
-ELEM_J = [j for j, k in enumerate(OP_KINDS) if k == "elementwise"]
 SCORE_J, VALUE_J, SOFTMAX_J = OP_NAMES.index("attn_score"), OP_NAMES.index("attn_value"), OP_NAMES.index("softmax")
 
 
