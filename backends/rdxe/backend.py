@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload
-from backends.rdxe import llmforge as lf
+import backends.rdxe.llmforge as lf
 from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, capacity_cores, min_stages
 from backends.rdxe.pareto import RANK_BY, dedupe, in_envelope, top_k
 from backends.rdxe.profile import LayerProfile, pop_key_rows, profile_population
