@@ -1,4 +1,4 @@
-"""`forge-surrogate mode=train|eval|compare|finetune`: a thin Hydra wrapper around `run(cfg) -> dict`.
+"""`forge-surrogate mode=train|eval|compare|finetune|calibrate`: a thin Hydra wrapper around `run(cfg) -> dict`.
 
 The model is the config group `surrogate=<name>` (conf/surrogate/<name>.yaml); `model=<name>` is
 accepted as a shorthand for the same choice. Every mode writes `summary.json` into the run dir.
@@ -20,7 +20,7 @@ from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import load_labelset, train_val_test
 from surrogate.metrics import evaluate
 
-MODES = ("train", "eval", "compare", "finetune")
+MODES = ("train", "eval", "compare", "finetune", "calibrate")
 
 
 def _out_dir(cfg: DictConfig) -> Path:
@@ -59,6 +59,8 @@ def _train(cfg: DictConfig) -> dict:
             raise ValueError("out= saves a Forge-Former checkpoint; the chosen model has none")
         model.predictor.meta["metrics"] = res.get("metrics", {})
         model.predictor.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
+        if test is not None:  # the interval calibration on the same held-out rows as mode=calibrate
+            model.predictor.conformal = _conformal(cfg, model.predictor, test)
         res["checkpoint"] = str(model.predictor.save(cfg.out))
     return res
 
@@ -71,6 +73,38 @@ def _eval(cfg: DictConfig) -> dict:
     mu, _ = p.predict(data.genomes)
     return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), "n_rows": len(data),
             "dropped": data.dropped, "metrics": evaluate(data.y, mu)}
+
+
+def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
+    from surrogate.fit import conformal_fit
+
+    iv = cfg.get("interval") or {}
+    split = {"data": Path(_data_path(cfg)).name, "split": f"train_val_test(seed={p.meta['test']['seed']}, "
+                                                          f"test_frac={p.meta['test']['test_frac']})"}
+    return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), int(iv.get("bins", 3)), int(cfg.seed),
+                         float(iv.get("level", 0.9)))
+
+
+def _calibrate(cfg: DictConfig) -> dict:
+    """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
+    the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
+    from forge.io import atomic_write_json
+    from surrogate.predictor import load_predictor, resolve_checkpoint
+
+    stem = resolve_checkpoint(cfg.ckpt or "forgeformer-iha-paper")
+    p = load_predictor(stem)
+    t = p.meta.get("test") or {}
+    if not t.get("test_frac") or not t.get("n_test"):
+        raise ValueError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
+                         "with test_frac > 0, whose test rows calibrate it")
+    train, _, held = train_val_test(load_labelset(_data_path(cfg)), int(t["seed"]), float(t["test_frac"]))
+    if train.data_hash() != p.meta.get("data_hash"):
+        raise ValueError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
+                         f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
+    p.conformal = _conformal(cfg, p, held)
+    atomic_write_json(stem.with_suffix(".json"), p.sidecar())
+    return {"mode": "calibrate", "checkpoint": str(stem.with_suffix(".json")), "n_rows": len(held),
+            "cv_check": p.conformal.provenance["cv_check"]}
 
 
 def _finetune(cfg: DictConfig) -> dict:
@@ -104,8 +138,8 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval,
-                                                               "finetune": _finetune}[cfg.mode](cfg)
+    res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
+                                                               "calibrate": _calibrate}[cfg.mode](cfg)
     res["wall_s"] = round(time.perf_counter() - t0, 2)
     res["config"] = to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     atomic_write_json(out / "summary.json", res)

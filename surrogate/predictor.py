@@ -20,6 +20,7 @@ from forge.config import data_dir
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
+from surrogate.conformal import ConformalInterval
 from surrogate.dataset import LabelSet
 from surrogate.features import FIELD_SETS, FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
@@ -55,6 +56,7 @@ class ForgeFormerPredictor:
     forests: list[RankForest] = field(default_factory=list)  # hybrid: rank-target forests averaged in
     nn_weight: float = 1.0  # weight of the encoder ensemble; the forests share the rest equally
     calib: LowEndStretch | None = None  # low-end stretch fit on held-out predictions (surrogate/calibration.py)
+    conformal: ConformalInterval | None = None  # interval calibration on held-out labels (surrogate/conformal.py)
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
@@ -107,6 +109,20 @@ class ForgeFormerPredictor:
             mu = w * mu + (1.0 - w) * trees
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
+    def interval(self, mu: np.ndarray, sigma: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated (lo, hi) around `predict`'s output; NaN when the checkpoint has no conformal calibration
+        (an unknown error is not a zero error)."""
+        if self.conformal is None:
+            nan = np.full(len(np.asarray(mu)), np.nan)
+            return nan, nan.copy()
+        return self.conformal.interval(mu, sigma, level)
+
+    def interval_info(self, has_sigma: bool) -> dict[str, Any]:
+        """Which method `interval` uses and the calibration's provenance (for summaries and cards)."""
+        if self.conformal is None:
+            return {"method": "none", "source": "uncalibrated checkpoint (run forge-surrogate mode=calibrate)"}
+        return {"method": self.conformal.method(has_sigma), "source": self.conformal.provenance}
+
     @torch.inference_mode()
     def encoder_predict(self, genomes: Sequence[Genome], n_mc: int,
                         packed: Packed | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -150,6 +166,7 @@ class ForgeFormerPredictor:
                 "norm": self.norm.to_dict(), "target": self.target.to_dict(),
                 "forests": [f.meta() for f in self.forests], "nn_weight": self.nn_weight,
                 "calibration": self.calib.to_dict() if self.calib is not None else None,
+                **({"conformal": self.conformal.to_dict()} if self.conformal is not None else {}),
                 "space": self.space, **self.meta}
 
     def save(self, stem: str | Path) -> Path:
@@ -233,7 +250,12 @@ def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeF
         calib = LowEndStretch.from_dict(meta["calibration"]) if meta.get("calibration") is not None else None
     except ValueError as e:
         raise CheckpointError(f"{stem}.json: {e}") from None
+    try:
+        conformal = ConformalInterval.from_dict(meta["conformal"]) if meta.get("conformal") else None
+    except ValueError as e:
+        raise CheckpointError(f"{stem}.json: {e}") from None
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields", "norm",
-                                                         "target", "space", "forests", "nn_weight", "calibration")}
+                                                         "target", "space", "forests", "nn_weight", "calibration",
+                                                         "conformal")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib)
+                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib, conformal)
