@@ -1,6 +1,6 @@
-"""Every `_target_` in conf/ names something importable, and every command the README shows composes
-with Hydra exactly as written (sweeps expanded), so renaming a module or a config cannot silently break
-what a reader copies."""
+"""Every `_target_` in conf/ names something importable, and every command the README and the
+documentation site (docs/**/*.md) show composes with Hydra exactly as written (sweeps expanded), so
+renaming a module or a config cannot silently break what a reader copies."""
 from __future__ import annotations
 
 import re
@@ -76,7 +76,9 @@ def _override_sets(args: list[str]) -> list[list[str]]:
     return sets
 
 
-COMMANDS = readme_commands((ROOT / "README.md").read_text())
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SHOWN = [(str(p.relative_to(ROOT)), c) for p in DOC_FILES for c in readme_commands(p.read_text())]
+COMMANDS = [c for _, c in SHOWN]
 
 
 def test_readme_has_commands_for_every_cli():
@@ -84,8 +86,15 @@ def test_readme_has_commands_for_every_cli():
     assert {"forge-search", "forge-hw", "forge-arch", "forge-surrogate", "forge-label"} <= apps
 
 
-@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c)[:80] for c in COMMANDS])
-def test_readme_command_composes(argv):
+def test_docs_commands_are_harvested():
+    """The site's pages are read too: a command that only the docs show is still composed."""
+    pages = {where for where, _ in SHOWN if where.startswith("docs/")}
+    assert {"docs/tutorial.md", "docs/how-to/accelerator.md", "docs/how-to/cluster.md"} <= pages
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[f"{w}: " + " ".join(c)[:80] for w, c in SHOWN])
+def test_readme_command_composes(argv, monkeypatch):
+    monkeypatch.chdir(ROOT)  # hydra.searchpath=[file://docs/examples/conf] is relative to the repository root
     app, args = argv[0], [a for a in argv[1:] if a not in ("-m", "--multirun")]
     if "--help" in args:
         args = [a for a in args if a != "--help"]
