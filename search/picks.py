@@ -1,0 +1,71 @@
+"""Which genomes `forge-verify` really trains: k members of the front, and a random control of k.
+
+Front picks (issue 21 §2): the knee first (closest to the ideal point after min-max normalization, as
+`forge-export select=knee`), then each objective's extreme, then the rest spread evenly along cost (the
+members sorted by their summed normalized cost objectives, taken at evenly spaced ranks). The control is
+k random genomes of the same space that satisfy the run's constraints under the run's own evaluator and
+backend (the same feasibility rule the search applied), drawn from one seeded generator.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from search.export import select
+from search.problem import LOSS
+
+
+def _norm(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> np.ndarray:
+    F = np.array([[float(r["metrics"].get(o, np.inf)) for o in objectives] for r in rows], float)
+    F = F.reshape(len(rows), len(objectives))
+    lo, hi = F.min(0), F.max(0)
+    return (F - lo) / np.where(hi > lo, hi - lo, 1.0)
+
+
+def front_picks(rows: Sequence[dict[str, Any]], objectives: Sequence[str], k: int) -> list[tuple[str, dict]]:
+    """[(role, row)]: knee, extremes ('min:<objective>'), then 'spread' members; all rows when |front| <= k."""
+    if k < 1:
+        raise ValueError(f"k = {k} is invalid; allowed: a positive number of front picks")
+    rows, objectives = list(rows), list(objectives)
+    chosen: dict[str, str] = {}  # id -> role, in pick order
+
+    def take(row: dict[str, Any], role: str) -> None:
+        if len(chosen) < k and row["id"] not in chosen:
+            chosen[row["id"]] = role
+
+    if not rows:
+        return []
+    take(select(rows, "knee", objectives)[0], "knee")
+    for o in objectives:
+        take(select(rows, f"min:{o}", objectives)[0], f"min:{o}")
+    cost = [o for o in objectives if o != LOSS] or objectives
+    order = np.argsort(_norm(rows, cost).sum(1), kind="stable")
+    rest = [rows[i] for i in order if rows[i]["id"] not in chosen]
+    n = k - len(chosen)
+    if n > 0 and rest:
+        for i in np.unique(np.round(np.linspace(0, len(rest) - 1, min(n, len(rest)))).astype(int)):
+            take(rest[int(i)], "spread")
+    by_id = {r["id"]: r for r in rows}
+    return [(role, by_id[i]) for i, role in chosen.items()]
+
+
+def control_draw(space: Any, problem: Any, k: int, seed: int, exclude: Sequence[str] = (),
+                 max_rounds: int = 50) -> list[dict[str, Any]]:
+    """k records of random feasible genomes (space.sample_x from `seed`, feasibility by `problem`), skipping `exclude`.
+
+    Returns fewer than k only when `max_rounds` batches of 4k samples hold fewer feasible genomes."""
+    rng = np.random.default_rng(seed)
+    seen, out = set(exclude), []
+    for _ in range(max_rounds):
+        X = space.sample_x(4 * k, rng)
+        genomes, m = problem.metrics(X)
+        for j, g in enumerate(genomes):
+            rec = problem.record(g, m, j)
+            if rec["feasible"] and g.id not in seen and len(out) < k:
+                seen.add(g.id)
+                rec["genome"] = g.with_layers(g.active_layers).to_dict()
+                out.append(rec)
+        if len(out) >= k:
+            break
+    return out

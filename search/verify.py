@@ -1,0 +1,258 @@
+"""`forge-verify run=<dir>`: really train and measure a search's picks, against a random control.
+
+Picks and control come from `search.picks` (deterministic from the run and `seed`). Their loss is really
+trained through the configured dispatch into a label store, so a killed verify resumes by skipping what
+is stored (default store: the run's own `labels.db`, shared with co-evolution: same genome, same label).
+Cost is re-measured by a measured backend where one matches the run's hardware; otherwise it stays
+predicted and verify.json says so. `refit=true` fine-tunes the surrogate on the new labels as
+co-evolution does (frozen base, label buffer + ρ:1 replay), reports the error on the picks before and
+after, and saves the checkpoint in the run directory for `forge-search evaluator.predictor=<path>`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import yaml
+
+from forge.config import group_yaml
+from forge.genome import genome_from_dict
+from forge.io import atomic_write_json
+from forge.labels import Label
+from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
+                               import_callable)
+from search.picks import control_draw, front_picks
+from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
+from search.state import read_jsonl
+from search.verify_report import row_of, summarize, figure
+
+MEASURED = ("cpu-measured", "gpu-measured")
+GPU_HARDWARE = ("a100", "h100", "orin")
+
+
+class VerifyError(ValueError):
+    """A run directory or option forge-verify cannot use; the message lists what is allowed."""
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(resolved config, pareto rows, summary) of a forge-search run directory."""
+    if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
+        raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    return yaml.safe_load((run_dir / "config.yaml").read_text()), read_jsonl(run_dir / "pareto.jsonl"), summary
+
+
+def _node(group: str, value: Any, fallback: Any) -> Any:
+    """A verify override: null keeps the run's node, a name reads conf/<group>/<name>.yaml, a mapping is used as is."""
+    if value is None:
+        return fallback
+    if isinstance(value, str):
+        node = group_yaml(group, value)
+        if node is None:
+            raise VerifyError(f"{group}={value!r} is unknown; allowed: a config name in conf/{group}/ or null (the run's)")
+        return node
+    return dict(value)
+
+
+def _backend_name(node: Any) -> str:
+    return node if isinstance(node, str) else str((node or {}).get("name", ""))
+
+
+def measured_backend(run_cfg: Mapping[str, Any], spec: Any) -> tuple[Any, str]:
+    """(backend or None, note). auto: cpu-measured for a host-CPU run, gpu-measured for a GPU run on a GPU."""
+    if spec in (None, "none", False):
+        return None, "cost predicted (measure=none)"
+    name = spec
+    if spec == "auto":
+        run_name = _backend_name(run_cfg.get("backend"))
+        hw = str((run_cfg.get("backend") or {}).get("hardware", "") if isinstance(run_cfg.get("backend"), Mapping) else "")
+        hw = hw or _backend_name(run_cfg.get("hardware"))
+        name = run_name if run_name in MEASURED else ("cpu-measured" if "host-cpu" in hw else None)
+        if name is None and any(g in hw for g in GPU_HARDWARE) and _cuda():
+            name = "gpu-measured"
+        if name is None:
+            return None, f"cost predicted: no measured backend matches the run's hardware ({hw or run_name})"
+    try:
+        return build_backend({"backend": name}), f"cost measured by {name}"
+    except SearchConfigError as e:
+        if spec == "auto":
+            return None, f"cost predicted: {name} unavailable ({e})"
+        raise VerifyError(f"measure={spec!r}: {e}") from None
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def _interval(rec: dict[str, Any], predictor: Any, level: float) -> tuple[float, float, str]:
+    """The row's calibrated interval (H4's loss_lo/loss_hi), else predictor.interval, else μ ± 0 (noted)."""
+    m = rec["metrics"]
+    mu, sigma = float(m.get("mu", m.get(LOSS))), float(m.get("sigma", 0.0))
+    lo, hi = (_num(rec.get(k, m.get(k))) for k in ("loss_lo", "loss_hi"))
+    if math.isfinite(lo) and math.isfinite(hi):  # NaN ("nan") where the run's predictor had no calibration
+        return lo, hi, "run"
+    if hasattr(predictor, "interval"):
+        lo, hi = predictor.interval(np.array([mu]), np.array([sigma]), level)
+        return float(np.asarray(lo)[0]), float(np.asarray(hi)[0]), "predictor"
+    return mu, mu, "none"
+
+
+class Verify:
+    """One verification of `run_dir`; `parts` may inject trainer/measure/finetune/evaluator/backend (tests)."""
+
+    def __init__(self, cfg: Mapping[str, Any], parts: Mapping[str, Any] | None = None):
+        self.cfg, parts = dict(cfg), dict(parts or {})
+        self.run_dir = Path(str(self.cfg.get("run") or ""))
+        self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
+        self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
+        self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
+        if self.k < 1 or self.n_control < 0:
+            raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
+        rc = self.run_cfg
+        self.level = float(self.cfg.get("interval_level") or (rc.get("evaluator") or {}).get("interval_level", 0.9))
+        self.seed = int(self.cfg["seed"] if self.cfg.get("seed") is not None else rc.get("seed", 0))
+        self.space = parts.get("space") or build_space(rc)
+        self.evaluator = parts.get("evaluator") or self._evaluator()
+        backend = parts.get("backend") or build_backend(rc)
+        self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
+                                    rc["objectives"], rc.get("constraints", []))
+        self.objectives = list(self.summary.get("objectives") or rc["objectives"])
+        self.latency = "tpot_ms" if "tpot_ms" in self.objectives else next(
+            (o for o in self.objectives if o != LOSS), "tpot_ms")
+        self.measure, self.cost_note = ((parts["measure"], "cost measured (injected backend)") if "measure" in parts
+                                        else measured_backend(rc, self.cfg.get("measure", "auto")))
+        self.trainer = parts.get("trainer") or self._trainer()
+        self.finetune = parts.get("finetune")
+
+    def _evaluator(self) -> Any:
+        """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
+        ev = build_evaluator(self.run_cfg, self.space)
+        ckpt = self.run_dir / "state" / "checkpoint.json"
+        path = (json.loads(ckpt.read_text()).get("coevolution") or {}).get("predictor_path") if ckpt.is_file() else None
+        if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
+            from surrogate.predictor import load_predictor
+
+            ev.swap(load_predictor(path))
+        return ev
+
+    def _trainer(self) -> Any:
+        rc, c = self.run_cfg, self.cfg
+        protocol = _node("protocol", c.get("protocol"), rc.get("protocol"))
+        node = {"dispatch": _node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
+                "corpus": _node("corpus", c.get("corpus"), rc.get("corpus"))}
+        default = self.run_dir / ("labels.db" if c.get("protocol") is None else "verify/labels.db")
+        self.store = Path(c.get("store") or default)
+        self.store.parent.mkdir(parents=True, exist_ok=True)
+        return build_trainer(node, c.get("trainer"), self.store)
+
+    # ------------------------------------------------------------ the job
+    def choose(self) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
+        picks = front_picks(self.rows, self.objectives, self.k)
+        control = control_draw(self.space, self.problem, self.n_control, self.seed,
+                               exclude=[r["id"] for _, r in picks]) if self.n_control else []
+        return picks, control
+
+    def train(self, recs: list[dict[str, Any]]) -> dict[str, Label]:
+        genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
+        return {r["id"]: lab for r, lab in zip(recs, self.trainer.train(genomes))}
+
+    def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
+        if self.measure is None or not recs:
+            return None
+        genomes = [genome_from_dict(r["genome"]) for r in recs]
+        rc = {**self.run_cfg, "workload": {**(self.run_cfg.get("workload") or {}), **(self.cfg.get("workload") or {})}}
+        table = self.measure.evaluate(genomes, build_workload(rc, self.measure))
+        return {r["id"]: table.row(j) for j, r in enumerate(recs)}
+
+    def run(self) -> dict[str, Any]:
+        picks, control = self.choose()
+        recs = [r for _, r in picks] + control
+        labels = self.train(recs)
+        measured = self.measure_all(recs)
+        pred = getattr(self.evaluator, "predictor", None)
+        rows, methods = [], set()
+        for role, rec in [*picks, *(("control", r) for r in control)]:
+            lo, hi, how = _interval(rec, pred, self.level)
+            methods.add(how)
+            rows.append(row_of(role, rec, float(labels[rec["id"]].label), lo, hi, self.latency,
+                               measured.get(rec["id"]) if measured else None))
+        P, C = rows[:len(picks)], rows[len(picks):]
+        method = (self.summary.get("loss_interval") or {}).get("method") or (
+            "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
+        out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
+               "cost": self.cost_note, "latency": self.latency, "store": str(getattr(self, "store", "")),
+               "summary": summarize(P, C, self.latency, measured is not None, self.level, method),
+               "picks": P, "control": C}
+        if self.cfg.get("refit"):
+            out["refit"] = self.refit(P + C, labels)
+        self.out.mkdir(parents=True, exist_ok=True)
+        s = out["summary"]
+        title = (f"{self.space.name}: {len(P)} picks, Spearman {s['spearman'] if s['spearman'] is None else round(s['spearman'], 2)}"
+                 f", coverage {s['coverage']}")
+        out["figure"] = str(figure(self.out / "verify.png", P, C, title))
+        atomic_write_json(self.out / "verify.json", out)
+        return out
+
+    # ------------------------------------------------------------ refit
+    def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
+        """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
+        from search.coevolution import replay_labels
+
+        rc = self.run_cfg
+        co = dict((rc.get("search") or {}).get("coevolve") or {})
+        ft = self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune")
+        ckpt = self.run_dir / "state" / "checkpoint.json"
+        buf = ((json.loads(ckpt.read_text()).get("coevolution") or {}).get("buffer") or []) if ckpt.is_file() else []
+        buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
+        new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
+        buffer.update({lab.genome_id: lab for lab in new})
+        if not new:
+            return {"refit": False, "reason": "no finite new labels"}
+        base = (rc.get("evaluator") or {}).get("predictor", f"forgeformer-{self.space.name}")
+        predictor = ft(base, list(buffer.values()), replay_labels(co.get("replay"), self.space.name),
+                       seed=self.seed, ratio=float(co.get("ratio", 5.0)), epochs=int(co.get("epochs", 10)),
+                       lr=float(co.get("lr", 1e-4)), batch=int(co.get("batch_size", 32)))
+        picks = [r for r in rows if r["role"] != "control" and r["real_loss"] != "inf"]
+        y = np.array([r["real_loss"] for r in picks], float)
+        after = np.asarray(predictor.predict([labels[r["id"]].genome for r in picks], n_mc=0)[0], float)
+        before = np.array([r["mu"] for r in picks], float)
+        res = {"refit": True, "n_new": len(new), "n_buffer": len(buffer), "mae_before": _mae(before, y),
+               "mae_after": _mae(after, y), "note": "error on the picks, which the refit trained on (in-sample)"}
+        if hasattr(predictor, "save"):
+            stem = self.out / "surrogate-verified"
+            predictor.save(stem)
+            res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={stem} ...")
+        return res
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _mae(a: np.ndarray, y: np.ndarray) -> float | None:
+    return float(np.mean(np.abs(a - y))) if len(y) else None
+
+
+def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    from forge.config import to_container
+
+    return Verify(to_container(cfg), parts).run()
+
+
+def brief(out: dict[str, Any]) -> dict[str, Any]:
+    """What the CLI prints: the summary, the cost note, the refit and where the files are."""
+    keep = {k: out[k] for k in ("run", "cost", "store", "figure") if k in out}
+    return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
+            "verify_json": str(Path(out["figure"]).with_name("verify.json"))}
+

@@ -1,0 +1,114 @@
+"""What `forge-verify` reports: per-genome rows, the summary over the picks, and the figure.
+
+Summary (issue 21 §2): Spearman of predicted μ vs real loss, coverage of the loss interval, MAE, and the
+real hypervolume of the picks against the control's. The HV is 2-D, in (real loss, latency), latency being
+measured where a measured backend ran (else predicted, and the summary says so). Both sets are normalized
+by one shared anchor, the worst finite value of each column over picks ∪ control, with the reference point
+at 1.1 × anchor, so the two HVs are comparable to each other (not to a search's own `hypervolume`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from search.archive import Hypervolume
+
+HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control
+
+
+def _f(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.inf
+
+
+def row_of(role: str, rec: dict[str, Any], real: float, lo: float, hi: float, latency: str,
+           measured: dict[str, float] | None) -> dict[str, Any]:
+    """One genome's line in verify.json: predicted vs real loss, inside the interval, predicted vs measured latency."""
+    m = rec["metrics"]
+    fin = math.isfinite(real)
+    row = {"id": rec["id"], "role": role, "mu": _f(m.get("mu", m.get("val_loss"))), "sigma": _f(m.get("sigma", 0.0)),
+           "loss_lo": lo, "loss_hi": hi, "real_loss": real if fin else "inf",
+           "inside": bool(fin and lo <= real <= hi) if fin else None,
+           f"predicted_{latency}": _f(m.get(latency))}
+    if measured is not None:
+        row[f"measured_{latency}"] = measured.get(latency, math.inf)
+        row["measured"] = {k: v for k, v in measured.items() if isinstance(v, (int, float, str))}
+    return row
+
+
+def _spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return float(spearmanr(a, b).statistic)
+
+
+def _finite(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["real_loss"] != "inf"]
+
+
+def _hv_points(rows: Sequence[dict[str, Any]], latency: str, measured: bool) -> np.ndarray:
+    col = f"measured_{latency}" if measured else f"predicted_{latency}"
+    return np.array([[_f(r["real_loss"]), _f(r.get(col))] for r in rows], float).reshape(-1, 2)
+
+
+def summarize(picks: list[dict[str, Any]], control: list[dict[str, Any]], latency: str, measured: bool,
+              level: float, interval_method: str) -> dict[str, Any]:
+    """Spearman, coverage, MAE over the finite picks; real HV of picks vs control on one shared scale."""
+    fin = _finite(picks)
+    mu, y = [r["mu"] for r in fin], [r["real_loss"] for r in fin]
+    P, C = _hv_points(picks, latency, measured), _hv_points(control, latency, measured)
+    both = np.vstack([P, C])
+    both = both[np.all(np.isfinite(both), axis=1)]
+    hv = {"picks": 0.0, "control": 0.0, "anchor": None}
+    if len(both):
+        hv_fn = Hypervolume(both.max(0), ref=HV_REF)
+        hv = {"picks": hv_fn(P), "control": hv_fn(C), "anchor": both.max(0).tolist()}
+    cfin = _finite(control)
+    return {"n_picks": len(picks), "n_control": len(control), "n_finite": len(fin),
+            "spearman": _spearman(mu, y), "mae": float(np.mean(np.abs(np.subtract(mu, y)))) if fin else None,
+            "coverage": float(np.mean([r["inside"] for r in fin])) if fin else None, "interval_level": level,
+            "interval_method": interval_method,
+            "spearman_all": _spearman(mu + [r["mu"] for r in cfin], y + [r["real_loss"] for r in cfin]),
+            "best_real_loss": {"picks": min(y, default=None), "control": min((r["real_loss"] for r in cfin), default=None)},
+            "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
+            "hv_ref": HV_REF}
+
+
+def figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]], title: str) -> Path:
+    """Predicted μ (with its interval as an error bar) against the real loss; y = x drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    for rows, name, color in ((picks, "front picks", "tab:blue"), (control, "random control", "tab:gray")):
+        fin = _finite(rows)
+        if not fin:
+            continue
+        y = np.array([r["real_loss"] for r in fin])
+        mu = np.array([r["mu"] for r in fin])
+        err = np.array([[m - r["loss_lo"], r["loss_hi"] - m] for m, r in zip(mu, fin)]).T.clip(min=0)
+        ax.errorbar(y, mu, yerr=err, fmt="o", color=color, ms=5, capsize=3, label=name)
+    vals = [v for r in _finite(picks) + _finite(control) for v in (r["real_loss"], r["loss_lo"], r["loss_hi"])]
+    if vals:
+        lo, hi = min(vals), max(vals)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = real")
+    ax.set_xlabel("real loss (trained)")
+    ax.set_ylabel("predicted loss μ (interval)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

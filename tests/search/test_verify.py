@@ -1,0 +1,169 @@
+"""forge-verify: pick selection, the control draw, report fields, resume after a kill, the refit (fakes only)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from backends.interface import Workload
+from forge.labelling.store import LabelStore
+from forge.labels import Label
+from search.picks import control_draw, front_picks
+from search.problem import ForgeProblem, LossEvaluator
+from search.verify import Verify, VerifyError, measured_backend, run
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune, fake_loss
+
+
+class FakeProtocolTrainer:
+    """A store-backed trainer with a fast fake protocol (label = fake loss + 0.1): stored genomes are skipped,
+    each new label is stored as it arrives, and `die_after` raises KeyboardInterrupt before the n-th new one."""
+
+    def __init__(self, store: str, die_after: int | None = None):
+        self.store, self.die_after, self.trained = LabelStore(store), die_after, []
+
+    def train(self, genomes):
+        out = []
+        for g in genomes:
+            lab = self.store.get(g.id)
+            if lab is None:
+                if self.die_after is not None and len(self.trained) >= self.die_after:
+                    raise KeyboardInterrupt
+                self.trained.append(g.id)
+                lab = Label(g, float(fake_loss([g], 0.1)[0]), {"protocol": "fake"}, "")
+                self.store.put(lab)
+            out.append(lab)
+        return out
+
+
+class FakeMeasured(FakeBackend):
+    """A 'measured' backend (fake timer): the fake costs scaled by 1.3."""
+
+    name = "fake-measured"
+
+    def evaluate(self, genomes, workload):
+        t = super().evaluate(genomes, workload)
+        t.ttft_ms, t.tpot_ms = t.ttft_ms * 1.3, t.tpot_ms * 1.3
+        return t
+
+
+def _rows(F):
+    return [{"id": f"g{i}", "metrics": {"val_loss": f[0], "tpot_ms": f[1]}} for i, f in enumerate(F)]
+
+
+def test_front_picks_knee_extremes_then_spread_along_cost():
+    F = [(3.0 - 0.1 * i, 1.0 + i * i * 0.05) for i in range(12)]  # a convex front: loss down, latency up
+    picks = front_picks(_rows(F), ["val_loss", "tpot_ms"], 6)
+    roles = [r for r, _ in picks]
+    ids = [row["id"] for _, row in picks]
+    assert roles[0] == "knee" and roles[1:3] == ["min:val_loss", "min:tpot_ms"] and roles[3:] == ["spread"] * 3
+    assert ids[1] == "g11" and ids[2] == "g0" and len(set(ids)) == 6
+    Z = np.array(F)
+    Z = (Z - Z.min(0)) / np.ptp(Z, 0)
+    assert ids[0] == f"g{int(np.argmin(np.linalg.norm(Z, axis=1)))}"
+    spread = sorted(int(i[1:]) for i in ids[3:])  # evenly spaced along latency over the remaining members
+    assert spread[0] <= 2 and spread[-1] >= 9
+    assert [row["id"] for _, row in front_picks(_rows(F[:3]), ["val_loss", "tpot_ms"], 8)] == ["g1", "g2", "g0"]
+    with pytest.raises(ValueError, match="k = 0"):
+        front_picks(_rows(F), ["val_loss"], 0)
+
+
+def test_control_draw_is_feasible_seeded_and_excludes(tiny_space):
+    backend = FakeBackend(max_params=1.5e6)  # some random genomes do not fit
+    problem = ForgeProblem(tiny_space, LossEvaluator(FakePredictor()), backend, Workload(),
+                           ["val_loss", "tpot_ms"], ["val_loss < 4.2"])
+    a = control_draw(tiny_space, problem, 6, seed=3)
+    assert len(a) == 6 and all(r["feasible"] for r in a)
+    assert all(r["metrics"]["params"] <= 1.5e6 and r["metrics"]["val_loss"] < 4.2 for r in a)
+    assert [r["id"] for r in control_draw(tiny_space, problem, 6, seed=3)] == [r["id"] for r in a]
+    b = control_draw(tiny_space, problem, 6, seed=4, exclude=[a[0]["id"]])
+    assert [r["id"] for r in b] != [r["id"] for r in a] and a[0]["id"] not in {r["id"] for r in b}
+    tight = ForgeProblem(tiny_space, LossEvaluator(FakePredictor()), backend, Workload(), ["val_loss"], ["val_loss < 0"])
+    assert control_draw(tiny_space, tight, 3, seed=0, max_rounds=2) == []
+
+
+@pytest.fixture
+def fake_run(make_search, tmp_path):
+    run_dir = tmp_path / "run"
+    cfg = tiny_cfg(space="iha-tiny", search={"generations": 3})
+    make_search(run_dir, cfg).run()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return run_dir
+
+
+def _parts(tiny_space, store, **kw):
+    return {"space": tiny_space, "evaluator": LossEvaluator(FakePredictor()), "backend": FakeBackend(),
+            "measure": FakeMeasured(), "trainer": FakeProtocolTrainer(str(store), **kw),
+            "finetune": fake_finetune}
+
+
+def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_path):
+    out = run({"run": str(fake_run), "k": 5, "control": 4}, _parts(tiny_space, tmp_path / "l.db"))
+    s = out["summary"]
+    assert [r["role"] for r in out["picks"]][0] == "knee" and len(out["picks"]) == 5 and len(out["control"]) == 4
+    for r in out["picks"] + out["control"]:
+        assert r["real_loss"] == pytest.approx(r["mu"] + 0.1)  # fake protocol = fake prediction + 0.1
+        assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"])
+        assert r["inside"] is False and r["loss_lo"] == r["loss_hi"] == r["mu"]  # no interval in this run
+    assert s["coverage"] == 0.0 and s["mae"] == pytest.approx(0.1) and s["spearman"] == pytest.approx(1.0)
+    assert s["interval_method"].startswith("none") and s["hv_objectives"] == ["real_loss", "measured_tpot_ms"]
+    assert s["real_hv"]["picks"] > 0 and s["real_hv"]["control"] >= 0 and out["cost"].startswith("cost measured")
+    saved = json.loads((fake_run / "verify" / "verify.json").read_text())
+    assert saved["summary"] == json.loads(json.dumps(s)) and (fake_run / "verify" / "verify.png").stat().st_size > 1000
+
+
+def test_interval_from_the_run_rows_gives_coverage(fake_run, tiny_space, tmp_path):
+    rows = [json.loads(x) for x in (fake_run / "pareto.jsonl").read_text().splitlines()]
+    for r in rows:  # H4's fields: [mu - 0.05, mu + 0.15] holds the +0.1 offset of the fake labels
+        r["loss_lo"], r["loss_hi"] = r["metrics"]["mu"] - 0.05, r["metrics"]["mu"] + 0.15
+    (fake_run / "pareto.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = run({"run": str(fake_run), "k": 4, "control": 0}, _parts(tiny_space, tmp_path / "l.db"))
+    assert out["summary"]["coverage"] == 1.0 and all(r["inside"] for r in out["picks"])
+
+
+def test_resume_after_a_kill_trains_only_the_rest(fake_run, tiny_space, tmp_path):
+    full = run({"run": str(fake_run), "k": 4, "control": 4, "out": str(tmp_path / "a")},
+               _parts(tiny_space, tmp_path / "a.db"))
+    parts = _parts(tiny_space, tmp_path / "b.db", die_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        run({"run": str(fake_run), "k": 4, "control": 4, "out": str(tmp_path / "b")}, parts)
+    assert len(parts["trainer"].trained) == 3 and not (tmp_path / "b" / "verify.json").exists()
+    again = _parts(tiny_space, tmp_path / "b.db")
+    out = run({"run": str(fake_run), "k": 4, "control": 4, "out": str(tmp_path / "b")}, again)
+    assert len(again["trainer"].trained) == 5 and not set(again["trainer"].trained) & set(parts["trainer"].trained)
+    assert out["summary"] == full["summary"] and out["picks"] == full["picks"] and out["control"] == full["control"]
+
+
+def test_refit_lowers_the_error_on_the_picks(fake_run, tiny_space, tmp_path):
+    out = run({"run": str(fake_run), "k": 4, "control": 2, "refit": True}, _parts(tiny_space, tmp_path / "l.db"))
+    r = out["refit"]
+    assert r["refit"] and r["n_new"] == 6 and r["mae_before"] == pytest.approx(0.1)
+    assert r["mae_after"] < 0.01 and "checkpoint" not in r  # the fake predictor cannot be saved
+
+
+def test_measured_backend_choice_and_bad_input(fake_run, tiny_space):
+    none, note = measured_backend({"backend": {"name": "roofline", "hardware": "a100-40gb"}}, "auto")
+    assert none is None and "predicted" in note
+    assert measured_backend({}, "none") == (None, "cost predicted (measure=none)")
+    with pytest.raises(VerifyError, match="measure='nope'"):
+        measured_backend({}, "nope")
+    with pytest.raises(VerifyError, match="no pareto.jsonl"):
+        Verify({"run": str(fake_run / "missing")})
+    with pytest.raises(VerifyError, match="k=0"):
+        Verify({"run": str(fake_run), "k": 0}, {"space": tiny_space, "evaluator": LossEvaluator(FakePredictor()),
+                                                 "backend": FakeBackend()})
+    with pytest.raises(VerifyError, match="protocol='nope' is unknown"):
+        Verify({"run": str(fake_run), "protocol": "nope"}, {"space": tiny_space, "measure": None,
+                                                          "evaluator": LossEvaluator(FakePredictor()), "backend": FakeBackend()})
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "search.verify_cli", f"run={tmp_path}"], capture_output=True, text=True,
+                       cwd=Path(__file__).parents[2], timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "forge-verify: error: run=" in p.stderr
