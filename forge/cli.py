@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from forge.config import CONFIG_PATH, conf_dir, data_dir, output_dir, to_container, user_errors
+from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
 from forge.genome import Genome, GenomeError
 from forge.importers import load_genome
 from forge.io import atomic_write_json
@@ -85,16 +84,14 @@ def run_space(cfg: Any) -> dict[str, Any]:
     return s
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-arch", version_base="1.3")
+@forge_main("forge-arch")
 def arch_main(cfg: DictConfig) -> None:
-    with user_errors("forge-arch"):
-        run_arch(cfg)
+    run_arch(cfg)
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-space", version_base="1.3")
+@forge_main("forge-space")
 def space_main(cfg: DictConfig) -> None:
-    with user_errors("forge-space"):
-        run_space(cfg)
+    run_space(cfg)
 
 
 __all__ = ["run_arch", "run_space", "resolve_arch", "conf_dir"]

@@ -1,11 +1,13 @@
 """Where the Hydra configs and shipped assets live, for an editable or a plain install alike."""
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 CONFIG_PATH = "pkg://forge_conf"  # what every @hydra.main uses
 
@@ -29,16 +31,91 @@ def to_container(cfg: Any) -> Any:
     return cfg
 
 
+class UserError(ValueError):
+    """Bad input the user can fix; the message says what is wrong and what is allowed."""
+
+
+EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # shell conventions: 128 + signal number
+_ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
+_GUARD: list["RunDirGuard"] = []  # the outermost command's guard
+
+
 @contextmanager
 def user_errors(app: str) -> Iterator[None]:
-    """Report bad input (a ValueError such as GenomeError, or a missing file) as one line naming what is
-    wrong, and exit with status 2 instead of a traceback. FORGE_DEBUG=1 keeps the traceback."""
+    """One error path for every forge-* command: a known error (ValueError subclasses, a missing or unwritable
+    file, Hydra's and OmegaConf's config errors) prints one line `app: error: ...` and exits 2; Ctrl-C exits 130.
+
+    Use it outside @hydra.main (catches Hydra's own errors, which HYDRA_FULL_ERROR makes Hydra re-raise) and,
+    optionally, inside the task (it then also checks override types). FORGE_DEBUG=1 keeps the traceback.
+    Files Hydra wrote for a refused command are taken back (`RunDirGuard`)."""
+    outer = not _ACTIVE
+    if outer:
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        _GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
+    elif _GUARD:
+        _GUARD[0].hydra_dir = _hydra_output_dir()
+    _ACTIVE.append(app)
     try:
+        if not outer:
+            check_override_types()
         yield
-    except (ValueError, FileNotFoundError) as e:
-        if os.environ.get("FORGE_DEBUG"):
+    except SystemExit as e:
+        if outer and e.code == EXIT_USAGE and _GUARD:
+            _GUARD[0].undo()
+        raise
+    except KeyboardInterrupt:
+        if not outer:
             raise
-        raise SystemExit(f"{app}: error: {e}") from None
+        print(f"{app}: interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_SIGINT) from None
+    except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
+        msg = describe_error(e)
+        if msg is None or os.environ.get("FORGE_DEBUG"):
+            raise
+        if outer and _GUARD:
+            _GUARD[0].undo()
+        print(f"{app}: error: {msg}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    finally:
+        _ACTIVE.pop()
+
+
+def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
+    """`@forge_main("forge-x")` on `task(cfg)`: the console-script entry, a Hydra main on conf/<config_name>.yaml
+    with `user_errors(app)` around Hydra (its own errors) and inside the task (ours, plus override types)."""
+    def decorate(task: Callable[[Any], Any]) -> Callable[[], None]:
+        import hydra
+
+        @functools.wraps(task)
+        def job(cfg: Any) -> Any:
+            with user_errors(app):
+                return task(cfg)
+
+        entry = hydra.main(config_path=CONFIG_PATH, config_name=config_name or app, version_base="1.3")(job)
+
+        @functools.wraps(task)
+        def main() -> None:
+            with user_errors(app):
+                entry()
+        return main
+    return decorate
+
+
+def describe_error(e: BaseException) -> str | None:
+    """One line for a known, user-fixable error; None for a bug (which keeps its traceback)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(e, UnicodeDecodeError):
+        text = f"not UTF-8 text ({e.reason} at byte {e.start}); allowed: a UTF-8 text file"
+    elif isinstance(e, OSError) and e.filename is not None:
+        text = f"{e.filename}: {e.strerror or e}"
+    elif isinstance(e, (ValueError, HydraException, OmegaConfBaseException)):
+        text = str(e).split("\nConfig search path", 1)[0]
+    else:
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return "; ".join(lines) or type(e).__name__
 
 
 def group_names(group: str) -> list[str]:
@@ -63,3 +140,123 @@ def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:
     except ValueError:
         out = cfg.get("out_dir") if hasattr(cfg, "get") else None
         return Path(out) if out else (Path(fallback) if fallback is not None else None)
+
+
+class RunDirGuard:
+    """What Hydra writes before the task runs (`.hydra/*.yaml`, the job log), undone for a refused command:
+    restored byte for byte (and mtime) in a run directory named by `hydra.run.dir=`, removed from a fresh one."""
+
+    HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+    def __init__(self, run_dir: Path | None):
+        self.run_dir, self.saved, self.hydra_dir = run_dir, {}, None
+        if run_dir is not None and run_dir.is_dir():
+            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
+            self.saved = {n: _snapshot(run_dir / n) for n in names}
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> "RunDirGuard":
+        given = [a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")]
+        return cls(Path(given[-1]) if given else None)
+
+    def undo(self) -> None:
+        d = self.run_dir or self.hydra_dir
+        if d is None or not d.is_dir():
+            return
+        if self.saved:
+            for name, snap in self.saved.items():
+                _restore(d / name, snap)
+            return
+        for name in self.HYDRA_FILES:  # a fresh folder: drop Hydra's files, then the folder if nothing else is in it
+            (d / name).unlink(missing_ok=True)
+        for log in d.glob("*.log"):
+            if log.stat().st_size == 0:
+                log.unlink()
+        cwd = Path.cwd().resolve()
+        for folder in (d / ".hydra", d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
+            if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
+                break
+            folder.rmdir()
+
+
+def _snapshot(path: Path) -> tuple[bytes | None, int] | None:
+    if path.is_dir():
+        return (None, path.stat().st_mtime_ns)
+    return (path.read_bytes(), path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
+    if snap is None:  # Hydra made it
+        if path.is_dir():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
+        return
+    data, mtime = snap
+    if data is not None and (not path.is_file() or path.read_bytes() != data):
+        path.write_bytes(data)
+    if path.exists():
+        os.utime(path, ns=(mtime, mtime))
+
+
+def _hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return None
+
+
+def check_override_types(hydra_cfg: Any = None) -> None:
+    """Command-line values must have the type of the shipped default (`seed=abc` names `seed`): Hydra
+    accepts any value for an untyped YAML key, and the failure would come later without the key's name."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = hydra_cfg or HydraConfig.get()
+    except ValueError:
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    choices = dict(hc.runtime.choices)
+    for o in OverridesParser.create().parse_overrides(list(hc.overrides.task)):
+        key = o.key_or_group
+        if o.is_delete() or key.split(".")[0] == "hydra" or key in choices:
+            continue
+        default = _default_value(key, hc.job.config_name, choices)
+        problem = _type_problem(default, o.value())
+        if problem:
+            raise UserError(f"{key}={o.value()!r} is not {problem}; allowed: {problem} (default {default!r})")
+
+
+def _default_value(key: str, config_name: str, choices: dict[str, Any]) -> Any:
+    """The shipped default of a dotted key: from conf/<group>/<choice>.yaml when it lies in a chosen group."""
+    parts = key.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        group = "/".join(parts[:n])
+        if choices.get(group):
+            return _select(group_yaml(group, str(choices[group])), parts[n:])
+    return _select(group_yaml("", config_name), parts)
+
+
+def _select(d: Any, parts: list[str]) -> Any:
+    for p in parts:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def _type_problem(default: Any, value: Any) -> str | None:
+    if value is None or default is None or isinstance(default, str):
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "a boolean (true|false)"
+    if isinstance(default, int):
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())  # 1e6 is fine
+        return None if whole and not isinstance(value, bool) else "an integer"
+    if isinstance(default, float):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    return None

@@ -49,6 +49,31 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
+def check_writable(path: str | Path, what: str = "output") -> Path:
+    """Fail before the work starts, not at save time: `path` (a folder, or a file's folder when it has a
+    suffix) must be creatable and writable. Raises PermissionError naming the path."""
+    path = Path(path)
+    folder = path.parent if path.suffix and not path.is_dir() else path
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK) or (path.is_file() and not os.access(path, os.W_OK)):
+        raise PermissionError(13, f"{what} path is not writable ({probe} is read-only or not a folder); allowed: "
+                                  "a writable location", str(path))
+    return path
+
+
+def sweep_temporaries(*folders: str | Path) -> list[Path]:
+    """Remove the `.<name>.*.tmp` files `atomic_write_bytes` leaves when a process is killed mid-write."""
+    gone = []
+    for folder in folders:
+        for p in Path(folder).glob(".*.tmp"):
+            if p.is_file():
+                p.unlink(missing_ok=True)
+                gone.append(p)
+    return gone
+
+
 def shared_data_dir() -> Path:
     """Where ../shared/data lives: $FORGE_SHARED_DATA, else ../shared/data beside the repository."""
     env = os.environ.get("FORGE_SHARED_DATA")

@@ -13,17 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 
-from forge.config import CONFIG_PATH, to_container, user_errors
+from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
 from forge.config import output_dir as _output_dir
-from forge.io import atomic_write_text
+from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.runner import Search
 from search.problem import SearchConfigError
-from search.state import CHECKPOINT, RUNTIME_KEYS, ResumeError, check_same_config, load_checkpoint
+from search.state import CONFIG, RUNTIME_KEYS, ResumeError, check_same_config, holds_search, saved_config
 
 
 def output_dir(cfg: Any) -> Path:
@@ -37,14 +36,17 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
-        c = resume_config(c, load_checkpoint(run_dir)["config"], run_dir, _cli_overrides())
+        c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
+        check_search_config(c)
+        sweep_temporaries(run_dir, run_dir / "state")
     else:
-        if (run_dir / CHECKPOINT).is_file():
+        check_search_config(c)
+        if holds_search(run_dir):
             raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
-        run_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(run_dir)
         import yaml
 
-        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(c, sort_keys=False))
+        atomic_write_text(run_dir / CONFIG, yaml.safe_dump(c, sort_keys=False))
     _set_threads(c.get("threads"))
     parts = dict(components or {})
     space = parts.get("space") or build_space(c)
@@ -57,9 +59,35 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         search.load()
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
-        print(f"search {summary['status']} after generation {summary['generations_done']}; continue with: "
-              f"forge-search resume={run_dir}", file=sys.stderr)
+        print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "
+              f"(summary.json status: {summary['status']}); continue with: forge-search resume={run_dir}",
+              file=sys.stderr)
     return summary
+
+
+PROBABILITIES = ("crossover", "mutation.rate", "mutation.p_delete", "mutation.p_duplicate", "mutation.p_rotate",
+                 "mutation.p_gene")
+
+
+def check_search_config(c: dict[str, Any]) -> None:
+    """Ranges Hydra cannot check: probabilities in [0, 1], positive sizes, a positive HV reference point."""
+    s = c.get("search") or {}
+    for key in PROBABILITIES:
+        v = _select(s, key)
+        if v != "<unset>" and not (isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0):
+            raise SearchConfigError(f"search.{key}={v!r} is out of range; allowed: a probability in [0, 1]")
+    for key, low in (("pop_size", 1), ("offspring", 1), ("generations", 0), ("mutation.max_step", 1)):
+        v = _select(s, key)
+        if v != "<unset>" and not (isinstance(v, int) and v >= low):
+            raise SearchConfigError(f"search.{key}={v!r} is out of range; allowed: an integer >= {low}")
+    ref = _select(c, "hv.ref")
+    if ref not in ("<unset>", None) and not (isinstance(ref, (int, float)) and ref > 0):
+        raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
+                                "twice the anchor genome's value)")
+    for key, low in (("stop_after", 0), ("evaluator.n_mc", 0), ("threads", 1)):
+        v = _select(c, key)
+        if v not in ("<unset>", None) and not (isinstance(v, int) and v >= low):
+            raise SearchConfigError(f"{key}={v!r} is out of range; allowed: an integer >= {low}")
 
 
 def _cli_overrides() -> list[str] | None:
@@ -110,30 +138,60 @@ def _set_threads(n: Any) -> None:
 
 def _brief(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("status", "run_dir", "space", "backend", "algorithm", "seed", "generations_done", "evaluations",
-            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s")
+            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_interval")
     out = {k: s[k] for k in keys if k in s}
     from search.export import chosen_design  # the knee's array shape, precisions and batch (where reported)
 
     return out | ({"chosen": chosen_design(s["run_dir"])} if s.get("run_dir") else {})
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-search", version_base="1.3")
-def search_main(cfg: DictConfig) -> None:
-    with user_errors("forge-search"):
-        print(json.dumps(_brief(run(cfg)), indent=2))
+def exit_code(summary: dict[str, Any]) -> int:
+    """0 for a finished (or deliberately stopped) run; 130 / 143 for one stopped by Ctrl-C / SIGTERM."""
+    if summary.get("status") != "interrupted":
+        return 0
+    return EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-report", version_base="1.3")
+@forge_main("forge-search")
+def _search_job(cfg: DictConfig) -> None:
+    from search.console import show_end
+
+    summary = run(cfg)
+    show_end(summary, _brief(summary), as_json=bool(cfg.get("quiet") or cfg.get("json")))
+    if exit_code(summary):
+        raise SystemExit(exit_code(summary))
+
+
+def resume_argv(argv: list[str]) -> list[str]:
+    """`resume=DIR` runs inside DIR: Hydra gets it as its run directory and writes no `.hydra/` there, so a
+    resume leaves no empty outputs/search/<stamp>/ and keeps the run's own record of how it was started."""
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
+    if not given or given[-1] in ("", "null") or any(a.startswith("hydra.run.dir=") for a in argv) \
+            or any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    return [*argv, f"hydra.run.dir={given[-1]}", "hydra.output_subdir=null"]
+
+
+def search_main() -> None:
+    """`forge-search`: exit 0 when complete or stopped, 130 / 143 when interrupted, 2 on bad input."""
+    sys.argv = [sys.argv[0], *resume_argv(json_argv(sys.argv[1:]))]
+    _search_job()
+
+
+def json_argv(argv: list[str]) -> list[str]:
+    """`--json` is not a Hydra override: it becomes `json=true` (the machine-readable last screen)."""
+    return [a for a in argv if a != "--json"] + (["json=true"] if "--json" in argv else [])
+
+
+@forge_main("forge-report")
 def report_main(cfg: DictConfig) -> None:
     from search.report import run as run_report
 
-    with user_errors("forge-report"):
-        print(json.dumps(run_report(cfg), indent=2))
+    print(json.dumps(run_report(cfg), indent=2))
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-export", version_base="1.3")
+@forge_main("forge-export")
 def export_main(cfg: DictConfig) -> None:
     from search.export import run as run_export
 
-    with user_errors("forge-export"):
-        print(json.dumps(run_export(cfg), indent=2))
+    print(json.dumps(run_export(cfg), indent=2))

@@ -19,8 +19,8 @@ import numpy as np
 
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
-from forge.io import atomic_write_json, atomic_write_text
-from search.state import read_jsonl
+from forge.io import atomic_write_json, atomic_write_text, check_writable
+from search.state import read_jsonl, require_complete
 
 FORMATS = ("yaml", "json", "pt", "safetensors")
 
@@ -194,16 +194,17 @@ def run(cfg: Any) -> dict[str, Any]:
     fmt = str(c.get("format", "safetensors"))
     if fmt not in FORMATS:
         raise ExportError(f"format={fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
+    status = require_complete(run_dir, bool(c.get("allow_partial", False)), "run")
     rows = read_jsonl(run_dir / "pareto.jsonl")
     chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows))
     run_cfg = _run_config(run_dir)
     card = {"run": str(run_dir), "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
-    out = Path(c.get("out") or "exported")
+    out = check_writable(Path(c.get("out") or "exported"), "out")
     weights = Path(c["weights"]) if c.get("weights") else None
     done = [export_one(r, out / r["id"], fmt, int(c.get("seed", 0)), weights, labels, card) for r in chosen]
-    summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out),
+    summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
     atomic_write_json(out / "export_summary.json", summary)
     return summary

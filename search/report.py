@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.io import atomic_write_json, atomic_write_text
-from search.state import read_jsonl
+from forge.io import atomic_write_json, atomic_write_text, check_writable
+from search.state import read_jsonl, require_complete
 
 FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")
 ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
@@ -215,5 +215,7 @@ def run(cfg: Any) -> dict[str, Any]:
     if not runs:
         raise ReportError("runs is empty; allowed: runs=DIR or runs='[DIR1,DIR2]' (run or multirun folders)")
     runs = [runs] if isinstance(runs, str) else list(runs)
+    for d in find_runs(runs):  # a partial HV curve would cut every curve of its recipe to its length
+        require_complete(d, bool(c.get("allow_partial", False)), "runs")
     out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir")}, fallback="outputs/report")
-    return make_report(runs, out, int(c.get("top", 50)))
+    return make_report(runs, check_writable(out, "out"), int(c.get("top", 50)))

@@ -18,8 +18,9 @@ import numpy as np
 from forge.io import atomic_write_json, atomic_write_text
 
 CHECKPOINT = "state/checkpoint.json"
+CONFIG, SUMMARY = "config.yaml", "summary.json"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
-RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads")
+RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json")
 
 
 class ResumeError(ValueError):
@@ -36,8 +37,61 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
         raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ResumeError(f"{path}: corrupt checkpoint ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResumeError(f"{path}: corrupt checkpoint ({type(e).__name__}); allowed: the checkpoint forge-search "
+                          "wrote (start a new run if it is lost)") from None
+
+
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """The config a run was started with: its checkpoint's, else its `config.yaml` (a run killed before its
+    first checkpoint, which a resume then starts afresh)."""
+    run_dir = Path(run_dir)
+    if (run_dir / CHECKPOINT).is_file():
+        return load_checkpoint(run_dir)["config"]
+    if (run_dir / CONFIG).is_file():
+        import yaml
+
+        try:
+            cfg = yaml.safe_load((run_dir / CONFIG).read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise ResumeError(f"{run_dir / CONFIG}: corrupt run config ({type(e).__name__}); allowed: "
+                              "the config.yaml forge-search wrote") from None
+        if isinstance(cfg, dict) and "search" in cfg:
+            return cfg
+    raise ResumeError(f"resume={run_dir}: no search state (neither {CHECKPOINT} nor {CONFIG}); allowed: a forge-search "
+                      "run directory")
+
+
+def holds_search(run_dir: Path) -> bool:
+    """Whether a folder already belongs to a search (started, maybe killed before its first checkpoint)."""
+    return (Path(run_dir) / CHECKPOINT).is_file() or (Path(run_dir) / CONFIG).is_file()
+
+
+def run_status(run_dir: Path) -> dict[str, Any]:
+    """`status`, `generations_done`, `generations` of a run as its summary.json says (the one field every
+    consumer checks); a run with no summary is `running` (or was killed) at its checkpoint's generation."""
+    run_dir = Path(run_dir)
+    s: dict[str, Any] = {}
+    if (run_dir / SUMMARY).is_file():
+        try:
+            s = json.loads((run_dir / SUMMARY).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            s = {}
+    out = {"status": s.get("status", "running"), "generations_done": s.get("generations_done", -1),
+           "generations": s.get("generations")}
+    if out["status"] != "complete" and (run_dir / CHECKPOINT).is_file():
+        out["generations_done"] = max(int(out["generations_done"]), int(load_checkpoint(run_dir)["generation"]))
+    return out
+
+
+def require_complete(run_dir: Path, allow_partial: bool, what: str) -> dict[str, Any]:
+    """Refuse to use an unfinished run (interrupted, stopped, running or killed) unless allow_partial."""
+    st = run_status(run_dir)
+    if st["status"] != "complete" and not allow_partial:
+        of = f" of {st['generations']}" if st.get("generations") is not None else ""
+        raise ResumeError(f"{what}={run_dir}: the search is {st['status']} at generation {st['generations_done']}{of}, "
+                          f"not complete; allowed: finish it (forge-search resume={run_dir}) or pass allow_partial=true")
+    return st
 
 
 def config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from forge.config import CONFIG_PATH, output_dir, to_container
+from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
@@ -146,7 +145,7 @@ def run(cfg: DictConfig) -> dict:
     return res
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-surrogate", version_base="1.3")
+@forge_main("forge-surrogate")
 def main(cfg: DictConfig) -> None:
     res = run(cfg)
     print({k: v for k, v in res.items() if k in ("mode", "metrics", "checkpoint", "table", "wall_s")})

@@ -10,11 +10,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 from rich.console import Console
 
-from forge.config import CONFIG_PATH, output_dir, user_errors
+from forge.config import forge_main, output_dir
 from forge.io import atomic_write_json
 
 COMMANDS = ("afd", "pools")
@@ -55,10 +54,9 @@ def _print(s: dict[str, Any], out: Any) -> None:
     c.print(f"summary: {out / 'summary.json'}  plot: {s.get('plot')}")
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-serve", version_base="1.3")
+@forge_main("forge-serve")
 def _hydra_main(cfg: DictConfig) -> None:
-    with user_errors("forge-serve"):
-        run(cfg)
+    run(cfg)
 
 
 def main() -> None:
