@@ -24,9 +24,10 @@ from search.algorithms import make_algorithm, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
-from search.state import append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+from search.state import CHECKPOINT, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
 
 LOSS_CACHE = "state/loss_cache.jsonl"
+LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
 
 
 class Search:
@@ -156,10 +157,15 @@ class Search:
         save_checkpoint(self.run_dir, self.state())
 
     def load(self) -> None:
-        """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it."""
+        """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it.
+        With no checkpoint yet (killed in generation 0) the run starts afresh: every log line is dropped."""
+        if not (self.run_dir / CHECKPOINT).is_file():
+            for name in LOGS:
+                truncate_jsonl(self.run_dir / name, -1)
+            return
         st = load_checkpoint(self.run_dir)
         self.gen, self.history = int(st["generation"]), list(st["history"])
-        for name in ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE):
+        for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
@@ -182,11 +188,13 @@ class Search:
 
     # ------------------------------------------------------------ driver
     def run(self, stop_after: int | None = None) -> dict[str, Any]:
-        """Run generations gen+1 .. G; stop early after `stop_after` (tests) or on Ctrl-C."""
-        self._t0, status = time.perf_counter(), "complete"
+        """Run generations gen+1 .. G; stop early after `stop_after` (tests) or on Ctrl-C / SIGTERM.
+        summary.json says `running` until the loop ends, so a killed run never passes for a finished one."""
+        self._t0, status, stopped_by = time.perf_counter(), "complete", None
         from search.progress import SearchProgress
 
-        with SearchProgress(self.G, enabled=self.progress) as bar, _term_as_interrupt():
+        self.write_summary("running")
+        with SearchProgress(self.G, enabled=self.progress) as bar, _term_as_interrupt() as caught:
             try:
                 for g in range(self.gen + 1, self.G + 1):
                     self.step(g)
@@ -195,10 +203,11 @@ class Search:
                         status = "stopped"
                         break
             except KeyboardInterrupt:
-                status = "interrupted"
-        return self.write_summary(status)
+                status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
+        return self.write_summary(status, stopped_by)
 
-    def write_summary(self, status: str) -> dict[str, Any]:
+    def write_summary(self, status: str, interrupted_by: str | None = None) -> dict[str, Any]:
+        """summary.json; `status` (complete | stopped | interrupted | running) is the field consumers check."""
         hv, hv2 = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
         summary = {"status": status, "generations_done": self.gen, "generations": self.G,
                    "hypervolume": hv, "hypervolume_loss_params": hv2,
@@ -212,6 +221,8 @@ class Search:
                    "space": self.space.name, "backend": getattr(self.problem.backend, "name", "?"),
                    "seed": self.seed, "surrogate_version": self.problem.evaluator.version,
                    "run_dir": str(self.run_dir)}
+        if interrupted_by:
+            summary["interrupted_by"] = interrupted_by
         if self.coevo is not None:
             summary["coevolution"] = self.coevo.summary()
         atomic_write_json(self.run_dir / "summary.json", summary)
@@ -220,14 +231,18 @@ class Search:
 
 @contextmanager
 def _term_as_interrupt():
-    """SIGTERM (a scheduler's preemption, `kill`) stops like Ctrl-C: keep the last checkpoint, write the summary."""
+    """SIGTERM (a scheduler's preemption, `kill`) stops like Ctrl-C: keep the last checkpoint, write the summary.
+    Yields a dict that names the signal that stopped the run (for the 130 / 143 exit code)."""
+    caught: dict[str, str] = {}
+
     def raise_interrupt(signum, frame):
+        caught["signal"] = "SIGTERM"
         raise KeyboardInterrupt
 
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, raise_interrupt) if main else None
     try:
-        yield
+        yield caught
     finally:
         if main:
             signal.signal(signal.SIGTERM, old)
