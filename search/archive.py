@@ -76,6 +76,28 @@ class ParetoArchive:
         return cls(list(objectives), [dict(r) for r in rows], F.reshape(len(rows), len(objectives)))
 
 
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None]:
+    """(mask, count): which rows' loss interval [loss_lo, loss_hi] overlaps the lowest-loss row's (that row
+    included), i.e. which front members the surrogate cannot tell apart from the best on loss. The count is
+    None (and the mask all False) when the intervals are unknown (an uncalibrated predictor)."""
+    if not rows:
+        return np.zeros(0, dtype=bool), 0
+    m = [r.get("metrics", r) for r in rows]
+    lo, hi = (np.array([_num(x.get(k)) for x in m]) for k in ("loss_lo", "loss_hi"))
+    best = int(np.argmin([_num(x.get("val_loss")) for x in m]))
+    if not (np.isfinite(lo[best]) and np.isfinite(hi[best])):
+        return np.zeros(len(rows), dtype=bool), None
+    mask = (lo <= hi[best]) & (hi >= lo[best])
+    return mask, int(mask.sum())
+
+
 def default_anchor(space: SearchSpace) -> Genome:
     """GPT-2-style uniform stack: round(0.3·L_max) layers, 64-wide heads, n_kv = n_h, d_mlp ≈ 4·d_model.
 

@@ -151,7 +151,7 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
     if kind == "surrogate":
         pred = load_surrogate(ev.get("predictor", f"forgeformer-{space.name}"), space)
         return LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
-                             seed=int(cfg.get("seed", 0)), penalty=penalty)
+                             seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9))
     if kind == "train":
         return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store), penalty=penalty)
     raise SearchConfigError(f"evaluator.kind = {kind!r} is unknown; allowed: surrogate | train")

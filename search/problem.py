@@ -66,7 +66,8 @@ def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
 
 
 class LossEvaluator:
-    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic).
+    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic),
+    and a calibrated interval [lo, hi] around μ at `level` (the predictor's `interval`; NaN without one).
 
     The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
     predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
@@ -75,12 +76,29 @@ class LossEvaluator:
     kind = "surrogate"
 
     def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0,
-                 penalty: QuantPenalty | None = None):
+                 penalty: QuantPenalty | None = None, level: float = 0.9):
         if beta and not n_mc:
             raise SearchConfigError("evaluator.beta > 0 needs evaluator.n_mc > 0 (σ comes from MC dropout)")
+        if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
+            raise SearchConfigError(f"evaluator.interval_level = {level!r}; allowed: a number with 0 < level < 1")
         self.predictor, self.beta, self.n_mc, self.seed = predictor, float(beta), int(n_mc), int(seed)
-        self.penalty = penalty or QuantPenalty()
+        self.penalty, self.level = penalty or QuantPenalty(), float(level)
         self.version = 0  # bumped by every co-evolution hot-swap
+
+    def interval(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The predictor's calibrated (lo, hi) around μ (which includes any quantization penalty: the
+        interval covers the surrogate's error only); NaN when the predictor has no calibration."""
+        if not hasattr(self.predictor, "interval"):
+            nan = np.full(len(mu), np.nan)
+            return nan, nan.copy()
+        lo, hi = self.predictor.interval(np.asarray(mu, float), np.asarray(sigma, float), self.level)
+        return np.asarray(lo, float), np.asarray(hi, float)
+
+    def interval_info(self) -> dict[str, Any]:
+        """{level, method, source} for summary.json and the export card."""
+        info = getattr(self.predictor, "interval_info", None)
+        got = info(self.n_mc > 0) if info else {"method": "none", "source": "the predictor has no interval"}
+        return {"level": self.level, **got}
 
     def swap(self, predictor: Any) -> None:
         self.predictor, self.version = predictor, self.version + 1
@@ -110,6 +128,13 @@ class TrainEvaluator:
         labels = {lab.genome.id: float(lab.label) for lab in self.trainer.train(arch)}
         y = np.array([labels.get(a.id, np.inf) + self.penalty(g.precision) for a, g in zip(arch, genomes)], dtype=float)
         return y, y.copy(), np.zeros_like(y)
+
+    def interval(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A trained label is a measurement: its interval is the point itself."""
+        return np.asarray(mu, float), np.asarray(mu, float).copy()
+
+    def interval_info(self) -> dict[str, Any]:
+        return {"level": 1.0, "method": "measured", "source": "real training (evaluator.kind=train)"}
 
 
 def _seed_torch(seed: int) -> None:
@@ -212,7 +237,10 @@ class ForgeProblem(Problem):
                 self._loss[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
             self.timers[self.evaluator.kind] += time.perf_counter() - t0
         rows = np.array([self._loss[(v, i)] for i in ids], dtype=float).reshape(len(ids), 3)
-        return {LOSS: rows[:, 0], "mu": rows[:, 1], "sigma": rows[:, 2]}
+        out = {LOSS: rows[:, 0], "mu": rows[:, 1], "sigma": rows[:, 2]}
+        if hasattr(self.evaluator, "interval"):  # injected evaluators (tests) may have none
+            out["loss_lo"], out["loss_hi"] = self.evaluator.interval(rows[:, 1], rows[:, 2])
+        return out
 
     def _cost_metrics(self, genomes: list[Genome], ids: list[str]) -> dict[str, np.ndarray]:
         todo = list(dict.fromkeys(i for i in ids if i not in self._cost))
@@ -249,9 +277,9 @@ class ForgeProblem(Problem):
         self.n_evaluated += len(X)
 
     def record(self, genome: Genome, m: dict[str, np.ndarray], j: int) -> dict[str, Any]:
-        """One JSON-able row: objectives, constraint values, μ/σ, feasibility and the backend's reason."""
+        """One JSON-able row: objectives, constraint values, μ/σ and the loss interval, feasibility, the backend's reason."""
         keys = dict.fromkeys([*self.objectives, *(c.name for c in self.constraints), LOSS, "mu", "sigma",
-                              "params", *CORE_COST])
+                              "loss_lo", "loss_hi", "params", *CORE_COST])
         vals = {k: _num(m[k][j]) for k in keys if k in m}
         feasible = bool(m["feasible"][j] > 0) and all(float(c.g(m[c.name][j:j + 1])[0]) <= 0 for c in self.constraints)
         design = dict(self._design.get(genome.id, {}))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
@@ -22,6 +24,20 @@ from surrogate.forgeformer import FFConfig, FFModule, ForgeFormer
 
 for _name in ("lightning.pytorch", "lightning.fabric", "lightning"):
     logging.getLogger(_name).setLevel(logging.ERROR)
+
+# Lightning's notes that a Forge user can do nothing about (seen on every co-evolution refit)
+LIGHTNING_NOTES = (r"You defined a `validation_step` but have no `val_dataloader`", r".*does not have many workers",
+                   r"Your `IterableDataset` has `__len__` defined", r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                   r"The number of training batches .* is smaller than the logging interval")
+
+
+@contextmanager
+def quiet_fit() -> Iterator[None]:
+    """Silence LIGHTNING_NOTES around one fit only (warnings.catch_warnings restores the filters after)."""
+    with warnings.catch_warnings():
+        for pattern in LIGHTNING_NOTES:
+            warnings.filterwarnings("ignore", message=pattern)
+        yield
 
 
 @dataclass
@@ -101,7 +117,8 @@ def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, s
     else:
         tl = DataLoader(ds, batch_size=recipe.batch, shuffle=True, generator=torch.Generator().manual_seed(seed))
     vl = DataLoader(TensorDataset(*_tensors(*val)), batch_size=max(1, len(val[2]))) if val is not None else None
-    _trainer(recipe.epochs, vl is not None, recipe.accelerator).fit(module, tl, vl)
+    with quiet_fit():
+        _trainer(recipe.epochs, vl is not None, recipe.accelerator).fit(module, tl, vl)
     if module.best_state is not None:
         module.model.load_state_dict(module.best_state)
     module.model.cpu()  # predictors and checkpoints live on the CPU
@@ -163,5 +180,6 @@ def finetune_member(model: ForgeFormer, new: tuple, replay: tuple, ratio: float,
     module = FFModule(model.cfg, lr, 0.0, 0.0, y_std)
     module.model.load_state_dict(model.state_dict())
     loader = DataLoader(ReplayBatches(new, replay, ratio, batch, seed), batch_size=None)
-    _trainer(epochs, False).fit(module, loader)
+    with quiet_fit():
+        _trainer(epochs, False).fit(module, loader)
     return module.model.eval()

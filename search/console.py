@@ -1,0 +1,109 @@
+"""The main job's last screen: a rich table of the Pareto front, then the run folder and the next commands.
+
+Members are sorted by predicted loss, each with μ ± its calibrated interval (surrogate/conformal.py),
+parameters, TTFT, TPOT and energy. The knee (what `forge-export select=knee` picks) is marked, and so
+is every member whose loss interval overlaps the best member's: the surrogate cannot tell those apart
+on loss, so their count is how many really distinct loss choices the front holds. `quiet=true`,
+`json=true` or `--json` print the machine-readable summary instead (for scripts).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from search.archive import loss_overlap
+from search.export import ExportError, select
+from search.state import read_jsonl
+
+# (metric, header, scale, format): the cost and size columns after the loss
+COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "{:.3g}"),
+           ("tpot_ms", "TPOT ms", 1.0, "{:.3g}"), ("energy_per_token_uj", "energy µJ/tok", 1.0, "{:.4g}"))
+MAX_ROWS = 30  # longer fronts print their best members and the knee; pareto.jsonl holds them all
+
+
+def _f(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _fmt(x: Any, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
+    v = _f(x)
+    return fmt.format(v * scale) if math.isfinite(v) else "–"
+
+
+def front_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's Pareto rows, lowest predicted loss first."""
+    p = Path(run_dir) / "pareto.jsonl"
+    rows = read_jsonl(p) if p.is_file() else []
+    return sorted(rows, key=lambda r: (_f(r["metrics"].get("val_loss")), r["id"]))
+
+
+def _knee(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> str | None:
+    try:
+        return select(list(rows), "knee", list(objectives))[0]["id"] if rows and objectives else None
+    except (ExportError, KeyError):
+        return None
+
+
+def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int = MAX_ROWS) -> Table:
+    """The table itself (a rich Table); rows past `limit` are left out except the knee."""
+    iv = summary.get("loss_interval") or {}
+    level = iv.get("level")
+    same, n_same = loss_overlap(rows)
+    knee = _knee(rows, summary.get("objectives") or [])
+    t = Table(title=f"Pareto front: {len(rows)} members ({summary.get('status', '?')}, "
+                    f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
+              box=box.SIMPLE_HEAD)
+    pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
+    for head in ("#", "", "id", f"loss μ ± {pct}", *(c[1] for c in COLUMNS)):
+        t.add_column(head, justify="left" if head in ("", "id") else "right", no_wrap=True)
+    shown = [j for j, r in enumerate(rows) if j < limit or r["id"] == knee]
+    for j in shown:
+        m = rows[j]["metrics"]
+        lo, hi, mu = _f(m.get("loss_lo")), _f(m.get("loss_hi")), _f(m.get("mu", m.get("val_loss")))
+        half = f" ± {(hi - lo) / 2:.3f}" if math.isfinite(lo) and math.isfinite(hi) else " ± ?"
+        mark = " ".join(x for x, on in (("knee", rows[j]["id"] == knee), ("≈", bool(same[j]))) if on)
+        t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + half,
+                  *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in COLUMNS),
+                  style="bold" if rows[j]["id"] == knee else None)
+    t.caption = _caption(len(rows), len(shown), n_same, iv)
+    t.caption_justify = "left"
+    return t
+
+
+def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> str:
+    more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
+    if n_same is None:
+        return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
+    return (f"{more}≈: {n_same} of {n} members have a loss interval overlapping the best member's (the "
+            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}.")
+
+
+def next_commands(run_dir: str | Path) -> list[str]:
+    return [f"forge-report runs={run_dir}", f"forge-export run={run_dir} select=knee",
+            f"forge-verify run={run_dir}"]
+
+
+def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, console: Console | None = None) -> None:
+    """Print the last screen: the JSON `brief` (scripts) or the front table with the next steps."""
+    if as_json:
+        print(json.dumps(brief, indent=2))
+        return
+    console = console or Console()
+    if not console.is_terminal:  # piped or logged: no terminal width to respect, keep rows on one line
+        console.width = max(console.width, 110)
+    run_dir = summary.get("run_dir", "?")
+    console.print(front_table(front_rows(run_dir), summary))
+    console.print(f"hypervolume {_fmt(summary.get('hypervolume'), '{:.4f}')} after generation "
+                  f"{summary.get('generations_done')} of {summary.get('generations')}, "
+                  f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
+    console.print(f"run directory: {run_dir}")
+    console.print("next:\n" + "\n".join(f"  {c}" for c in next_commands(run_dir)), highlight=False)
