@@ -7,16 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
-from forge.config import CONFIG_PATH
-from forge.genome import GenomeError
+from forge.config import forge_main
 from forge.io import atomic_write_json
 
 
@@ -59,12 +56,9 @@ def print_summary(s: dict[str, Any], top: int = 8) -> None:
         con.print(ot)
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-hw", version_base="1.3")
+@forge_main("forge-hw")
 def main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except (BackendError, GenomeError, FileNotFoundError) as e:
-        raise SystemExit(f"forge-hw: {e}") from None
+    run(cfg)
 
 
 if __name__ == "__main__":
