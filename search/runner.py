@@ -21,7 +21,7 @@ from pymoo.core.population import Population
 
 from forge.io import atomic_write_json, atomic_write_text
 from search.algorithms import make_algorithm, pop_state, restore
-from search.archive import Hypervolume, ParetoArchive, default_anchor
+from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
 from search.state import CHECKPOINT, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
@@ -206,6 +206,13 @@ class Search:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
         return self.write_summary(status, stopped_by)
 
+    def _interval_summary(self) -> dict[str, Any]:
+        """The contract's `loss_interval`: level, method, source, and the front members whose interval
+        overlaps the best member's (search.archive.loss_overlap)."""
+        info = getattr(self.problem.evaluator, "interval_info", None)
+        out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
+        return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1]}
+
     def write_summary(self, status: str, interrupted_by: str | None = None) -> dict[str, Any]:
         """summary.json; `status` (complete | stopped | interrupted | running) is the field consumers check."""
         hv, hv2 = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
@@ -220,7 +227,7 @@ class Search:
                                  "ref": self.hv.ref}, "algorithm": self.cfg["search"].get("algorithm", "nsga"),
                    "space": self.space.name, "backend": getattr(self.problem.backend, "name", "?"),
                    "seed": self.seed, "surrogate_version": self.problem.evaluator.version,
-                   "run_dir": str(self.run_dir)}
+                   "run_dir": str(self.run_dir), "loss_interval": self._interval_summary()}
         if interrupted_by:
             summary["interrupted_by"] = interrupted_by
         if self.coevo is not None:
