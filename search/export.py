@@ -22,7 +22,7 @@ from forge.importers import load_genome
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
-FORMATS = ("yaml", "json", "pt", "safetensors")
+FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
 
 class ExportError(ValueError):
@@ -122,16 +122,33 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     wfile = dest / ("model.pt" if fmt == "pt" else "model.safetensors")
     if fmt == "pt":
         torch.save(model.state_dict(), wfile)
-    else:
+    elif fmt != "hf":  # hf: write_hf below saves the weights under transformers' names
         save_model(model, str(wfile))
     info = {"id": genome.id, "genome_file": gfile.name, "weights_file": wfile.name,
             "weights": f"trained ({src})" if src else f"random init (seed {seed})",
             "params": model.num_params(), "n_layers": genome.n_active, "metrics": row["metrics"],
             "precision": genome.precision.to_dict() if genome.precision else None, "design": row.get("design"),
             "generation": row.get("generation"), **card}
+    if fmt == "hf":
+        from search.hf_export import write_hf
+
+        info["hf"] = write_hf(model, genome, dest, model_card(info, genome))
     atomic_write_json(dest / "export.json", info)
     atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
     return info
+
+
+def loss_line(info: dict[str, Any]) -> str:
+    """The predicted loss with its calibrated interval and where the calibration came from (or why none)."""
+    m, iv = info["metrics"], info.get("loss_interval") or {}
+    mu, lo, hi = (m.get(k) for k in ("mu", "loss_lo", "loss_hi"))
+    if not all(isinstance(x, (int, float)) for x in (mu, lo, hi)):
+        return f"Predicted loss: {mu} (no calibrated interval: {iv.get('source', 'the run recorded none')})."
+    src = iv.get("source")
+    src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
+           if isinstance(src, dict) else str(src))
+    return (f"Predicted loss: {mu:.4f}, {iv.get('level', 0.9):.0%} interval [{lo:.4f}, {hi:.4f}] "
+            f"({iv.get('method')}; {src}). A prediction, not a measurement: `forge-verify` trains it.")
 
 
 def model_card(info: dict[str, Any], genome: Genome) -> str:
@@ -144,6 +161,8 @@ IHA decoder found by forge-search (run `{info.get('run')}`, generation {info.get
 Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
 
 ## Objectives and metrics (as evaluated during the search)
+{loss_line(info)}
+
 | metric | value |
 | --- | --- |
 {metrics}
@@ -194,11 +213,16 @@ def run(cfg: Any) -> dict[str, Any]:
     fmt = str(c.get("format", "safetensors"))
     if fmt not in FORMATS:
         raise ExportError(f"format={fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
+    if fmt == "hf":
+        from search.hf_export import require_transformers
+
+        require_transformers()
     status = require_complete(run_dir, bool(c.get("allow_partial", False)), "run")
     rows = read_jsonl(run_dir / "pareto.jsonl")
     chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows))
     run_cfg = _run_config(run_dir)
-    card = {"run": str(run_dir), "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
+    card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
+            "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     out = check_writable(Path(c.get("out") or "exported"), "out")
@@ -208,6 +232,11 @@ def run(cfg: Any) -> dict[str, Any]:
                "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
     atomic_write_json(out / "export_summary.json", summary)
     return summary
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    p = run_dir / "summary.json"
+    return json.loads(p.read_text()) if p.is_file() else {}
 
 
 def _run_config(run_dir: Path) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def plot_pareto(run: dict[str, Any], path: Path) -> None:
         on = np.array([r["id"] in par for r in rows], bool)
         if on.any():
             ax.scatter(x[on], loss[on], s=28, facecolors="none", edgecolors="red", linewidths=0.8, label="Pareto archive")
+            _interval_bars(ax, x[on], loss[on], [r for r, o in zip(rows, on) if o], run["summary"])
         ax.set_xlabel(c)
         ax.set_ylabel("val_loss")
         fin = x[np.isfinite(x) & (x > 0)]
@@ -110,6 +111,18 @@ def plot_pareto(run: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{run['label']} seed {run['summary'].get('seed')}", fontsize=9)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """The Pareto members' calibrated loss intervals [loss_lo, loss_hi] as vertical bars (none if uncalibrated)."""
+    lo = np.array([_f(r["metrics"].get("loss_lo")) for r in rows])
+    hi = np.array([_f(r["metrics"].get("loss_hi")) for r in rows])
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(x)
+    if ok.any():
+        level = (summary.get("loss_interval") or {}).get("level", 0.9)
+        err = np.vstack([np.maximum(loss[ok] - lo[ok], 0), np.maximum(hi[ok] - loss[ok], 0)])
+        ax.errorbar(x[ok], loss[ok], yerr=err, fmt="none", ecolor="red", alpha=0.3, lw=0.7,
+                    label=f"{level:.0%} loss interval")
 
 
 def fingerprint(pareto: list[dict[str, Any]], top: int = 50, grid: int = 21) -> dict[str, np.ndarray]:
@@ -170,12 +183,14 @@ def _img(path: Path) -> str:
 
 
 def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
-    head = ["run", "recipe", "seed", "generations", "evaluations", "archive", "HV", "HV(loss,params)", "wall s"]
+    head = ["run", "recipe", "seed", "generations", "evaluations", "archive", "≈best loss", "HV", "HV(loss,params)",
+            "wall s"]
     rows = []
     for r in runs:
         s = r["summary"]
         cells = [r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                 s.get("archive_size"), f"{s.get('hypervolume', 0):.4f}", f"{s.get('hypervolume_loss_params', 0):.4f}",
+                 s.get("archive_size"), (s.get("loss_interval") or {}).get("n_indistinguishable", "–"),
+                 f"{s.get('hypervolume', 0):.4f}", f"{s.get('hypervolume_loss_params', 0):.4f}",
                  f"{s.get('wall_s', 0):.1f}"]
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     table = "<table border=1 cellpadding=3><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
