@@ -19,6 +19,31 @@ follows it; every difference is its own field so a user sees (and can undo) each
     dataflows            the template's allowed spatial mappings, as the release's constraints YAML fixes them.
     dram_write_bytes_per_cycle  (template field) DRAM writes on their own channel. Release: yes — Timeloop's
                          DRAM has read_bandwidth and write_bandwidth each (a half-duplex LPDDR4 bus shares one).
+
+The per-layer driver `hw_exp.py` (`evaluate_layer`, `compute_fusion_savings`, `_pad_D_for_arch`, `ARCH_CONFIGS`):
+
+    qk_fused             Q and K projections as one GEMM of D = (n_h + n_kv)·d_qk, V as its own (hw_exp.py
+                         evaluate_layer, Op 0 QK_gen / Op 1 V_gen). Physical: q, k, v as three GEMMs.
+    attention_rows       tokens | heads: rows of the score and value GEMMs. Release: heads — Op 2/3 run with
+                         seq_length = n_head // n_kv_groups in prefill as in decode (the prompt length is the
+                         context only), scaled by n_kv_groups. Not physical: prefill attention has R·L_p rows.
+    fusion               subtract the inter-operator fusion savings: per edge QK_gen→QK_attn, V_gen→PV_attn,
+                         QK_attn→PV_attn, PV_attn→ATTN_proj, ATTN_proj→FC1, FC1→FC2 (FC1→FC2 only on a layer
+                         without attention) the producer's DRAM output writes / write bw + (its output reads +
+                         the consumer's DRAM input reads) / read bw in cycles, and their DRAM energy, × the
+                         larger endpoint scale (n_kv on edges touching attention); energy capped at 90% of the
+                         layer's; a layer's cycles floored at 0 (hw_exp.py compute_fusion_savings,
+                         _estimate_saved_cycles; evaluate_layer fused=True on every substrate). Not physical:
+                         DRAM time is subtracted from compute-bound GEMMs too.
+    elementwise_energy   norms, softmax and activation carry energy. Release: no — evaluate_layer costs GEMMs
+                         only (no norms, softmax, activation, embedding or LM head energy).
+    pad_d                round a GEMM's output dim D up to a multiple of pad_d when D > pad_d and ragged, inside
+                         the problem (padded weights are read, padded outputs written): hw_exp.py
+                         `_pad_D_for_arch`, d_axis_spatial = 128 on the DXE variants, 0 (off) elsewhere.
+    rank                 (template field) the mapper's objective. Release: edp (mapper.yaml
+                         `optimization_metrics: [edp, delay, energy]`, every substrate).
+    buffers              (template field) the buffers of the architecture file ARCH_CONFIGS really loads
+                         (gemmini: hw_eval/arch/system_gemmini.yaml, not gemmini/arch.yaml).
 """
 from __future__ import annotations
 
@@ -30,7 +55,8 @@ from backends.systolic.template import Template, make_template
 
 CONVENTIONS = ("physical", "llmforge")
 DECODE_CONTEXT = ("exact", "decode_len")
-TEMPLATE_FIELDS = ("spatial", "dataflows", "dram_write_bytes_per_cycle")
+TEMPLATE_FIELDS = ("spatial", "dataflows", "dram_write_bytes_per_cycle", "rank", "buffers")
+ATTENTION_ROWS = ("tokens", "heads")
 
 
 @dataclass(frozen=True)
@@ -42,10 +68,16 @@ class Counting:
     elementwise_latency: bool = True
     decode_context: str = "exact"
     report_clock_ghz: float | None = None
+    qk_fused: bool = False
+    attention_rows: str = "tokens"
+    fusion: bool = False
+    elementwise_energy: bool = True
+    pad_d: int = 0
 
 
 LLMFORGE = {"mlp_gate": False, "head_ops": False, "elementwise_latency": False, "decode_context": "decode_len",
-            "report_clock_ghz": 1.0, "spatial": "divisor"}
+            "report_clock_ghz": 1.0, "spatial": "divisor", "qk_fused": True, "attention_rows": "heads",
+            "fusion": True, "elementwise_energy": False, "pad_d": 0, "rank": "edp"}
 
 
 def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Counting, Template]:
@@ -62,8 +94,11 @@ def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Count
     if over["decode_context"] not in DECODE_CONTEXT:
         raise BackendError(f"backend.llmforge.decode_context = {over['decode_context']!r} is invalid; "
                            f"allowed: {', '.join(DECODE_CONTEXT)}")
+    if over["attention_rows"] not in ATTENTION_ROWS or not (isinstance(over["pad_d"], int) and over["pad_d"] >= 0):
+        raise BackendError(f"backend.llmforge attention_rows = {over['attention_rows']!r}, pad_d = {over['pad_d']!r}; "
+                           f"allowed: attention_rows {' | '.join(ATTENTION_ROWS)}, pad_d an integer >= 0")
     over.setdefault("dram_write_bytes_per_cycle", t.dram_bytes_per_cycle)  # every release DRAM: write = read bandwidth
-    tmpl = {k: (tuple(v) if k == "dataflows" else v) for k, v in over.items() if k in TEMPLATE_FIELDS}
+    tmpl = {k: (tuple(v) if k == "dataflows" else v) for k, v in over.items() if k in TEMPLATE_FIELDS and v is not None}
     t = make_template({**_as_dict(t), **tmpl})  # re-validated, e.g. a bad `spatial`
     return Counting(**{k: v for k, v in over.items() if k not in TEMPLATE_FIELDS}), t
 

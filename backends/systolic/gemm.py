@@ -17,6 +17,14 @@ from backends.systolic.template import Template, make_template
 BIT = {"input": 1, "weight": 2, "output": 4}
 RESIDENT = (None, "weight", "kv")
 _CACHE: dict[tuple, dict[tuple, tuple]] = {}
+COLS = ("cycles", "energy pJ", "DRAM bytes", "DRAM input reads", "DRAM output writes", "DRAM output reads")
+NCOL = len(COLS)  # the DRAM split is what the release's fusion savings subtract (hw_exp.py _estimate_saved_cycles)
+
+
+def _columns(r: dict[str, np.ndarray]) -> np.ndarray:
+    """(S, NCOL) of a `map_many` result, in COLS order."""
+    wr = r["dram_wr"]
+    return np.stack([r["cycles"], r["energy"], r["dram"], r["term:dram_input"], wr, r["term:dram_output"] - wr], axis=1)
 
 
 def _flags(code: float) -> frozenset:
@@ -42,12 +50,12 @@ def _map_cached(t: Template, M, K, N, mode, batch, a_b, w_b, o_b, on_chip, resid
 
 
 def gemm_costs(t: Template, mode: str, rows: np.ndarray) -> np.ndarray:
-    """rows (n, 8) = M, K, N, a_b, w_b, o_b, on-chip bits, resident code → (n, 3) cycles, energy pJ, DRAM bytes."""
+    """rows (n, 8) = M, K, N, a_b, w_b, o_b, on-chip bits, resident code → (n, NCOL) in COLS order."""
     cache = _CACHE.setdefault((t, mode, "gemm"), {})
     if len(rows) == 0:
-        return np.zeros((0, 3))
+        return np.zeros((0, NCOL))
     uniq, inv = np.unique(rows, axis=0, return_inverse=True)
-    vals = np.array([cache.get(k, (np.nan,) * 3) for k in map(tuple, uniq.tolist())], dtype=float).reshape(-1, 3)
+    vals = np.array([cache.get(k, (np.nan,) * NCOL) for k in map(tuple, uniq.tolist())], dtype=float).reshape(-1, NCOL)
     miss = np.flatnonzero(np.isnan(vals[:, 0]))
     if len(miss):
         groups, ginv = np.unique(uniq[miss, 3:], axis=0, return_inverse=True)
@@ -55,26 +63,35 @@ def gemm_costs(t: Template, mode: str, rows: np.ndarray) -> np.ndarray:
             idx = miss[ginv.ravel() == g]
             u = uniq[idx]
             r = map_many(t, u[:, 0], u[:, 1], u[:, 2], *flags[:3], _flags(flags[3]), RESIDENT[int(flags[4])], mode)
-            vals[idx] = np.stack([r["cycles"], r["energy"], r["dram"]], axis=1)
+            vals[idx] = _columns(r)
         cache.update(zip(map(tuple, uniq[miss].tolist()), map(tuple, vals[miss].tolist())))
     return vals[inv.ravel()]
 
 
-def sweep_costs(t: Template, mode: str, rows: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Decode attention summed over contexts lo…hi. rows (n, 8) = kind (0 score, 1 value), R, d, bytes, flags."""
-    cache = _CACHE.setdefault((t, mode, "sweep", lo, hi), {})
+def pad_to(n: np.ndarray, pad: int) -> np.ndarray:
+    """A GEMM's output dim rounded up to a multiple of `pad` when larger than it and ragged (0: unchanged).
+    The release's `_pad_D_for_arch` (hw_exp.py) on the DXE variants, mesh 8 DXT × 16 VAC = 128."""
+    if not pad:
+        return n
+    return np.where((n > pad) & (np.mod(n, pad) != 0), np.ceil(n / pad) * pad, n)
+
+
+def sweep_costs(t: Template, mode: str, rows: np.ndarray, lo: int, hi: int, pad: int = 0) -> np.ndarray:
+    """Decode attention summed over contexts lo…hi. rows (n, 8) = kind (0 score, 1 value), R, d, bytes, flags;
+    `pad`: output dims padded as `pad_to` does."""
+    cache = _CACHE.setdefault((t, mode, "sweep", lo, hi, pad), {})
     if len(rows) == 0:
-        return np.zeros((0, 3))
+        return np.zeros((0, NCOL))
     uniq, inv = np.unique(rows, axis=0, return_inverse=True)
-    vals = np.empty((len(uniq), 3))
+    vals = np.empty((len(uniq), NCOL))
     ctx = np.arange(lo, hi + 1, dtype=float)
     for i, key in enumerate(map(tuple, uniq.tolist())):
         if key not in cache:
             kind, R, d = key[:3]
             M, fixed = np.full_like(ctx, R), np.full_like(ctx, d)
             K, N = (fixed, ctx) if kind == 0 else (ctx, fixed)
-            r = map_many(t, M, K, N, *key[3:6], _flags(key[6]), RESIDENT[int(key[7])], mode)
-            cache[key] = (r["cycles"].sum(), r["energy"].sum(), r["dram"].sum())
+            r = map_many(t, M, K, pad_to(N, pad), *key[3:6], _flags(key[6]), RESIDENT[int(key[7])], mode)
+            cache[key] = tuple(_columns(r).sum(axis=0))
         vals[i] = cache[key]
     return vals[inv.ravel()]
 

@@ -6,7 +6,8 @@ and the loop order (which of m/n/k is innermost; with three loops only the inner
 — and keeps the fastest (ties: least energy). Per mapping:
 
     cycles = max(compute cycles, DRAM bytes / DRAM bandwidth, max over buffers of bytes / port bandwidth)
-    (buffers are listed outermost first: the last one holding an operand feeds the array and takes its
+    (`rank: edp` ranks by cycles × energy instead, as the release's mapper.yaml `optimization_metrics:
+    [edp, delay, energy]` does; buffers are listed outermost first: the last one holding an operand feeds the array and takes its
     per-fold reads and partial sums; an outer one only stages what passes through it. A buffer with a
     write port of its own, or a duplex DRAM, is busy for max(reads / read bw, writes / write bw).
     Weights that stream past a resident weight memory are staged in it, so they can be reused.)
@@ -113,9 +114,9 @@ def map_many(t: Template, M: Any, K: Any, N: Any, a_b: float = 1.0, w_b: float =
         cand["cycles"] = np.where(g["fits"], cand["cycles"], np.inf)
         cand.update(tm=g["tm"], tk=g["tk"], tn=g["tn"], inner=g["ii"] + 0 * g["tm"],
                     df=np.full_like(g["tm"], DATAFLOWS.index(df)))
-        r = _best(cand)
-        if best is not None:  # fastest, then least energy, across dataflows
-            c0, c1 = best["cycles"], r["cycles"]
+        r = _best(cand, t.rank)
+        if best is not None:  # by the template's ranking objective, then least energy, across dataflows
+            c0, c1 = _score(best, t.rank), _score(r, t.rank)
             better = (c1 < c0 * (1 - 1e-12)) | ((c1 <= c0 * (1 + 1e-12)) & (r["energy"] < best["energy"]))
             r = {k: np.where(better, v, best[k]) for k, v in r.items()}
         best = r
@@ -195,7 +196,7 @@ def _dataflow_costs(t, df, M, K, N, g, resident, w_b, mode, macs):
     if resident:
         energy = energy + reads["weight"] * t.resident_pj(resident)
     energy = energy + cycles * t.leak_pj_per_cycle
-    out = {"cycles": cycles, "energy": energy, "dram": dram_total, "comp": comp}
+    out = {"cycles": cycles, "energy": energy, "dram": dram_total, "comp": comp, "dram_wr": wr + 0 * cycles}
     out.update({f"term:{k}": v for k, v in terms.items()})
     return {k: np.broadcast_to(v, cycles.shape) for k, v in out.items()}
 
@@ -226,9 +227,14 @@ def _accesses(r: dict[str, np.ndarray], t: Template, resident: str | None) -> di
                                  np.zeros_like(r["cycles"])) for b, pairs in _ports(t, resident)}
 
 
-def _best(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per shape, the fastest tiling (ties: least energy) of one dataflow's (S, T) candidates."""
-    cyc = c["cycles"]
+def _score(c: dict[str, np.ndarray], rank: str) -> np.ndarray:
+    """The ranking objective: delay (cycles) or energy-delay product (Timeloop's `edp`)."""
+    return c["cycles"] * c["energy"] if rank == "edp" else c["cycles"]
+
+
+def _best(c: dict[str, np.ndarray], rank: str = "delay") -> dict[str, np.ndarray]:
+    """Per shape, the best tiling by `rank` (ties: least energy) of one dataflow's (S, T) candidates."""
+    cyc = _score(c, rank)
     cmin = cyc.min(axis=1, keepdims=True)
     j = np.argmin(np.where(cyc <= cmin * (1 + 1e-12), c["energy"], np.inf), axis=1)
     rows = np.arange(cyc.shape[0])

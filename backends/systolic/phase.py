@@ -16,7 +16,8 @@ import numpy as np
 
 from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS
-from backends.systolic.gemm import BIT, gemm_costs, map_gemm, sweep_costs
+from backends.systolic.gemm import BIT, NCOL, gemm_costs, map_gemm, pad_to, sweep_costs
+from backends.systolic.fusion import fusion_savings
 from forge.arrays import PopArrays
 from forge.workload import ELEM_J, GEMM_J, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
 
@@ -24,8 +25,8 @@ SCORE_J, VALUE_J, SOFTMAX_J = OP_NAMES.index("attn_score"), OP_NAMES.index("attn
 
 
 def _scatter(shape: tuple, idx: tuple, vals: np.ndarray, scale: Any = 1.0) -> list[np.ndarray]:
-    out = [np.zeros(shape) for _ in range(3)]
-    for i in range(3):
+    out = [np.zeros(shape) for _ in range(NCOL)]
+    for i in range(NCOL):
         out[i][idx] = vals[:, i] * scale
     return out
 
@@ -38,34 +39,36 @@ def _gemms(b, tab: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
     idx = np.nonzero(mask)
     on = (BIT["input"] | BIT["output"]) if t.activations_on_chip else 0
     wb, ab, _ = (x[idx[0]] for x in gb)
-    rows = np.column_stack([tab.M[idx], tab.K[idx], tab.N[idx], ab, wb, ab, np.full(len(wb), on),
-                            w_res[idx[0]].astype(float)])
+    rows = np.column_stack([tab.M[idx], tab.K[idx], pad_to(tab.N[idx], b.counting.pad_d), ab, wb, ab,
+                            np.full(len(wb), on), w_res[idx[0]].astype(float)])
     return _scatter(shape, idx, gemm_costs(t, b.mode, rows))
 
 
 def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, batch: int, sweep: tuple | None):
-    """Score and value GEMMs per KV group (R query heads stacked as rows), batch = B·n_kv."""
-    t, shape = b.t, tab.flops.shape
+    """Score and value GEMMs per KV group (R query heads stacked as rows), batch = B·n_kv. attention_rows=heads
+    (the release): R = n_h // n_kv rows whatever the tokens (hw_exp.py evaluate_layer, Op 2/3)."""
+    t, shape, heads = b.t, tab.flops.shape, b.counting.attention_rows == "heads"
     att = np.nonzero(tab.flops[:, :, SCORE_J] > 0)
-    R = np.ceil(pop.n_h[att] / pop.n_kv[att])
+    R = np.floor(pop.n_h[att] / pop.n_kv[att]) if heads else np.ceil(pop.n_h[att] / pop.n_kv[att])
     bkv = batch * pop.n_kv[att].astype(float)
     res = np.where(kv_res[att[0]], 2.0, 0.0)
     on_chip_act = t.activations_on_chip
     _, ab, kvb = (x[att[0]] for x in gb)
-    out = [np.zeros(shape) for _ in range(3)]
+    out = [np.zeros(shape) for _ in range(NCOL)]
     for j, kind in ((SCORE_J, 0), (VALUE_J, 1)):
         fused = BIT["output"] if kind == 0 else BIT["input"]
         on = (fused if t.fused_attention else 0) | ((BIT["input"] | BIT["output"]) if on_chip_act else 0)
         n = len(R)
         common = [ab, kvb, ab, np.full(n, float(on)), res]
         if sweep is None:
-            rows = np.column_stack([tab.M[att + (j,)] * R, tab.K[att + (j,)], tab.N[att + (j,)]] + common)
+            M = R if heads else tab.M[att + (j,)] * R
+            rows = np.column_stack([M, tab.K[att + (j,)], pad_to(tab.N[att + (j,)], b.counting.pad_d)] + common)
             vals = gemm_costs(t, b.mode, rows)
         else:
             d = pop.d_qk[att] if kind == 0 else pop.d_v[att]
             rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common)
-            vals = sweep_costs(t, b.mode, rows, *sweep)
-        for i in range(3):
+            vals = sweep_costs(t, b.mode, rows, *sweep, pad=b.counting.pad_d)
+        for i in range(NCOL):
             out[i][att + (j,)] = vals[:, i] * bkv
     return out
 
@@ -82,7 +85,8 @@ def _elementwise(b, tab: OpTable, w_res: np.ndarray, scale: float = 1.0, softmax
     dram = wbytes + abytes
     cyc = np.maximum(el / t.vector_lanes, dram / t.dram_bytes_per_cycle)
     en = el * t.vector_pj + dram * t.dram_pj_per_byte + cyc * t.leak_pj_per_cycle
-    cyc = cyc * float(b.counting.elementwise_latency)  # llmforge: costed for energy only
+    cyc = cyc * float(b.counting.elementwise_latency)  # llmforge: no latency (run.py)
+    en = en * float(b.counting.elementwise_energy)  # llmforge: nor energy (hw_exp.py evaluate_layer: GEMMs only)
     sc = np.full(len(ELEM_J), scale)
     sc[ELEM_J.index(SOFTMAX_J)] = softmax_scale
     out = [np.zeros(tab.flops.shape) for _ in range(3)]
@@ -97,7 +101,8 @@ def _head(b, head: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
     on = (BIT["input"] | BIT["output"]) if t.activations_on_chip else 0
     lm = head.names.index("lm_head")
     wb, ab, _ = gb
-    rows = np.column_stack([head.M[:, 0, lm], head.K[:, 0, lm], head.N[:, 0, lm], ab, wb, ab, np.full(P, on), w_res * 1.0])
+    rows = np.column_stack([head.M[:, 0, lm], head.K[:, 0, lm], pad_to(head.N[:, 0, lm], b.counting.pad_d), ab, wb, ab,
+                            np.full(P, on), w_res * 1.0])
     g = gemm_costs(t, b.mode, rows)
     out = [np.zeros((P, 3)) for _ in range(3)]
     for k, name in enumerate(("embed", "final_norm")):
@@ -113,6 +118,7 @@ def _head(b, head: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
 
 
 def _phase(b, pop, tab, head, gb, w_res, kv_res, batch, n_steps=1, sweep=None, softmax_scale=1.0, att_scale=1.0):
+    """Per-op cycles, energy pJ, DRAM bytes (each (P, O + 3)) and the fusion savings (cycles, pJ; each (P,))."""
     g, a = _gemms(b, tab, gb, w_res), _attention(b, pop, tab, gb, kv_res, batch, sweep)
     e = _elementwise(b, tab, w_res, scale=n_steps, softmax_scale=softmax_scale)
     h = _head(b, head, gb, w_res)
@@ -120,7 +126,12 @@ def _phase(b, pop, tab, head, gb, w_res, kv_res, batch, n_steps=1, sweep=None, s
     for i in range(3):
         lay = g[i] * n_steps + a[i] * att_scale + e[i]
         per_op.append(np.concatenate([lay.sum(axis=1), h[i] * n_steps * float(b.counting.head_ops)], axis=1))
-    return per_op  # cycles, energy pJ, DRAM bytes: each (P, O + 3)
+    saved = (np.zeros(pop.P), np.zeros(pop.P))
+    if b.counting.fusion:  # per step (attention summed over `steps` contexts), × steps
+        steps = 1 if sweep is None else sweep[1] - sweep[0] + 1
+        cyc, en = fusion_savings(b.t, pop, [gi + ai / steps for gi, ai in zip(g, a)])
+        saved = (cyc.sum(axis=1) * n_steps, en.sum(axis=1) * n_steps)
+    return per_op, saved
 
 
 def _mappings(b, tab: OpTable, gb: tuple, i: int, w_res: bool) -> dict[str, dict]:
@@ -146,6 +157,17 @@ def _drop_gate(*tabs: OpTable) -> None:
             getattr(tab, f)[:, :, j] = 0.0
 
 
+def _fuse_qk(*tabs: OpTable) -> None:
+    """llmforge: Q and K projections as one GEMM QK_gen of D = (n_h + n_kv)·d_qk (hw_exp.py Op 0)."""
+    q, k = OP_NAMES.index("q_proj"), OP_NAMES.index("k_proj")
+    for tab in tabs:
+        tab.N[:, :, q] += tab.N[:, :, k]
+        for f in ("flops", "weight_bytes"):  # k's KV-cache writes stay: they size the cache
+            getattr(tab, f)[:, :, q] += getattr(tab, f)[:, :, k]
+            getattr(tab, f)[:, :, k] = 0.0
+        tab.M[:, :, k] = 0.0
+
+
 def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
     prec, B, Lp, n, cnt = wl.precision, wl.batch, wl.prefill, wl.decode, b.counting
     t, lo, hi = b.t, Lp + 1, Lp + n
@@ -154,22 +176,26 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
     pre, dec = layer_ops(pop, Lp, Lp, B, prec), layer_ops(pop, 1, lo, B, prec)
     if not cnt.mlp_gate:
         _drop_gate(pre, dec)
+    if cnt.qk_fused:
+        _fuse_qk(pre, dec)
     hp, hd = head_ops(pop, Lp, 1, B, prec), head_ops(pop, 1, 1, B, prec)
     weights = pre.total("weight_bytes") + hp.op("lm_head")["weight_bytes"][:, 0]
     kv_total = dec.total("kv_write_bytes") * (Lp + n)
     w_res = (weights <= t.resident_bytes("weight")) & (t.resident_bytes("weight") > 0)
     kv_res = (kv_total <= t.resident_bytes("kv")) & (t.resident_bytes("kv") > 0)
     gb = tuple(x[:, 0] for x in genome_bytes(pop, prec))  # (P,) W/A/KV bytes: the genome's, else the workload's
-    p_cyc, p_en, p_dr = _phase(b, pop, pre, hp, gb, w_res, kv_res, B)
+    (p_cyc, p_en, p_dr), (p_fc, p_fe) = _phase(b, pop, pre, hp, gb, w_res, kv_res, B)
     ctx_sum = (lo + hi) * n / 2.0  # Σ c: softmax elements and bytes are ∝ context
-    d_cyc, d_en, d_dr = _phase(b, pop, dec, hd, gb, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
-                               softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
+    (d_cyc, d_en, d_dr), (d_fc, d_fe) = _phase(b, pop, dec, hd, gb, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
+                                               softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
     hz = (cnt.report_clock_ghz or t.clock_ghz) * 1e9
-    ttft, tpot = p_cyc.sum(axis=1) / hz * 1e3, d_cyc.sum(axis=1) / hz / n * 1e3
-    energy = (p_en.sum(axis=1) + d_en.sum(axis=1)) * 1e-6 / (B * (Lp + n))  # pJ → µJ per token of every sequence
+    ttft, tpot = (p_cyc.sum(axis=1) - p_fc) / hz * 1e3, (d_cyc.sum(axis=1) - d_fc) / hz / n * 1e3
+    energy = (p_en.sum(axis=1) + d_en.sum(axis=1) - p_fe - d_fe) * 1e-6 / (B * (Lp + n))  # pJ → µJ per token
     extras = [{"template": t.name, "mode": b.mode, "conventions": b.conventions, "area_mm2": t.area_mm2,
                "weights_resident": bool(w_res[i]),
-               "kv_resident": bool(kv_res[i]), "decode_dram_mb_per_token": float(d_dr[i].sum() / n / 1e6)}
+               "kv_resident": bool(kv_res[i]), "decode_dram_mb_per_token": float(d_dr[i].sum() / n / 1e6),
+               **({"fusion_saved": {"ttft_ms": float(p_fc[i] / hz * 1e3), "tpot_ms": float(d_fc[i] / hz / n * 1e3),
+                                    "energy_uj": float((p_fe[i] + d_fe[i]) * 1e-6)}} if cnt.fusion else {})}
               for i in range(pop.P)]
     if pop.P <= b.breakdown_max:
         for i, e in enumerate(extras):

@@ -16,6 +16,8 @@ buffers, the DRAM link and an energy table, so a new accelerator is a new YAML f
                           write_bandwidth, a dual-ported SRAM), else reads and writes share bytes_per_cycle
     spatial               ceil: a partial fold pads the array (hardware) | divisor: each spatial factor
                           divides its dimension (Timeloop's 'uber' mapspace factorizes dimensions exactly)
+    rank                  the mapper's objective: delay (fastest, ties least energy) | edp (least energy ×
+                          delay: the release's mapper.yaml `optimization_metrics: [edp, delay, energy]`)
     resident              operands preloaded on chip, {weight|kv: {bytes, read_pj_per_byte}}: weights or
                           the KV cache living there never cross DRAM (DXE), if the model fits
     fused_attention       QKᵀ → softmax → PV fused on chip: scores never go to DRAM (FLAT)
@@ -35,6 +37,7 @@ from backends.interface import BackendError
 OPERANDS = ("input", "weight", "output")
 DATAFLOWS = ("ws", "os", "is", "rs")
 SPATIAL = ("ceil", "divisor")
+RANKS = ("delay", "edp")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Template:
     sram_area_um2_per_byte: float = 0.711316
     spatial: str = "ceil"
     dram_write_bytes_per_cycle: float = 0.0
+    rank: str = "delay"
 
     @property
     def macs(self) -> int:
@@ -164,6 +168,8 @@ def make_template(spec: Any) -> Template:
         raise _fail("dataflows", list(dfs), f"a non-empty subset of {list(DATAFLOWS)}")
     if d.get("spatial", "ceil") not in SPATIAL:
         raise _fail("spatial", d.get("spatial"), " | ".join(SPATIAL))
+    if d.get("rank", "delay") not in RANKS:
+        raise _fail("rank", d.get("rank"), " | ".join(RANKS))
     if "rs" in dfs and int(d.get("pe_weight_bytes", 0)) <= 0:
         raise _fail("pe_weight_bytes", d.get("pe_weight_bytes"), "a positive byte count for dataflow rs")
     res = d.get("resident") or {}

@@ -22,23 +22,35 @@ def smollm():
     return load_genome(data_dir() / "archs" / "smollm2-135m.yaml")
 
 
+METRICS = ("ttft_ms", "tpot_ms", "energy_per_token_uj")
+
+
 @pytest.mark.parametrize("name", ["gemmini", "eyeriss", "flat", "simba", "dxe-relaxed"])
-def test_llmforge_is_within_15_percent_of_the_release_reading(name, smollm):
+def test_llmforge_is_within_2_percent_of_the_release_reading(name, smollm):
     r = build_backend(name, conventions="llmforge").evaluate([smollm], WL).row(0)
     ref = release_reading(name, smollm, 256, 256)
-    assert r["ttft_ms"] == pytest.approx(ref["ttft_ms"], rel=0.15)
-    assert r["tpot_ms"] == pytest.approx(ref["tpot_ms"], rel=0.15)
+    for k in METRICS:
+        assert r[k] == pytest.approx(ref[k], rel=0.02), k
+
+
+# Where our mapper's tile menu spills partial sums (flat's 200 KB buffer) or re-reads inputs (simba's 2 MB weight
+# buffer) on the wider models, the release's fusion savings count that traffic (× n_kv on attention edges) while
+# the reading counts compulsory traffic only: TTFT parts there (README "Fidelity").
+SPILLS = {("flat", "pythia-160m"), ("flat", "qwen2.5-0.5b"), ("simba", "pythia-160m"), ("simba", "qwen2.5-0.5b")}
 
 
 @pytest.mark.parametrize("arch", ["pythia-160m", "qwen2.5-0.5b"])
 @pytest.mark.parametrize("name", ["gemmini", "eyeriss", "flat", "simba", "dxe-relaxed"])
 def test_the_agreement_holds_on_other_shapes(name, arch):
-    """Qwen's 896 / 4864 widths do not factor over Eyeriss's 12 rows or fit dxe-relaxed's 3 MB weight memory."""
+    """Qwen's 896 / 4864 widths do not factor over Eyeriss's 12 rows or fit dxe-relaxed's 3 MB weight memory;
+    Pythia's 12 KV groups make the release's savings exceed dxe-relaxed's prefill (TTFT floored at 0 by both)."""
     g = load_genome(data_dir() / "archs" / f"{arch}.yaml")
     r = build_backend(name, conventions="llmforge").evaluate([g], WL).row(0)
     ref = release_reading(name, g, 256, 256)
-    assert r["ttft_ms"] == pytest.approx(ref["ttft_ms"], rel=0.15)
-    assert r["tpot_ms"] == pytest.approx(ref["tpot_ms"], rel=0.15)
+    for k in METRICS[1:] if (name, arch) in SPILLS else METRICS:
+        assert r[k] == pytest.approx(ref[k], rel=0.05, abs=1e-9), k
+    if (name, arch) in SPILLS:
+        assert r["ttft_ms"] < ref["ttft_ms"]  # the extra DRAM traffic only adds savings
 
 
 def pes(name: str, E: int, D: int) -> int:
