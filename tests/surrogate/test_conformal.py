@@ -1,0 +1,157 @@
+"""Conformal loss intervals: coverage at the stated level on held-back folds, the shipped calibrations,
+the checkpoint round trip and `forge-surrogate mode=calibrate`."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from forge.config import data_dir
+from surrogate.cli import run as surrogate_run
+from surrogate.conformal import ConformalInterval, ScoreBins, coverage_cv
+from surrogate.dataset import load_labelset, train_val_test
+from surrogate.fit import held_predictions
+from surrogate.predictor import CheckpointError, load_predictor
+
+TINY_LABELS = data_dir() / "labels" / "iha-tiny-cpu-proxy.jsonl"
+
+
+@pytest.fixture(scope="module")
+def tiny_held():
+    """The shipped tiny surrogate's held-out rows and its predictions on them (deterministic and 10 MC passes)."""
+    torch.set_num_threads(1)
+    p = load_predictor("forgeformer-iha-tiny")
+    t = p.meta["test"]
+    _, _, held = train_val_test(load_labelset(TINY_LABELS), t["seed"], t["test_frac"])
+    return p, held, *held_predictions(p, held, 10, 0)
+
+
+def test_rank_of_the_conformal_quantile():
+    b = ScoreBins.fit(np.zeros(9), np.arange(1.0, 10.0), bins=1)  # scores 1..9
+    assert b.quantile(0.8)[0] == 8.0  # ceil(10 · 0.8) = 8th smallest
+    assert b.quantile(0.9)[0] == 9.0
+    assert b.quantile(0.95)[0] == np.inf  # ceil(10 · 0.95) = 10 > 9 rows: no finite bound exists
+
+
+def test_bins_split_by_predicted_loss_and_keep_at_least_30_rows():
+    mu = np.linspace(2.0, 4.0, 90)
+    b = ScoreBins.fit(mu, np.where(mu < 3.0, 0.1, 1.0), bins=5)
+    assert len(b.scores) == 3 and all(len(s) == 30 for s in b.scores)  # 5 asked, 90 // 30 = 3 allowed
+    assert b.half_width(np.array([2.1, 3.9]), 0.9).tolist() == [0.1, 1.0]  # each μ gets its own bin's width
+
+
+def test_synthetic_heteroscedastic_coverage_on_held_back_folds():
+    rng = np.random.default_rng(0)
+    mu = rng.uniform(2.0, 4.0, 600)
+    scale = 0.02 + 0.1 * (mu - 2.0)  # errors grow with the predicted loss, as on the real label sets
+    y = mu + rng.normal(0.0, 1.0, 600) * scale
+    cv = coverage_cv(y, mu, mu, scale / 7.0, 0.9)  # σ has the right shape but a 7x too small scale
+    for method in ("conformal-residual", "conformal-sigma"):
+        assert abs(cv[method]["coverage"] - 0.9) <= 0.05, cv
+    assert cv["conformal-sigma"]["width"] < cv["conformal-residual"]["width"]  # σ carries the local scale
+
+
+def _uncalibrated(mu_mc, sigma, level=0.9):
+    z = {0.9: 1.6449}[level]  # the textbook Gaussian interval on raw MC-dropout σ: no calibration
+    return mu_mc - z * sigma, mu_mc + z * sigma
+
+
+def test_tiny_surrogate_interval_covers_its_level_on_held_back_folds(tiny_held):
+    """Calibrate on 4 folds of the checkpoint's held-out rows, measure on the 5th: within ±5 points of 90 %.
+    Skipping the calibration (raw σ under a Gaussian z) covers far less, so the same check fails on it."""
+    _, held, mu, mu_mc, sigma = tiny_held
+    cv = coverage_cv(held.y, mu, mu_mc, sigma, 0.9)
+    for method in ("conformal-residual", "conformal-sigma"):
+        assert abs(cv[method]["coverage"] - 0.9) <= 0.05, cv
+    lo, hi = _uncalibrated(mu_mc, sigma)
+    skipped = float(np.mean((held.y >= lo) & (held.y <= hi)))
+    assert abs(skipped - 0.9) > 0.05, skipped  # the check has teeth: without calibration it fails
+
+
+def test_iha_paper_interval_covers_its_level_on_held_back_folds(shared_csv):
+    torch.set_num_threads(1)
+    p = load_predictor("forgeformer-iha-paper")
+    t = p.meta["test"]
+    _, _, held = train_val_test(load_labelset(shared_csv), t["seed"], t["test_frac"])
+    mu, _ = p.predict(held.genomes)
+    cv = coverage_cv(held.y, mu, None, None, 0.9)
+    assert abs(cv["conformal-residual"]["coverage"] - 0.9) <= 0.05, cv
+    assert held.data_hash() == p.conformal.provenance["rows_hash"]  # calibrated on exactly these rows
+
+
+def test_shipped_checkpoints_carry_a_conformal_calibration_with_provenance():
+    for name in ("forgeformer-iha-paper", "forgeformer-iha-tiny"):
+        p = load_predictor(name)
+        prov = p.conformal.provenance
+        assert prov["split"] == f"train_val_test(seed={p.meta['test']['seed']}, test_frac={p.meta['test']['test_frac']})"
+        assert prov["n_rows"] == p.meta["test"]["n_test"] and prov["n_mc"] == 10
+        for method, check in prov["cv_check"].items():
+            if method.startswith("conformal-"):
+                assert abs(check["coverage"] - 0.9) <= 0.05, (name, method, check)
+
+
+def test_interval_is_symmetric_about_mu_and_picks_sigma_only_when_every_sigma_is_positive():
+    p = load_predictor("forgeformer-iha-tiny")
+    mu = np.array([2.9, 3.0, 3.2])
+    lo, hi = p.interval(mu, np.zeros(3), 0.9)
+    assert np.allclose((lo + hi) / 2, mu) and np.all(hi > lo)
+    assert p.interval_info(False)["method"] == "conformal-residual"
+    assert p.interval_info(True)["method"] == "conformal-sigma"
+    lo2, hi2 = p.interval(mu, np.full(3, 0.01), 0.9)
+    assert not np.allclose(hi2 - lo2, hi - lo)
+    lo8, hi8 = p.interval(mu, np.zeros(3), 0.5)
+    assert np.all(hi8 - lo8 < hi - lo)  # a lower level gives a narrower interval
+    with pytest.raises(ValueError, match="allowed: a number with 0 < level < 1"):
+        p.interval(mu, np.zeros(3), 1.5)
+
+
+def test_uncalibrated_checkpoint_gives_nan_not_zero_width(tmp_path):
+    p = load_predictor("forgeformer-iha-tiny")
+    p.conformal = None
+    p.save(tmp_path / "plain")
+    q = load_predictor(tmp_path / "plain")
+    lo, hi = q.interval(np.array([3.0]), np.zeros(1), 0.9)
+    assert np.isnan(lo).all() and np.isnan(hi).all() and q.interval_info(False)["method"] == "none"
+
+
+def test_round_trip_and_malformed_sidecar(tmp_path):
+    p = load_predictor("forgeformer-iha-tiny")
+    p.save(tmp_path / "ck")
+    q = load_predictor(tmp_path / "ck")
+    assert q.conformal == p.conformal
+    meta = json.loads((tmp_path / "ck.json").read_text())
+    meta["conformal"]["residual"]["scores"] = [[-1.0]]
+    (tmp_path / "ck.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="conformal"):
+        load_predictor(tmp_path / "ck")
+
+
+def _cal_cfg(tmp_path, ckpt, data):
+    return OmegaConf.create({"mode": "calibrate", "ckpt": str(ckpt), "data": str(data), "seed": 0, "threads": 1,
+                             "out_dir": str(tmp_path / "out"), "interval": {"n_mc": 10, "bins": 3, "level": 0.9}})
+
+
+def _copy_tiny(tmp_path):
+    src = data_dir() / "surrogate" / "forgeformer-iha-tiny"
+    for ext in (".json", ".safetensors"):
+        shutil.copy(src.with_suffix(ext), tmp_path / f"ck{ext}")
+    return tmp_path / "ck"
+
+
+def test_mode_calibrate_reproduces_the_shipped_tiny_calibration(tmp_path):
+    _copy_tiny(tmp_path)
+    meta = json.loads((tmp_path / "ck.json").read_text())
+    del meta["conformal"]
+    (tmp_path / "ck.json").write_text(json.dumps(meta))
+    res = surrogate_run(_cal_cfg(tmp_path, tmp_path / "ck", TINY_LABELS))
+    assert res["n_rows"] == 68
+    assert load_predictor(tmp_path / "ck").conformal == load_predictor("forgeformer-iha-tiny").conformal
+
+
+def test_mode_calibrate_refuses_labels_that_do_not_remake_the_training_split(tmp_path, tiny_jsonl):
+    with pytest.raises(ValueError, match="does not re-make .* training split"):
+        surrogate_run(_cal_cfg(tmp_path, _copy_tiny(tmp_path), tiny_jsonl))
