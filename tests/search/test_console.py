@@ -1,0 +1,135 @@
+"""The main job's last screen: loss intervals in the run files, the front table, and the JSON form."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from search.archive import loss_overlap
+from search.cli import json_argv
+from search.console import front_rows, front_table, show_end
+from search.export import select
+from search.state import read_jsonl
+from tests.search.fakes import FakePredictor
+
+HALF = 0.03
+
+
+class IntervalPredictor(FakePredictor):
+    """The fake predictor with a fixed-width calibrated interval, as a conformal checkpoint has."""
+
+    def interval(self, mu, sigma, level):
+        return np.asarray(mu) - HALF, np.asarray(mu) + HALF
+
+    def interval_info(self, has_sigma):
+        return {"method": "conformal-residual", "source": {"n_rows": 10, "data": "fake", "split": "fake"}}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from backends.interface import Workload
+    from forge.space import load_space
+    from search.problem import LossEvaluator
+    from search.runner import Search
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend
+
+    d = tmp_path_factory.mktemp("run")
+    ev = LossEvaluator(IntervalPredictor(), level=0.9)
+    Search(tiny_cfg(), d, load_space("iha-tiny"), ev, FakeBackend(), Workload()).run()
+    return d
+
+
+def test_every_row_and_the_summary_carry_the_interval(run_dir):
+    s = json.loads((run_dir / "summary.json").read_text())
+    for name in ("archive.jsonl", "pareto.jsonl"):
+        for r in read_jsonl(run_dir / name):
+            m = r["metrics"]
+            assert {"val_loss", "mu", "sigma", "loss_lo", "loss_hi"} <= set(m)
+            assert m["loss_lo"] == pytest.approx(m["mu"] - HALF) and m["loss_hi"] == pytest.approx(m["mu"] + HALF)
+    iv = s["loss_interval"]
+    assert (iv["level"], iv["method"], iv["source"]["data"]) == (0.9, "conformal-residual", "fake")
+    rows = read_jsonl(run_dir / "pareto.jsonl")
+    best = min(r["metrics"]["val_loss"] for r in rows)
+    assert iv["n_indistinguishable"] == sum(r["metrics"]["mu"] - HALF <= best + HALF for r in rows) >= 1
+
+
+def test_overlap_needs_both_ends_and_is_unknown_without_intervals():
+    rows = [{"metrics": {"val_loss": 2.0, "loss_lo": 1.9, "loss_hi": 2.1}},
+            {"metrics": {"val_loss": 2.15, "loss_lo": 2.05, "loss_hi": 2.25}},  # overlaps [1.9, 2.1]
+            {"metrics": {"val_loss": 2.3, "loss_lo": 2.2, "loss_hi": 2.4}}]  # does not
+    mask, n = loss_overlap(rows)
+    assert mask.tolist() == [True, True, False] and n == 2
+    mask, n = loss_overlap([{"metrics": {"val_loss": 2.0, "loss_lo": "nan", "loss_hi": "nan"}}])
+    assert n is None and not mask.any()
+
+
+def _text(table_or_fn) -> str:
+    con = Console(record=True, width=140, force_terminal=False)
+    con.print(table_or_fn)
+    return con.export_text()
+
+
+def test_front_table_columns_order_marks_and_caption(run_dir):
+    s = json.loads((run_dir / "summary.json").read_text())
+    rows = front_rows(run_dir)
+    t = front_table(rows, s)
+    heads = [c.header for c in t.columns]
+    assert heads == ["#", "", "id", "loss μ ± 90%", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
+    losses = [r["metrics"]["val_loss"] for r in rows]
+    assert losses == sorted(losses)  # best first
+    text = _text(t)
+    knee = select(rows, "knee", s["objectives"])[0]["id"]
+    knee_line = next(line for line in text.splitlines() if knee[:8] in line)
+    assert "knee" in knee_line and sum("knee" in line for line in text.splitlines()) == 1
+    assert f"{rows[0]['metrics']['mu']:.3f} ± {HALF:.3f}" in text
+    marked = sum(" ≈ " in line or "knee ≈" in line for line in text.splitlines() if line.strip()[:1].isdigit())
+    assert marked == s["loss_interval"]["n_indistinguishable"]
+    assert f"{marked} of {len(rows)} members" in text
+
+
+def test_long_front_shows_the_best_rows_and_the_knee(run_dir):
+    s = json.loads((run_dir / "summary.json").read_text())
+    rows = front_rows(run_dir)
+    knee = select(rows, "knee", s["objectives"])[0]["id"]
+    t = front_table(rows, s, limit=1)
+    assert t.row_count == (1 if rows[0]["id"] == knee else 2)
+    assert f"{len(rows) - t.row_count} more in pareto.jsonl" in _text(t)
+
+
+def test_last_screen_table_with_next_steps_or_json(run_dir, capsys):
+    s = json.loads((run_dir / "summary.json").read_text())
+    con = Console(record=True, width=140)
+    show_end(s, {"status": s["status"], "loss_interval": s["loss_interval"]}, as_json=False, console=con)
+    text = con.export_text()
+    capsys.readouterr()
+    assert f"run directory: {run_dir}" in text
+    for cmd in ("forge-report runs=", "forge-export run=", "forge-verify run="):
+        assert cmd + str(run_dir) in text
+    show_end(s, {"status": s["status"], "loss_interval": s["loss_interval"]}, as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "complete" and out["loss_interval"]["n_indistinguishable"] >= 1
+
+
+def test_json_flag_becomes_an_override():
+    assert json_argv(["seed=1", "--json"]) == ["seed=1", "json=true"]
+    assert json_argv(["seed=1"]) == ["seed=1"]
+
+
+@pytest.mark.slow  # ~12 s: Hydra and the real tiny surrogate on the roofline
+def test_forge_search_main_prints_json_with_quiet(tmp_path, capsys, monkeypatch):
+    """The console entry end to end (Hydra, the tiny shipped surrogate, a 1-generation budget): --json
+    gives the machine-readable form with the calibrated interval's summary."""
+    import sys
+
+    from search.cli import search_main
+
+    monkeypatch.setattr(sys, "argv", ["forge-search", "space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny",
+                                      "search.generations=1", "search.pop_size=6", "search.offspring=6",
+                                      "progress=false", f"hydra.run.dir={tmp_path}", "--json"])
+    search_main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["loss_interval"]["method"] == "conformal-residual" and out["loss_interval"]["level"] == 0.9
+    assert isinstance(out["loss_interval"]["n_indistinguishable"], int)
