@@ -41,6 +41,7 @@ Sources (../shared/reference/llmforge-release): the per-layer driver `hw_exp.py`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from forge.genome import Genome
@@ -173,17 +174,24 @@ def _buffer_energy(t, L: int, E: int, D: int, folds_d: int, folds_e: int, in_rd:
     return e
 
 
-def fusion(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]]) -> tuple[float, float]:
-    """(cycles, energy pJ) the release subtracts for a layer's fused edges (hw_exp.py compute_fusion_savings)."""
-    edges = ATTN_EDGES if len(gemms) == 7 else MLP_EDGES
-    cyc = en = 0.0
-    for p, c in edges:
+def edge_savings(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]]) -> list[tuple[str, float, float]]:
+    """(edge, cycles, energy pJ) per fused edge of a layer (hw_exp.py _estimate_saved_cycles, before the cap)."""
+    out = []
+    for p, c in ATTN_EDGES if len(gemms) == 7 else MLP_EDGES:
         scale = max(gemms[p].scale, gemms[c].scale)  # "use the max scale since both endpoints contribute"
-        out, inp = costs[p], costs[c]
-        cyc += (out["out_wr"] / s.dram_write + (out["out_rd"] + inp["in_rd"]) / s.dram_read) * scale
-        en += (out["out_wr"] + out["out_rd"] + inp["in_rd"]) * t.dram_pj_per_byte * scale
+        prod, cons = costs[p], costs[c]
+        cyc = prod["out_wr"] / s.dram_write + (prod["out_rd"] + cons["in_rd"]) / s.dram_read
+        en = (prod["out_wr"] + prod["out_rd"] + cons["in_rd"]) * t.dram_pj_per_byte
+        out.append((f"{gemms[p].name}->{gemms[c].name}", cyc * scale, en * scale))
+    return out
+
+
+def fusion(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]]) -> tuple[float, float]:
+    """(cycles, energy pJ) the release subtracts for a layer (hw_exp.py compute_fusion_savings: energy capped at
+    90% of the layer's GEMM energy)."""
+    edges = edge_savings(s, t, gemms, costs)
     total = sum(c["energy"] * g.scale for g, c in zip(gemms, costs))
-    return cyc, min(en, 0.9 * total)
+    return sum(e[1] for e in edges), min(sum(e[2] for e in edges), 0.9 * total)
 
 
 def layer_cost(name: str, g: Genome, i: int, seq: int, mode: str) -> dict[str, float]:
@@ -199,6 +207,14 @@ def layer_cost(name: str, g: Genome, i: int, seq: int, mode: str) -> dict[str, f
     return {"cycles": max(0.0, cyc - sc), "energy": max(0.0, en - se), "saved_cycles": sc, "saved_energy": se}
 
 
+def layer_edges(name: str, g: Genome, i: int, seq: int, mode: str) -> list[tuple[str, float, float]]:
+    """Layer i's fused edges on substrate `name`: (edge, cycles, energy pJ) saved."""
+    s, t = SUBSTRATES[name], _template(name)
+    gemms = layer_gemms(g, i, seq, mode)
+    return edge_savings(s, t, gemms, [gemm_cost(s, t, x.L, x.E, x.D) for x in gemms])
+
+
+@lru_cache(maxsize=None)
 def _template(name: str):
     """The template (energy table, buffers) the backend runs under conventions=llmforge: constants, not the mapper."""
     from backends.registry import build_backend
