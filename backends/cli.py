@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
 from forge.config import forge_main
@@ -18,6 +19,11 @@ from forge.io import atomic_write_json
 
 
 def run(cfg: Any) -> dict[str, Any]:
+    mode = str(cfg.get("mode", "cost"))
+    if mode not in ("cost", "calibrate"):
+        raise BackendError(f"mode={mode} is unknown; allowed: cost | calibrate")
+    if mode == "calibrate":  # measure this machine: backends/host.py
+        return calibrate_main(cfg)
     genome = resolve_arch(str(cfg["arch"]))
     backend = build_backend(cfg["backend"])
     wl = resolve_workload(cfg["workload"], backend)
@@ -31,6 +37,21 @@ def run(cfg: Any) -> dict[str, Any]:
         print_summary(summary, int(cfg.get("top_ops", 8)))
         Console().print(f"summary: {out / 'summary.json'}")
     return summary
+
+
+def calibrate_main(cfg: Any) -> dict[str, Any]:
+    """Write this machine's host-cpu roofline preset; print what was measured and fitted."""
+    from backends.host import run_calibrate
+
+    s = run_calibrate(cfg)
+    atomic_write_json(output_dir(cfg) / "summary.json", s)
+    if not cfg.get("quiet", False):
+        cal, con = s["calibration"], Console()
+        con.print(f"host-cpu on {cal['cpu']} ({cal['threads']} thread(s)): fp32 matmul {cal['fp32_gflops']:.1f} GFLOP/s, "
+                  f"copy {cal['copy_gbs']:.1f} GB/s; roofline fitted on {cal['n_genomes']} genomes: {s['roofline']}, "
+                  f"RMS relative error {cal['rms_rel_error_before']:.1%} -> {cal['rms_rel_error_after']:.1%}")
+        con.print(f"wrote {s['path']} (hardware=host-cpu now uses it on this machine)")
+    return s
 
 
 def print_summary(s: dict[str, Any], top: int = 8) -> None:

@@ -79,9 +79,11 @@ def load_hardware(spec: Any) -> Hardware:
         name, spec = spec, group_yaml("hardware", spec)
         if spec is None:
             raise BackendError(f"hardware preset {name!r} is unknown; allowed: {', '.join(hardware_names())}")
+        spec.update(group_yaml("calibrated/hardware", name) or {})  # this machine's own (forge-hw mode=calibrate)
     from forge.config import to_container
 
-    d = dict(to_container(spec))
+    # `defaults` merges a calibrated preset under Hydra; `roofline` holds backend settings conf/backend/roofline.yaml reads
+    d = {k: v for k, v in dict(to_container(spec)).items() if k not in ("defaults", "roofline")}
     allowed = {f.name for f in fields(Hardware)}
     bad = sorted(set(d) - allowed)
     if bad:
