@@ -4,9 +4,9 @@
 
 Rows: rDXE with `backend.conventions=llmforge` and the default (physical) rDXE against the three public
 release outputs (256/256); `roofline-eager` (and, for contrast, the fused `roofline`) against the published
-eager-PyTorch GPU measurements (backends/gpu/published.py); the Timeloop substrates (SmolLM2-135M, with
-`conventions=llmforge`) against `backends/systolic/reference.py`'s reading of the release pipeline where
-that module exists. Backends are built through `backends.registry.build_backend` with Hydra-style
+eager-PyTorch GPU measurements (backends/gpu/published.py); the Timeloop substrates (SmolLM2-135M-class
+models, with `conventions=llmforge`: TTFT, TPOT and energy) against `backends/systolic/reference.py`'s
+closed-form reading of the release's per-layer driver hw_exp.py (no mapper) where that module exists. Backends are built through `backends.registry.build_backend` with Hydra-style
 overrides; a backend, option, model or reference that does not exist (yet) gives "n/a" with the reason,
 never a crash.
 """
@@ -33,6 +33,7 @@ RDXE_PUBLIC = {
 }
 RDXE_SOURCE = "LLMForge release rDXE output (issue 16)"
 SUBSTRATES = ("gemmini", "eyeriss", "flat", "simba", "dxe-relaxed")
+SUBSTRATE_MODELS = ("smollm2-135m", "gemma-3-270m")  # SmolLM2-135M-class: ~135-270M, GQA
 
 
 def _evaluate(backend: str, overrides: dict[str, Any], arch: str, prefill: int, decode: int) -> dict[str, Any]:
@@ -87,23 +88,25 @@ def gpu_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def substrate_rows() -> tuple[list[dict[str, Any]], list[str]]:
-    """SmolLM2-135M on each substrate with conventions=llmforge against the systolic helper's reading of the
+def substrate_rows(archs: tuple[str, ...] = SUBSTRATE_MODELS) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each model on each substrate with conventions=llmforge against the systolic helper's reading of the
     release pipeline (not a published output); rows left out, with a note, where there is no reading."""
     try:
         from backends.systolic.reference import release_reading
     except ImportError as e:
         return [], [f"backends.systolic.reference.release_reading is not there ({e}): substrate rows left out"]
-    rows, notes, arch, source = [], [], "smollm2-135m", "backends.systolic.reference.release_reading"
-    genome = load_genome(data_dir() / "archs" / f"{arch}.yaml")
-    for t in SUBSTRATES:
-        try:
-            ref = {k: float(v) for k, v in release_reading(t, genome).items() if k in ("ttft_ms", "tpot_ms")}
-        except KeyError as e:
-            notes.append(f"{t}: no release reading ({e})")
-            continue
-        rows += _compare("substrate", arch, f"{t} conventions=llmforge", ref, source,
-                         lambda t=t: _evaluate(t, {"conventions": "llmforge"}, arch, 256, 256))
+    rows, notes, source = [], [], "backends.systolic.reference.release_reading"
+    for arch in archs:
+        genome = load_genome(data_dir() / "archs" / f"{arch}.yaml")
+        for t in SUBSTRATES:
+            try:
+                ref = {k: float(v) for k, v in release_reading(t, genome).items()
+                       if k in ("ttft_ms", "tpot_ms", "energy_per_token_uj")}
+            except KeyError as e:
+                notes.append(f"{t}: no release reading ({e})")
+                continue
+            rows += _compare("substrate", arch, f"{t} conventions=llmforge", ref, source,
+                             lambda t=t, a=arch: _evaluate(t, {"conventions": "llmforge"}, a, 256, 256))
     return rows, notes
 
 

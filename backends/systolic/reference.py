@@ -28,7 +28,11 @@ Sources (../shared/reference/llmforge-release): the per-layer driver `hw_exp.py`
   weight memory streams in parts and the inputs are re-read once per part; an L × E input block that does not
   stay on chip (eyeriss: beside the L × D partial sums in the 128 KB global buffer that weights bypass; gemmini:
   in half its double-buffered 512 KB scratchpad) is re-read once per D tile, the widest whose partial sums fit
-  (eyeriss: beside an L × s_E input slice; gemmini: in the 256 KB accumulator). Of the on-chip ports only the one
+  (eyeriss: beside an L × s_E input slice; gemmini: in the 256 KB accumulator; gemmini's block shares the
+  scratchpad with an E × s_D weight slice). FLAT's one 200 KB buffer keeps all three operands: when an L × E
+  input block, an E × s_D weight slice and the L × s_D partial sums do not fit, E is split at DRAM into k parts
+  (the widest multiple of s_E that fits) and, unless all L × D partial sums stay beside an s_E-wide input
+  slice, the 16-bit partial sums spill: L·D·(1 + (k−1)·2) bytes written, L·D·(k−1)·2 read back — traffic the release's fusion savings count on FLAT's producer edges. Of the on-chip ports only the one
   feeding inputs can bind (Gemmini's 16 B/cycle scratchpad, which weights also cross, and dxe-relaxed's
   16 B/cycle global SRAM): inputs are multicast across D's spatial factor, so each is read once per D fold.
 - Energy per GEMM with the same canonical mapping (the template's energy table, conf/backend/<name>.yaml):
@@ -61,20 +65,24 @@ class Substrate:
     weight_store: int = 0  # on-chip weight bytes: a larger weight matrix streams in parts, inputs re-read per part
     input_buf: int = 0  # bytes an L × E input block may take on chip (0: always fits)
     psum_buf: int = 0  # bytes for an L × D-tile block of partial sums (0: shares input_buf)
+    weights_share: bool = False  # an E × s_D weight slice shares input_buf with the input block
+    glb: int = 0  # one buffer for inputs, weights and outputs: E is split at DRAM when a row block does not fit
 
 
 SUBSTRATES = {
     # ARCH_CONFIGS["gemmini"] = system_gemmini.yaml + constraints/constraints.yaml: PERows D=16, PECols E=16;
     # DRAM 4 / 4 B/cycle; Scratchpad read_bandwidth 16 (weights cross it too), 512 KB double-buffered;
     # Accumulator 16 × 4096 × 32 b = 256 KB of partial sums
-    "gemmini": Substrate(((16, ("D",)), (16, ("E",))), 4, 4, feed=(16, True), input_buf=262144, psum_buf=262144),
+    "gemmini": Substrate(((16, ("D",)), (16, ("E",))), 4, 4, feed=(16, True), input_buf=262144, psum_buf=262144,
+                         weights_share=True),
     # eyeriss/arch.yaml: PE_column meshX 14 (D only), PE meshY 12 (E and D); DRAM 4 / 4
     # shared_glb 128 KB keeps Inputs and Outputs, weights bypass it to the PE spads
     "eyeriss": Substrate(((14, ("D",)), (12, ALL)), 4, 4, input_buf=131072),
     # simba/arch.yaml: PE meshX 16 (D, E), distributed_buffers meshY 4 (D), reg_mac meshY 4 (E); DRAM 4 / 4
     "simba": Substrate(((16, ALL), (4, ("D",)), (4, ("E",))), 4, 4),
-    # flat_edge/arch.yaml: PE_row meshY 32 (D), PE_col meshX 32 (E); ARCH_CONFIGS dram 25 / 25
-    "flat": Substrate(((32, ("D",)), (32, ("E",))), 25, 25),
+    # flat_edge/arch.yaml: PE_row meshY 32 (D), PE_col meshX 32 (E); ARCH_CONFIGS dram 25 / 25;
+    # global_buffer 25600 × 64 b = 200 KB keeps Inputs, Weights and Outputs
+    "flat": Substrate(((32, ("D",)), (32, ("E",))), 25, 25, glb=204800),
     # dxe_relaxed: DXT 8 × VAC 16 over D (forced, padded), mac_lane 16 over E; DRAM 4 / 4; d_axis_spatial 128
     "dxe-relaxed": Substrate(((16, ("E",)),), 4, 4, pad_d=128, feed=(16, False),  # global_sram 16 B/cycle
                              weight_store=128 * 24576),  # wmem 24 KB × 128 cores
@@ -144,18 +152,24 @@ def gemm_cost(s: Substrate, t, L: int, E: int, D: int) -> dict[str, float]:
         sE, folds_d = spatial(s, E, D)[0], D // spatial(s, E, D)[1]
     compute = L * (E // sE) * folds_d
     parts = -(-E * D // s.weight_store) if s.weight_store else 1
-    if s.input_buf and L * E + (0 if s.psum_buf else L * D * t.psum_bytes) > s.input_buf:
+    sD = D // folds_d
+    block = L * E + (0 if s.psum_buf else L * D * t.psum_bytes) + (E * sD if s.weights_share else 0)
+    if s.input_buf and block > s.input_buf:
         parts = -(-D // ((s.psum_buf or s.input_buf - L * sE) // (L * t.psum_bytes)))  # inputs re-read per D tile
-    in_rd, out_wr = L * E * parts, L * D
+    in_rd, out_wr, out_rd = L * E * parts, L * D, 0
+    fits = lambda e, d: L * e + e * sD + L * d * t.psum_bytes <= s.glb  # noqa: E731
+    if s.glb and not fits(E, sD) and not fits(sE, D):  # E split at DRAM with partial sums spilled
+        k = -(-E // ((s.glb - L * sD * t.psum_bytes) // (L + sD) // sE * sE))
+        out_wr, out_rd = L * D * (1 + (k - 1) * t.psum_bytes), L * D * (k - 1) * t.psum_bytes
     port = (L * E * folds_d + (E * D if s.feed[1] else 0)) / s.feed[0] if s.feed else 0.0
-    cycles = max(compute, (E * D + in_rd) / s.dram_read, out_wr / s.dram_write, port)
-    dram = E * D + in_rd + out_wr
+    cycles = max(compute, (E * D + in_rd + out_rd) / s.dram_read, out_wr / s.dram_write, port)
+    dram = E * D + in_rd + out_wr + out_rd
     energy = L * E * D * (t.mac_pj + t.reg_pj_per_mac) + dram * t.dram_pj_per_byte + cycles * t.leak_pj_per_cycle
     folds_e = E // sE
     if "rs" in t.dataflows:  # row-stationary: each PE keeps the largest exact slice of E its weight spad holds
         folds_e //= max(f for f in _divisors(folds_e, t.pe_weight_bytes))
     energy += _buffer_energy(t, L, E, D, folds_d, folds_e, in_rd)
-    return {"cycles": cycles, "energy": energy, "in_rd": in_rd, "out_wr": out_wr, "out_rd": 0.0}
+    return {"cycles": cycles, "energy": energy, "in_rd": in_rd, "out_wr": out_wr, "out_rd": out_rd}
 
 
 def _buffer_energy(t, L: int, E: int, D: int, folds_d: int, folds_e: int, in_rd: int) -> float:
