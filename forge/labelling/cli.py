@@ -2,9 +2,11 @@
 
     forge-label space=iha-tiny protocol=cpu-proxy n=300 seed=0 store=labels.db export=labels.jsonl
     forge-label -m seed=0,1,2 store=postgresql+psycopg://host/db    # Hydra multirun, any launcher
+    forge-label status store=labels.db                               # done / diverged / failed per protocol
 
 `run(cfg)` is the whole job (tests call it); `main` is the thin Hydra wrapper. Resuming is free: genomes
-whose id is already in the store are skipped. `forge-label --help` lists every option.
+with a result under this protocol are skipped; failed ones are trained again (`retry=failed|all|none`).
+`forge-label --help` lists every option.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from forge.config import CONFIG_PATH, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
-from forge.io import atomic_write_json
+from forge.io import atomic_write_json, read_text
 from forge.labels import Label
 from forge.space import space_from_config
 from forge.labelling.store import LabelStore
@@ -44,12 +46,12 @@ def read_genomes(path: str | Path) -> list[Genome]:
     if p.suffix in (".yaml", ".yml"):
         return [load_genome(p)]
     out = []
-    for n, line in enumerate(p.read_text().splitlines(), start=1):
+    for n, line in enumerate(read_text(p, "genome file").splitlines(), start=1):
         if line.strip():
             try:
                 d = json.loads(line)
-                out.append(genome_from_dict(d["genome"] if "genome" in d else d))
-            except (json.JSONDecodeError, KeyError, TypeError, GenomeError) as e:
+                out.append(Label.from_json(line).genome if "label" in d else genome_from_dict(d.get("genome", d)))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
                 raise GenomeError(f"{p}:{n}: not a genome or label line ({e})") from None
     return out
 
@@ -67,58 +69,82 @@ def _out_dir(cfg: DictConfig) -> Path | None:
     return output_dir(cfg, fallback=None)
 
 
-def _progress(total: int):
+def _progress(new: list[Label]):
     from rich.console import Console
 
-    console, count = Console(stderr=True), [0]
+    console = Console(stderr=True)
 
     def on_label(lab: Label) -> None:
-        count[0] += 1
+        new.append(lab)
         p = lab.provenance
-        what = f"{lab.label:.4f}" if lab.finite else f"inf ({lab.reason[:80]})"
-        console.print(f"[{count[0]}/{total}] {lab.genome_id} label={what} wall={p.get('wall_s', '?')}s "
+        what = f"{lab.label:.4f}" if lab.finite else f"inf [{lab.status}] ({lab.reason[:80]})"
+        console.print(f"[{len(new)}] {lab.genome_id} label={what} wall={p.get('wall_s', '?')}s "
                       f"tok/s={p.get('tokens_per_s', '?')}")
 
     return on_label
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Label the requested genomes (skipping those already stored); returns a run summary."""
+    """Label the requested genomes (reusing results stored under this protocol); returns a run summary."""
+    if cfg.get("action", "label") == "status":
+        from forge.labelling.status import status
+
+        return status(cfg)
+    if cfg.get("action", "label") != "label":
+        raise GenomeError(f"action = {cfg.action!r} is unknown; allowed: label | status")
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
-    todo = store.pending(genomes)
+    new: list[Label] = []
     factory = hydra.utils.instantiate(cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(len(todo)))
+                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")))
+    fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
+    len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
-    new = trainer.train(todo) if todo else []
-    summary = _summary(cfg, genomes, new, store, time.perf_counter() - t0)
+    trainer.train(genomes)
+    summary = _summary(cfg, genomes, new, store, time.perf_counter() - t0, fp)
     if cfg.get("export"):
-        summary["exported"] = store.export_jsonl(cfg.export, finite_only=bool(cfg.get("export_finite_only")))
+        summary["exported"] = store.export_jsonl(cfg.export, finite_only=bool(cfg.get("export_finite_only")),
+                                                 protocol=fp)
     out = _out_dir(cfg)
     if out is not None:
         atomic_write_json(out / "label_summary.json", summary)
     return summary
 
 
-def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: LabelStore, wall: float) -> dict:
+def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: LabelStore, wall: float,
+             fp: str) -> dict:
     fin = [lab for lab in new if lab.finite]
     walls = [lab.provenance["wall_s"] for lab in fin if "wall_s" in lab.provenance]
     tps = [lab.provenance["tokens_per_s"] for lab in fin if lab.provenance.get("tokens_per_s")]
+    by = {s: [lab for lab in new if lab.status == s] for s in ("diverged", "failed")}
     return {"requested": len(genomes), "trained": len(new), "skipped_done": len(genomes) - len(new),
-            "finite": len(fin), "inf": len(new) - len(fin), "store": str(store), "store_size": len(store),
+            "finite": len(fin), "inf": len(new) - len(fin), "diverged": len(by["diverged"]),
+            "failed": len(by["failed"]), "store": str(store), "store_size": len(store),
             "wall_s": round(wall, 2), "median_label_wall_s": statistics.median(walls) if walls else None,
             "median_tokens_per_s": statistics.median(tps) if tps else None,
-            "protocol": OmegaConf.select(cfg, "protocol.name"), "seed": int(cfg.seed),
+            "protocol": OmegaConf.select(cfg, "protocol.name"), "protocol_fp": fp, "seed": int(cfg.seed),
             "inf_reasons": sorted({lab.reason for lab in new if not lab.finite})[:20]}
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-label", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> None:
     from forge.config import user_errors
 
     with user_errors("forge-label"):
         print(json.dumps(run(cfg), indent=2))
+
+
+def main() -> None:
+    """`forge-label status ...` is short for `forge-label action=status ...`."""
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "status":
+        sys.argv[1] = "action=status"
+    from forge.config import user_errors
+
+    with user_errors("forge-label"):  # outside Hydra too: its config errors exit 2 with one line
+        _hydra_main()
 
 
 if __name__ == "__main__":

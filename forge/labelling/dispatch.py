@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -22,10 +23,10 @@ from typing import Any, Callable, Mapping, Protocol as TypingProtocol, Sequence
 
 from forge.genome import Genome, genome_from_dict
 from forge.labels import Label
-from forge.labelling.store import LabelStore
+from forge.labelling.store import RETRY, LabelStore
 
 
-class DispatchError(RuntimeError):
+class DispatchError(ValueError):
     """A dispatcher that cannot run: missing optional extra, bad option."""
 
 
@@ -45,18 +46,23 @@ def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
 
     genome = genome_from_dict(genome_dict)
     try:
-        _fault(spec.get("fault"), genome)
+        injected = _fault(spec.get("fault"), genome)
+        if injected is not None:
+            return injected.to_json()
         return train_genome(genome, Protocol.from_config(spec["protocol"]), build_corpus(spec["corpus"])).to_json()
     except Exception as e:  # a failing run never crashes the batch
         tb = traceback.format_exc(limit=3)
         return failure_label(genome, f"error: {type(e).__name__}: {e}", {"traceback": tb}).to_json()
 
 
-def _fault(fault: Mapping[str, Any] | None, genome: Genome) -> None:
-    """Test hook: make specific genomes raise, hang, or kill their worker (once, via a marker file)."""
+def _fault(fault: Mapping[str, Any] | None, genome: Genome) -> Label | None:
+    """Test hook: make specific genomes raise, hang, diverge, or kill their worker (once, via a marker file)."""
     if not fault or genome.id not in fault.get("ids", ()):
-        return
+        return None
     kind = fault["kind"]
+    if kind == "diverge":
+        return Label(genome, float("inf"), {"protocol": "injected"}, "non-finite training loss (nan) at step 0",
+                     status="diverged")
     if kind == "raise":
         raise RuntimeError("injected failure")
     if kind == "hang":
@@ -66,6 +72,7 @@ def _fault(fault: Mapping[str, Any] | None, genome: Genome) -> None:
         if kind == "die" or not os.path.exists(marker):
             open(marker, "w").close()
             os._exit(137)
+    return None
 
 
 def _from_json(s: str) -> Label:
@@ -74,7 +81,7 @@ def _from_json(s: str) -> Label:
 
 @dataclass
 class _Base:
-    """Shared bookkeeping: store-skip, ordering, failure labels."""
+    """Shared bookkeeping: claims in the store, ordering, failure labels, lease renewal."""
 
     protocol: dict[str, Any]
     corpus: dict[str, Any]
@@ -83,35 +90,92 @@ class _Base:
     retries: int = 2
     fault: dict[str, Any] | None = None
     on_label: Callable[[Label], None] | None = field(default=None, repr=False)
+    retry: str = "failed"        # stored statuses trained again: none | failed | all (failed + diverged)
+    lease_s: float = 60.0        # a claim lapses this long after its labeller stops renewing it
+    wait_s: float = 1.0          # poll interval while another labeller holds a genome we need
 
     def __post_init__(self) -> None:
         if isinstance(self.store, (str, os.PathLike)):
             self.store = LabelStore(self.store)
-        if self.timeout_s <= 0 or self.retries < 0:
-            raise DispatchError(f"timeout_s = {self.timeout_s}, retries = {self.retries}; allowed: > 0 and >= 0")
+        if not self.timeout_s > 0 or self.retries < 0 or not self.lease_s > 0:
+            raise DispatchError(f"dispatch.timeout_s = {self.timeout_s}, retries = {self.retries}, lease_s = "
+                                f"{self.lease_s}; allowed: timeout_s > 0, retries >= 0, lease_s > 0")
+        if self.retry not in RETRY:
+            raise DispatchError(f"retry = {self.retry!r} is unknown; allowed: {' | '.join(RETRY)}")
+        self._claims: dict[str, str] = {}
+        self._busy: list[Genome] = []
+        self._done: dict[str, Label] = {}
+        self._by_id: dict[str, Genome] = {}
+        self._fp, self._renewed = "", 0.0
 
     @property
     def spec(self) -> dict[str, Any]:
         return {"protocol": dict(self.protocol), "corpus": dict(self.corpus), "fault": self.fault}
 
-    def train(self, genomes: Sequence[Genome]) -> list[Label]:
-        done: dict[str, Label] = {}
-        if self.store is not None:
-            for g in genomes:
-                lab = self.store.get(g.id)
-                if lab is not None:
-                    done[g.id] = lab
-        todo = list({g.id: g for g in genomes if g.id not in done}.values())
-        if todo:
-            self._run(todo, lambda lab: self._record(lab, done))
-        return [done[g.id] for g in genomes]
+    def fingerprint(self) -> str:
+        """This trainer's protocol fingerprint (builds the corpus once: its content hash is part of it)."""
+        if not self._fp:
+            from forge.labelling.train import protocol_fingerprint
 
-    def _record(self, lab: Label, done: dict[str, Label]) -> None:
+            self._fp = protocol_fingerprint(self.protocol, self.corpus)
+        return self._fp
+
+    def train(self, genomes: Sequence[Genome]) -> list[Label]:
+        """Labels for `genomes` in their order: stored results are reused, the rest claimed and trained;
+        genomes another labeller holds are waited for (or taken over when its claim lapses)."""
+        self._done, self._claims = {}, {}
+        self._by_id = {g.id: g for g in genomes}
+        todo = list(self._by_id.values())
         if self.store is not None:
-            self.store.put(lab)
-        done[lab.genome_id] = lab
+            self.fingerprint()
+        try:
+            while todo:
+                self._busy = []
+                self._run(todo, self._record)
+                todo = [g for g in self._busy if g.id not in self._done]
+                if todo:
+                    time.sleep(self.wait_s)
+        finally:
+            self._release()
+        return [self._done[g.id] for g in genomes]
+
+    def _take(self, g: Genome) -> bool:
+        """Claim `g` before training it; False when a result is stored (recorded) or another labeller has it."""
+        if self.store is None:
+            return True
+        got = self.store.claim(g, self._fp, str(self.protocol.get("name", "")), self.lease_s, self.retry)
+        if isinstance(got, str):
+            self._claims[g.id] = got
+            return True
+        if got is None:
+            self._busy.append(g)
+        else:
+            self._done[g.id] = got
+        return False
+
+    def _record(self, lab: Label) -> None:
+        if self.store is not None:
+            token = self._claims.pop(lab.genome_id, None)
+            if token is not None:
+                self.store.finish(lab, self._fp, token)
+            else:
+                self.store.put(lab, self._fp)
+        self._done[lab.genome_id] = lab
         if self.on_label is not None:
             self.on_label(lab)
+
+    def _heartbeat(self) -> None:
+        """Renew our claims every lease_s/3, so a live labeller never loses a genome it is training."""
+        if self.store is not None and self._claims and time.monotonic() - self._renewed >= self.lease_s / 3:
+            self.store.renew([(gid, self._fp, tok) for gid, tok in self._claims.items()], self.lease_s)
+            self._renewed = time.monotonic()
+
+    def _release(self) -> None:
+        """Claims left when the run stops early (Ctrl-C, an error) become failed: the next run retries them."""
+        for gid, token in list(self._claims.items()):
+            lab = self._failed(self._by_id[gid], "interrupted: the labeller stopped before this genome finished")
+            self.store.finish(lab, self._fp, token)
+        self._claims = {}
 
     def _failed(self, g: Genome, reason: str) -> Label:
         from forge.labelling.train import failure_label
@@ -123,7 +187,21 @@ class _Base:
 
 
 # ------------------------------------------------------------------------------ local
-def _child(conn, genome_dict: dict, spec: dict) -> None:
+def _die_with_parent(ppid: int) -> None:
+    """Linux: the kernel SIGKILLs this worker when its labeller dies (PR_SET_PDEATHSIG), so a killed
+    labeller leaves no orphan training on; its claims lapse and the next run trains those genomes."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: no parent-death signal
+        return
+    if os.getppid() != ppid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child(conn, genome_dict: dict, spec: dict, ppid: int) -> None:
+    _die_with_parent(ppid)
     try:
         conn.send(train_one(genome_dict, spec))
     finally:
@@ -151,26 +229,37 @@ class LocalTrainer(_Base):
     start_method: str = "fork"
     poll_s: float = 0.5
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise DispatchError(f"dispatch.workers = {self.workers!r} is invalid; allowed: a positive int, "
+                                "or null for one per core")
+
     def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
         ctx = mp.get_context(self.start_method)
         if self.start_method == "fork":
             _preload(self.corpus)
-        n_workers = max(1, self.workers or os.cpu_count() or 1)
+        n_workers = self.workers or os.cpu_count() or 1
         queue, running, attempts = list(todo), {}, {g.id: 0 for g in todo}
         try:
             while queue or running:
                 while queue and len(running) < n_workers:
                     g = queue.pop(0)
+                    if attempts[g.id] == 0 and not self._take(g):
+                        continue  # stored already, or another labeller holds it
                     attempts[g.id] += 1
                     rx, tx = ctx.Pipe(duplex=False)
-                    p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec), daemon=True)
+                    p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec, os.getpid()), daemon=True)
                     p.start()
                     tx.close()
                     running[g.id] = (p, rx, g, time.monotonic())
-                mp.connection.wait([r[1] for r in running.values()] + [r[0].sentinel for r in running.values()],
-                                   timeout=self.poll_s)
+                if running:
+                    mp.connection.wait([r[1] for r in running.values()] + [r[0].sentinel for r in running.values()],
+                                       timeout=self.poll_s)
                 for gid in list(running):
                     self._check(running, gid, queue, attempts, emit)
+                self._heartbeat()
         finally:
             for p, rx, _, _ in running.values():
                 p.kill()
@@ -219,9 +308,10 @@ class RayTrainer(_Base):
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False, **dict(self.init_kwargs))
         remote = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus, max_retries=self.retries)(train_one)
-        refs = {remote.remote(g.to_dict(), self.spec): g for g in todo}
+        refs = {remote.remote(g.to_dict(), self.spec): g for g in todo if self._take(g)}
         deadline = time.monotonic() + self.timeout_s * max(1, len(todo))
         while refs:
+            self._heartbeat()
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.1, min(10.0, deadline - time.monotonic())))
             for ref in ready:
                 g = refs.pop(ref)
@@ -258,9 +348,11 @@ class SubmititTrainer(_Base):
 
     def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
         ex = self._executor()
-        jobs = {g.id: (ex.submit(train_one, g.to_dict(), self.spec), g, 1, time.monotonic()) for g in todo}
+        jobs = {g.id: (ex.submit(train_one, g.to_dict(), self.spec), g, 1, time.monotonic())
+                for g in todo if self._take(g)}
         while jobs:
             time.sleep(self.poll_s)
+            self._heartbeat()
             for gid in list(jobs):
                 job, g, attempt, t0 = jobs[gid]
                 if not job.done():

@@ -1,47 +1,62 @@
 """The label store: one database reached through one URL (the way Optuna's storage works).
 
 - embedded default: a SQLite file in WAL mode (`sqlite:///labels.db`, or just a path);
-- clusters: any SQLAlchemy URL, e.g. `postgresql+psycopg://user@host/db` (the `postgres` extra).
+- clusters: a PostgreSQL URL, e.g. `postgresql+psycopg://user@host/db` (the `postgres` extra).
 
-Guarantees: the genome id is the primary key (a duplicate is impossible: first write wins, later
-ones are skipped); every write is its own committed transaction (synchronous=FULL on SQLite), so a
-`kill -9` at any moment loses at most the label being written and resuming skips what is done; many
-processes on many hosts may write at once (SQLite waits on its lock up to `timeout_s`; PostgreSQL
-uses INSERT ... ON CONFLICT DO NOTHING). Import/export speak the shared JSONL label format.
+A row is keyed by (genome id, protocol fingerprint), so labels made under another protocol, budget or
+corpus are never reused. Its status is `running` (claimed: a lease with an expiry), `done`, `diverged`
+(a NaN loss: a real outcome, kept) or `failed` (timeout, crash, lost worker, config error: not a
+result, claimable again by the next run; `attempts` counts tries and `reason` keeps the last one).
+Claiming is one atomic upsert, so two labellers on one store never train the same genome while the
+lease lives; a killed labeller stops renewing and its claims lapse. Every write is its own committed
+transaction (synchronous=FULL on SQLite), so a `kill -9` loses at most the genome being trained.
+Stores from before the fingerprint (table `forge_labels`) are migrated on open (`forge.labelling.migrate`).
 """
 from __future__ import annotations
 
-import json
-import math
 import os
-import platform
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, event, func, inspect, select
+from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, and_, create_engine, event, func,
+                        inspect, or_, select, update)
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from forge.genome import Genome, genome_from_dict
+from forge.genome import Genome
 from forge.labels import Label, read_labels, write_labels
+from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
+
+RESULTS = ("done", "diverged")           # a label: never retrained
+RETRY = {"none": (), "failed": ("failed",), "all": ("failed", "diverged")}
+ALLOWED_URLS = "a path (SQLite file), sqlite:///file.db or postgresql+psycopg://user@host/db"
 
 
-class StoreError(RuntimeError):
-    """A store URL that cannot be opened, or a driver that is missing."""
+class StoreError(ValueError):
+    """A store URL that cannot be opened, a file that is not a database, or a missing driver."""
 
 
 _meta = MetaData()
 labels_table = Table(
-    "forge_labels", _meta,
+    "forge_labels_v2", _meta,
     Column("genome_id", String(32), primary_key=True),
+    Column("protocol", String(32), primary_key=True),      # fingerprint (forge.labels.fingerprint)
+    Column("protocol_name", String(200), nullable=False, default=""),
     Column("genome", Text, nullable=False),
-    Column("label", Float, nullable=True),  # NULL = inf (non-finite never reaches the database)
+    Column("status", String(16), nullable=False),          # running | done | diverged | failed
+    Column("label", Float, nullable=True),                 # NULL = inf (non-finite never reaches the database)
     Column("reason", Text, nullable=False, default=""),
+    Column("attempts", Integer, nullable=False, default=0),
     Column("provenance", Text, nullable=False, default="{}"),
     Column("worker", String(200), nullable=False, default=""),
+    Column("owner", String(40), nullable=False, default=""),  # token of the live claim
+    Column("lease_until", Float, nullable=True),
     Column("created", Float, nullable=False),
+    Column("updated", Float, nullable=False),
 )
+T = labels_table.c
 
 
 def normalize_url(url: str | os.PathLike) -> str:
@@ -68,8 +83,7 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
     try:
         u = make_url(url)
     except ArgumentError as e:
-        raise StoreError(f"store URL {url!r} is not a valid SQLAlchemy URL ({e}); allowed: a path, "
-                         "sqlite:///file.db or postgresql+psycopg://user@host/db") from None
+        raise StoreError(f"store URL {url!r} is not a valid SQLAlchemy URL ({e}); allowed: {ALLOWED_URLS}") from None
     try:
         if u.get_backend_name() == "sqlite":
             if u.database and u.database != ":memory:":
@@ -78,8 +92,10 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
             event.listen(eng, "connect", _sqlite_pragmas(timeout_s))
             event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
             return eng
-        args = {"connect_timeout": int(timeout_s)} if u.get_backend_name() == "postgresql" else {}
-        return create_engine(u, connect_args=args, pool_pre_ping=True)
+        if u.get_backend_name() != "postgresql":
+            raise StoreError(f"store URL {u.render_as_string()!r}: database {u.get_backend_name()!r} is not "
+                             f"supported; allowed: {ALLOWED_URLS}")
+        return create_engine(u, connect_args={"connect_timeout": int(timeout_s)}, pool_pre_ping=True)
     except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
         raise StoreError(f"store URL {u.render_as_string()!r}: its database driver is missing ({e}); for "
                          "PostgreSQL install the extra: pip install 'forge-nas[postgres]'") from None
@@ -88,15 +104,17 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
 def _insert(dialect: str):
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
     else:
-        return None
+        from sqlalchemy.dialects.postgresql import insert
     return insert
 
 
+def _key(genome_id: str, protocol: str):
+    return and_(T.genome_id == genome_id, T.protocol == protocol)
+
+
 class LabelStore:
-    """Labels keyed by genome id in a database; picklable (carries only the URL) for worker processes."""
+    """Labels keyed by (genome id, protocol fingerprint); picklable (carries only the URL) for workers."""
 
     def __init__(self, url: str | os.PathLike, timeout_s: float = 60.0) -> None:
         self.url, self.timeout_s = normalize_url(url), float(timeout_s)
@@ -121,72 +139,144 @@ class LabelStore:
                 _meta.create_all(self._engine, checkfirst=True)
             except DBAPIError as e:  # e.g. another process created the table at the same moment
                 if not _has_table(self._engine):
-                    raise StoreError(f"{self!r}: cannot open the store ({e.orig})") from None
+                    self._engine = None
+                    raise StoreError(f"{self!r}: cannot open the store ({str(e.orig).strip()}); "
+                                     f"allowed: {ALLOWED_URLS}") from None
+            from forge.labelling.migrate import migrate_v1
+
+            migrate_v1(self._engine, self._upsert_stmt)
         return self._engine
 
     # ------------------------------------------------------------------ writes
-    def put(self, label: Label) -> bool:
-        """Insert one label in its own transaction; False if this genome id was already stored."""
-        return self.put_many([label]) == 1
+    def _upsert_stmt(self, rows: list[dict[str, Any]]):
+        """Insert, or overwrite a row that holds no result (failed, or a lapsed claim)."""
+        ins = _insert(self.engine.dialect.name)(labels_table).values(rows)
+        free = or_(T.status == "failed", and_(T.status == "running", T.lease_until < time.time()))
+        cols = ("genome", "status", "label", "reason", "provenance", "worker", "protocol_name", "updated")
+        return ins.on_conflict_do_update(index_elements=["genome_id", "protocol"], where=free,
+                                         set_={c: ins.excluded[c] for c in cols}).returning(T.genome_id)
 
-    def put_many(self, labels: Iterable[Label]) -> int:
-        """Insert labels (one transaction for the batch); returns how many were new."""
-        rows = [_row(lab) for lab in labels]
-        if not rows:
-            return 0
-        ins = _insert(self.engine.dialect.name)
+    def put(self, label: Label, protocol: str | None = None) -> bool:
+        """Store one label (its own transaction); False if a result was already stored for its key."""
+        return self.put_many([label], protocol) == 1
+
+    def put_many(self, labels: Iterable[Label], protocol: str | None = None) -> int:
+        """Store labels under `protocol` (default: each label's own fingerprint); returns how many were written."""
+        rows = [row_of(lab, protocol or lab.protocol_fp or UNKNOWN) for lab in labels]
         with self.engine.begin() as conn:
-            if ins is not None:  # count via RETURNING: psycopg reports rowcount -1 here
-                stmt = (ins(labels_table).on_conflict_do_nothing(index_elements=["genome_id"])
-                        .returning(labels_table.c.genome_id))
-                return sum(len(conn.execute(stmt, r).all()) for r in rows)
-            new = 0  # other databases: one by one, skipping existing ids
-            for r in rows:
-                if conn.execute(select(labels_table.c.genome_id).where(labels_table.c.genome_id == r["genome_id"])).first():
-                    continue
-                conn.execute(labels_table.insert().values(r))
-                new += 1
-            return new
+            return sum(len(conn.execute(self._upsert_stmt([r])).all()) for r in rows)
+
+    def claim(self, genome: Genome, protocol: str, name: str = "", lease_s: float = 60.0,
+              retry: str = "failed") -> str | Label | None:
+        """Claim a genome before training it: a token when claimed, the stored Label when a result exists
+        (not retried), None while another worker's lease lives."""
+        now, token = time.time(), uuid.uuid4().hex
+        row = {**row_of(Label(genome, float("inf"), status="failed"), protocol), "status": "running",
+               "protocol_name": name, "owner": token, "lease_until": now + lease_s, "attempts": 1, "reason": ""}
+        ins = _insert(self.engine.dialect.name)(labels_table).values(row)
+        free = or_(T.status.in_(RETRY[retry]), and_(T.status == "running", T.lease_until < now))
+        stmt = ins.on_conflict_do_update(
+            index_elements=["genome_id", "protocol"], where=free,
+            set_={"status": "running", "owner": token, "lease_until": now + lease_s, "attempts": T.attempts + 1,
+                  "worker": row["worker"], "updated": now, "protocol_name": name}).returning(T.genome_id)
+        with self.engine.begin() as conn:
+            if conn.execute(stmt).first():
+                return token
+            r = conn.execute(select(labels_table).where(_key(genome.id, protocol))).first()
+        return None if r is None or r._mapping["status"] == "running" else label_of(r)
+
+    def renew(self, claims: Sequence[tuple[str, str, str]], lease_s: float) -> int:
+        """Extend live claims [(genome id, protocol, token)]; returns how many are still ours."""
+        if not claims:
+            return 0
+        n, until = 0, time.time() + lease_s
+        with self.engine.begin() as conn:
+            for gid, fp, token in claims:
+                n += conn.execute(update(labels_table).where(_key(gid, fp), T.owner == token, T.status == "running")
+                                  .values(lease_until=until)).rowcount
+        return n
+
+    def finish(self, label: Label, protocol: str, token: str) -> bool:
+        """Store the outcome of a claimed genome. A result whose claim lapsed is still kept when nobody
+        stored one meanwhile; a failure whose claim lapsed is dropped (the new owner is training it)."""
+        r = row_of(label, protocol)
+        vals = {k: r[k] for k in ("genome", "status", "label", "reason", "provenance", "worker", "updated")}
+        vals.update(owner="", lease_until=None)
+        with self.engine.begin() as conn:
+            n = conn.execute(update(labels_table).where(_key(label.genome_id, protocol), T.owner == token,
+                                                        T.status == "running").values(vals)).rowcount
+            if n == 0 and label.status in RESULTS:
+                n = conn.execute(update(labels_table).where(_key(label.genome_id, protocol),
+                                                            T.status.in_(("running", "failed"))).values(vals)).rowcount
+        return n > 0
 
     # ------------------------------------------------------------------- reads
-    def __len__(self) -> int:
+    def _rows(self, protocol: str | None, statuses: Sequence[str], genome_id: str | None = None) -> list[Label]:
+        q = select(labels_table).where(T.status.in_(tuple(statuses)))
+        if protocol is not None:
+            q = q.where(T.protocol == protocol)
+        if genome_id is not None:
+            q = q.where(T.genome_id == genome_id)
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(labels_table)).scalar_one())
+            return [label_of(r) for r in conn.execute(q.order_by(T.created, T.genome_id, T.protocol))]
+
+    def __len__(self) -> int:
+        """Results stored (done + diverged), all protocols."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(labels_table)
+                                    .where(T.status.in_(RESULTS))).scalar_one())
 
     def __contains__(self, genome_id: object) -> bool:
-        return isinstance(genome_id, str) and self.get(genome_id) is not None
+        return isinstance(genome_id, str) and bool(self._rows(None, RESULTS, genome_id))
 
-    def get(self, genome_id: str) -> Label | None:
-        with self.engine.connect() as conn:
-            r = conn.execute(select(labels_table).where(labels_table.c.genome_id == genome_id)).first()
-        return _label(r) if r is not None else None
+    def get(self, genome_id: str, protocol: str | None = None) -> Label | None:
+        """The stored label (any status but running) of a genome under `protocol`; without one, the only
+        protocol that has it (several is an error: labels of different protocols never stand in for each other)."""
+        rows = self._rows(protocol, (*RESULTS, "failed"), genome_id)
+        if len(rows) > 1:
+            raise StoreError(f"genome {genome_id} has labels under {len(rows)} protocols "
+                             f"({', '.join(r.protocol_fp for r in rows)}); allowed: ask for one protocol")
+        return rows[0] if rows else None
 
-    def done_ids(self) -> set[str]:
-        with self.engine.connect() as conn:
-            return {r[0] for r in conn.execute(select(labels_table.c.genome_id))}
+    def done_ids(self, protocol: str | None = None) -> set[str]:
+        return {lab.genome_id for lab in self._rows(protocol, RESULTS)}
 
-    def pending(self, genomes: Sequence[Genome]) -> list[Genome]:
-        """Genomes not yet labelled, first occurrence of each id only, order kept (resume)."""
-        done, seen, out = self.done_ids(), set(), []
+    def pending(self, genomes: Sequence[Genome], protocol: str | None = None) -> list[Genome]:
+        """Genomes without a result (failed ones included), first occurrence of each id, order kept."""
+        done, seen, out = self.done_ids(protocol), set(), []
         for g in genomes:
             if g.id not in done and g.id not in seen:
                 seen.add(g.id)
                 out.append(g)
         return out
 
-    def labels(self) -> Iterator[Label]:
-        """Every stored label in insertion-time order (then id, for ties)."""
+    def labels(self, protocol: str | None = None, statuses: Sequence[str] = (*RESULTS, "failed")) -> Iterator[Label]:
+        """Stored labels in insertion-time order (then id), optionally of one protocol."""
+        return iter(self._rows(protocol, statuses))
+
+    def counts(self) -> list[dict[str, Any]]:
+        """Per protocol: its name and how many rows are done / diverged / failed / running (live or lapsed)."""
+        now = time.time()
+        q = select(T.protocol, T.protocol_name, T.status, T.lease_until < now, func.count(), func.sum(T.attempts))
         with self.engine.connect() as conn:
-            rows = conn.execute(select(labels_table).order_by(labels_table.c.created, labels_table.c.genome_id)).all()
-        return iter([_label(r) for r in rows])
+            rows = conn.execute(q.group_by(T.protocol, T.protocol_name, T.status, T.lease_until < now)).all()
+        out: dict[str, dict[str, Any]] = {}
+        for fp, name, status, lapsed, n, att in rows:
+            d = out.setdefault(fp, {"protocol": fp, "name": "", "done": 0, "diverged": 0, "failed": 0,
+                                    "running": 0, "lapsed": 0, "attempts": 0})
+            d["name"] = d["name"] or name
+            d["lapsed" if status == "running" and lapsed else status] += int(n)
+            d["attempts"] += int(att or 0)
+        return sorted(out.values(), key=lambda d: (d["name"], d["protocol"]))
 
     # ------------------------------------------------------------ JSONL I/O
-    def export_jsonl(self, path: str | Path, finite_only: bool = False) -> int:
-        labs = [lab for lab in self.labels() if lab.finite or not finite_only]
+    def export_jsonl(self, path: str | Path, finite_only: bool = False, protocol: str | None = None) -> int:
+        """Write the store (or one protocol of it) as JSONL; each line carries `protocol_fp` and `status`."""
+        labs = [lab for lab in self.labels(protocol) if lab.finite or not finite_only]
         return write_labels(path, labs)
 
     def import_jsonl(self, path: str | Path) -> tuple[int, int]:
-        """(new, already present) after importing a JSONL label file."""
+        """(new, already present) after importing a JSONL label file (each line keeps its own protocol)."""
         labs = list(read_labels(path))
         new = self.put_many(labs)
         return new, len(labs) - new
@@ -204,16 +294,4 @@ def _has_table(engine: Engine) -> bool:
         return False
 
 
-def _row(lab: Label) -> dict[str, Any]:
-    return {"genome_id": lab.genome_id, "genome": lab.genome.to_json(),
-            "label": lab.label if math.isfinite(lab.label) else None,
-            "reason": lab.reason or ("" if math.isfinite(lab.label) else "non-finite label"),
-            "provenance": json.dumps(lab.provenance, sort_keys=True, default=str),
-            "worker": f"{platform.node()}:{os.getpid()}", "created": time.time()}
-
-
-def _label(r: Any) -> Label:
-    m = r._mapping
-    lab = float("inf") if m["label"] is None else float(m["label"])
-    return Label(genome=genome_from_dict(json.loads(m["genome"])), label=lab,
-                 provenance=json.loads(m["provenance"]), reason=m["reason"])
+__all__ = ["LabelStore", "StoreError", "normalize_url", "labels_table", "RESULTS", "RETRY", "worker_name"]

@@ -28,7 +28,7 @@ import torch
 
 from forge.labelling.corpus import Corpus
 from forge.genome import Genome
-from forge.labels import Label
+from forge.labels import Label, fingerprint
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 SCHEDULES = ("constant", "cosine")
@@ -203,7 +203,7 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
             reason, val = f"non-finite validation loss ({val})", float("inf")
     prov = _provenance(protocol, corpus, params, steps_done, fit_s, time.perf_counter() - t0, lit.last_loss)
     prov["cpu_s"] = round(time.process_time() - c0, 3)  # contention-free cost (all threads of this process)
-    return Label(genome=genome, label=val, provenance=prov, reason=reason)
+    return Label(genome=genome, label=val, provenance=prov, reason=reason, status="diverged" if reason else "done")
 
 
 def _provenance(p: Protocol, corpus: Corpus, params: int, steps: int, fit_s: float, wall_s: float,
@@ -218,6 +218,15 @@ def _provenance(p: Protocol, corpus: Corpus, params: int, steps: int, fit_s: flo
 
 
 def failure_label(genome: Genome, reason: str, provenance: Mapping[str, Any] | None = None) -> Label:
-    """The inf label a failed or lost run gets (consumers drop it; the reason says why)."""
-    return Label(genome=genome, label=float("inf"), provenance=dict(provenance or {}), reason=reason)
+    """The inf label a failed or lost run gets: status `failed`, not a result (the store retries it)."""
+    return Label(genome=genome, label=float("inf"), provenance=dict(provenance or {}), reason=reason, status="failed")
+
+
+def protocol_fingerprint(protocol: Mapping[str, Any], corpus: Mapping[str, Any]) -> str:
+    """The fingerprint labels trained under these configs get: the validated protocol's fields (defaults
+    filled, as its labels' `protocol_config` records them) and the built corpus's identity. A bad
+    protocol or corpus raises here, in the labeller, before anything is claimed."""
+    from forge.labelling.corpus import build_corpus
+
+    return fingerprint(asdict(Protocol.from_config(protocol)), build_corpus(dict(corpus)).provenance())
 

@@ -87,7 +87,7 @@ def test_kill9_labelling_process_then_resume(tmp_path):
         if db.exists():
             con = sqlite3.connect(db, timeout=30)
             try:
-                count = con.execute("SELECT count(*) FROM forge_labels").fetchone()[0]
+                count = con.execute("SELECT count(*) FROM forge_labels_v2 WHERE status IN ('done','diverged')").fetchone()[0]
             except sqlite3.OperationalError:
                 count = 0
             con.close()

@@ -48,19 +48,27 @@ def _concurrent(url: str) -> None:
 def _roundtrip(url: str, tmp_path) -> None:
     store = LabelStore(url)
     a, b = fake_labels(2)
-    bad = Label(b.genome, float("nan"), {"protocol": "fake"}, reason="diverged at step 3")
-    assert store.put(a) and not store.put(Label(a.genome, 9.0))  # first write wins
-    assert store.put(bad)
-    assert len(store) == 2 and store.get(a.genome_id).label == a.label
-    got = store.get(b.genome_id)
-    assert got.label == math.inf and got.reason == "diverged at step 3" and not got.finite
-    assert store.pending([b.genome, a.genome]) == [] and store.get("0" * 16) is None
+    bad = Label(b.genome, float("nan"), {"protocol": "fake"}, reason="diverged at step 3", status="diverged")
+    assert store.put(a, "P") and not store.put(Label(a.genome, 9.0), "P")  # first result wins
+    assert store.put(bad, "P")
+    assert len(store) == 2 and store.get(a.genome_id, "P").label == a.label
+    got = store.get(b.genome_id, "P")
+    assert got.label == math.inf and got.reason == "diverged at step 3" and got.status == "diverged"
+    assert store.pending([b.genome, a.genome], "P") == [] and store.get("0" * 16) is None
+    # another protocol is another label: never reused, and asking without a protocol is ambiguous
+    assert store.pending([a.genome], "Q") == [a.genome] and store.put(Label(a.genome, 3.0), "Q")
+    assert store.get(a.genome_id, "Q").label == 3.0
+    with pytest.raises(StoreError, match="2 protocols"):
+        store.get(a.genome_id)
     path = tmp_path / "out.jsonl"
-    assert store.export_jsonl(path) == 2 and store.export_jsonl(tmp_path / "fin.jsonl", finite_only=True) == 1
+    assert store.export_jsonl(path, protocol="P") == 2
+    assert store.export_jsonl(tmp_path / "fin.jsonl", finite_only=True, protocol="P") == 1
     back = {lab.genome_id: lab for lab in read_labels(path)}
     assert back[a.genome_id].provenance == a.provenance and back[b.genome_id].label == math.inf
+    assert {lab.protocol_fp for lab in back.values()} == {"P"} and back[b.genome_id].status == "diverged"
     other = LabelStore(tmp_path / "other.db")
     assert other.import_jsonl(path) == (2, 0) and other.import_jsonl(path) == (0, 2)
+    assert other.get(a.genome_id, "P").label == a.label
 
 
 def test_sqlite_roundtrip_and_unique_ids(tmp_path):
@@ -100,7 +108,15 @@ def test_store_pickles_by_url(tmp_path):
 
 def test_bad_urls_are_clear_errors(tmp_path):
     with pytest.raises(StoreError, match="driver is missing"):
-        len(LabelStore("mysql+nosuchdriver://u@h/db"))
+        len(LabelStore("postgresql+nosuchdriver://u@h/db"))
+    with pytest.raises(StoreError, match="'mysql' is not supported; allowed: a path"):
+        len(LabelStore("mysql://u@h/db"))
+    not_db = tmp_path / "notes.txt"
+    not_db.write_text("these are my notes, not a database\n" * 200)
+    with pytest.raises(StoreError, match=r"notes.txt.*file is not a database\); allowed: a path"):
+        len(LabelStore(not_db))
+    with pytest.raises(ValueError):  # the shared CLI wrapper turns ValueErrors into one line and exit 2
+        len(LabelStore(tmp_path))
     with pytest.raises(StoreError, match="not a valid SQLAlchemy URL"):
         len(LabelStore("://nonsense"))
     assert normalize_url("x.db").startswith("sqlite:////")
@@ -139,7 +155,7 @@ def test_kill9_mid_write_then_resume(tmp_path):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         con = sqlite3.connect(db, timeout=30)
-        c = con.execute("SELECT count(*) FROM forge_labels").fetchone()[0]
+        c = con.execute("SELECT count(*) FROM forge_labels_v2 WHERE status IN ('done','diverged')").fetchone()[0]
         con.close()
         if c >= 20:
             break
