@@ -155,7 +155,11 @@ def calibrated_path(name: str = "host-cpu") -> Path:
 
 
 def run_calibrate(cfg: Any) -> dict[str, Any]:
-    """`forge-hw mode=calibrate hardware=host-cpu`: micro-benchmark, time `calibrate.n` genomes, fit, write."""
+    """`forge-hw mode=calibrate hardware=host-cpu`: micro-benchmark, time `calibrate.n` genomes, fit, write.
+
+    Timed by the composed backend when it is cpu-measured (so `backend=cpu-measured backend.threads=2` sets
+    how), else by the shipped cpu-measured config.
+    """
     from backends.registry import build_backend
     from forge.config import group_yaml, to_container
     from forge.space import load_space
@@ -165,7 +169,8 @@ def run_calibrate(cfg: Any) -> dict[str, Any]:
         raise BackendError(f"mode=calibrate measures this machine's CPU; got hardware={hw_name or 'none'}; "
                            "allowed: hardware=host-cpu")
     c = dict(to_container(cfg["calibrate"]))
-    backend = build_backend("cpu-measured", threads=int(c.get("threads", 1)))
+    own = str((to_container(cfg.get("backend")) or {}).get("_target_", "")).endswith(".CpuMeasuredBackend")
+    backend = build_backend(cfg["backend"] if own else "cpu-measured")  # backend=cpu-measured backend.threads=2 ...
     wl = Workload(**{**dict(zip(("weight_bits", "act_bits", "kv_bits"), backend.default_bits)), **c["workload"]})
     genomes = load_space(str(c.get("space", "iha-tiny"))).sample(int(c.get("n", 24)), np.random.default_rng(int(c["seed"])))
     preset = calibrate_host(backend, genomes, wl, base=group_yaml("hardware", "host-cpu") or {})
