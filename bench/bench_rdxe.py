@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from backends.interface import Workload  # noqa: E402
 from backends.rdxe import RDXEBackend  # noqa: E402
-from backends.rdxe.calibrate import PUBLIC, fit_prompt_scale  # noqa: E402
+from backends.rdxe.calibrate import PUBLIC, fit_prompt_scale, prompt_candidates  # noqa: E402
 from backends.rdxe.ring import decode_bounds  # noqa: E402
 from forge.config import data_dir  # noqa: E402
 from forge.importers import load_genome  # noqa: E402
@@ -146,6 +146,16 @@ def public_markdown() -> tuple[str, dict]:
     return "\n".join(lines), {"prompt_scale": scale, **{k: v.tolist() for k, v in got.items()}}
 
 
+def candidates_markdown() -> tuple[str, dict]:
+    """The constant each public point needs under each constant-free prompt-term candidate (calibrate.py)."""
+    cand = prompt_candidates()
+    lines = ["| prompt term (stage) | " + " | ".join(PUBLIC) + " | max / min |", "|" + " --- |" * (len(PUBLIC) + 2)]
+    for form, need in cand.items():
+        v = list(need.values())
+        lines.append(f"| {form} | " + " | ".join(f"{x:.3f}" for x in v) + f" | {max(v) / min(v):.3f} |")
+    return "\n".join(lines), cand
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=400)
@@ -156,8 +166,9 @@ def main() -> None:
     plain, llm = baseline_table(), baseline_table(conventions="llmforge")
     env = baseline_table(area_envelope_mm2=[100, 2500], power_envelope_mw=[5, 2000])
     pub_md, pub = public_markdown()
+    cand_md, cand = candidates_markdown()
     atomic_write_json(a.out, {"throughput": tp, "baselines_256_256": plain, "baselines_256_256_llmforge": llm,
-                              "baselines_256_256_envelope": env, "public_llmforge": pub})
+                              "baselines_256_256_envelope": env, "public_llmforge": pub, "prompt_candidates": cand})
     print(f"throughput (n={a.n}, seed={a.seed}, mean active layers {tp['mean_active_layers']:.1f}):")
     for m in ("integer", "candidates", "llmforge"):
         t = tp[m]
@@ -168,6 +179,8 @@ def main() -> None:
     print("\nphysical (default) vs conventions=llmforge:\n" + compare_markdown(plain, llm))
     print("\nphysical with the release's envelope (100-2,500 mm², 5 mW-2 W):\n" + markdown(env))
     print("\nconventions=llmforge vs the public reference outputs:\n" + pub_md)
+    print("\nTTFT prompt term: the constant each public point needs under each constant-free candidate "
+          "(1.0 everywhere = no free constant):\n" + cand_md)
 
 
 if __name__ == "__main__":

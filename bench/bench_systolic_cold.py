@@ -1,8 +1,8 @@
 """Cold cost of one 40-layer genome per systolic template (empty caches, best of 3): wall and CPU seconds.
 
-    .venv/bin/python bench/bench_systolic_cold.py <repo root> gemmini eyeriss flat dxe
+    .venv/bin/python bench/bench_systolic_cold.py <repo root> gemmini eyeriss flat dxe gemmini:llmforge
 
-`<repo root>` (code and conf/backend/*.yaml) lets the same script time an older checkout (a `git worktree`)
+A name with `:llmforge` times that backend under `backend.conventions=llmforge`. `<repo root>` (code and conf/backend/*.yaml) lets the same script time an older checkout (a `git worktree`)
 back to back with this one, so both see the same machine load.
 """
 from __future__ import annotations
@@ -26,8 +26,10 @@ def main(root: str, names: list[str]) -> None:
     X[:, 0::7] = 1  # every slot active
     X[:, 1::7] = 1  # every layer with attention
     one = sp.to_arrays(sp.repair_x(X))
-    for name in names:
-        b = build_backend(yaml.safe_load((Path(root) / "conf" / "backend" / f"{name}.yaml").read_text()))
+    for label in names:
+        name, _, conventions = label.partition(":")
+        cfg = yaml.safe_load((Path(root) / "conf" / "backend" / f"{name}.yaml").read_text())
+        b = build_backend({**cfg, "conventions": conventions or cfg.get("conventions", "physical")})
         wl = resolve_workload({"prefill": 256, "decode": 256, "batch": 1}, b)
         runs = []
         for _ in range(3):
@@ -36,7 +38,7 @@ def main(root: str, names: list[str]) -> None:
             b.evaluate(one, wl)
             runs.append((time.perf_counter() - t, time.process_time() - c))
         wall, cpu = min(runs)
-        print(f"{name}: cold 40-layer genome {wall:.3f} s wall, {cpu:.3f} s CPU")
+        print(f"{label}: cold 40-layer genome {wall:.3f} s wall, {cpu:.3f} s CPU")
 
 
 if __name__ == "__main__":

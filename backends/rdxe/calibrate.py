@@ -47,6 +47,47 @@ def fit_prompt_scale(**kw: Any) -> tuple[float, dict[str, np.ndarray]]:
     return scale, evaluate(scale, **kw)
 
 
+def _layer_prompt_macs(g: Any, i: int, form: str, prefill: int) -> float:
+    """One layer's prompt MACs under a candidate form (attention layers; identity layers: the MLP only).
+
+    hw_exp: the release's prefill GEMMs (projections at L_p rows, QK_attn/PV_attn at n_h // n_kv rows and
+    context L_p, × n_kv; 2-matrix MLP); packer512: hw_packer.profile_layer's prefill_compute_ops_per_token
+    (attention at max_context = 512, profile_model's default) × L_p; gated: hw_exp with the real gated MLP."""
+    lg, d = g.layers[i], g.d_model
+    if not lg.active:
+        return 0.0
+    mats = 3 if form == "gated" and g.mlp in ("swiglu", "geglu") else 2
+    mlp = mats * d * lg.d_mlp * prefill
+    if not lg.attn:
+        return mlp
+    proj = d * lg.d_qk * (lg.n_h + lg.n_kv) + d * lg.d_v * lg.n_kv + lg.d_v * lg.n_h * d
+    att_ctx = 512 if form == "packer512" else prefill
+    att = lg.n_h * att_ctx * (lg.d_qk + lg.d_v) * (prefill if form == "packer512" else 1)
+    return proj * prefill + att + mlp
+
+
+def prompt_candidates(forms: tuple[str, ...] = ("hw_exp", "packer512", "gated")) -> dict[str, dict[str, float]]:
+    """For each constant-free candidate of the TTFT prompt term, the constant each public point would need:
+    (published TTFT − our decode pass) / (candidate cycles), candidate = prompt MACs of the busiest stage
+    ('max') or of the mean stage ('mean': every chip takes its share) over C·n_MAC at the chip clock. A form
+    that explained the release with no free constant would need 1.0 on all three points."""
+    names = list(PUBLIC)
+    genomes = [load_genome(data_dir() / "archs" / f"{n}.yaml") for n in names]
+    ct = RDXEBackend(conventions="llmforge", llmforge={"prompt_scale": 0.0}).evaluate(genomes, WORKLOAD)
+    clock_hz = RDXEBackend(conventions="llmforge").k.clock_mhz * 1e6
+    out: dict[str, dict[str, float]] = {}
+    for form in forms:
+        for agg in ("max", "mean"):
+            need = {}
+            for n, g, e, base in zip(names, genomes, ct.extras, ct.ttft_ms):
+                stages = [sum(_layer_prompt_macs(g, i, form, WORKLOAD.prefill) for i in st) for st in e["assignment"]]
+                work = max(stages) if agg == "max" else sum(stages) / len(stages)
+                ms = work / (e["chip"]["cores"] * e["chip"]["n_mac"]) / clock_hz * 1e3
+                need[n] = round((PUBLIC[n][0] - float(base)) / ms, 4)
+            out[f"{form}/{agg}"] = need
+    return out
+
+
 def report(scale: float, got: dict[str, np.ndarray]) -> dict[str, Any]:
     """Per-model ours/published ratios, JSON/YAML-ready."""
     rows = {}

@@ -28,7 +28,10 @@ release's packer (`hw_packer.py`), evaluator (`evaluators/hw_rdxe_inner.py`) and
 7. S − 1 hops in TPOT (`tpot_wraparound_hop` false) and none in TTFT (`ttft_hops` false);
 8. TTFT = one full decode pass + `prompt_scale`·L_p·(the busiest stage's prompt MACs)/(C·n_MAC):
    MAC-bound, batched over the prompt, 1/chip MACs. `prompt_scale` is the one constant fitted (scipy
-   least squares on the three public points, backends/rdxe/calibrate.py); it is the least certain term;
+   least squares on the three public points, backends/rdxe/calibrate.py); it is the least certain term.
+   No constant-free form follows from the release: with hw_exp.py's prefill GEMMs, hw_packer's prefill ops
+   or the gated MLP, on the busiest or the mean stage, the public points would each need a constant of
+   0.28-0.45 and a different one per point (`calibrate.prompt_candidates`, README "rDXE");
 9. MAC utilization = useful MACs / (chip MACs × matrix cycles).
 
 Energy per token: MACs at `decode_context` (0.2 pJ), weight bytes (0.243 pJ/B), one read of each KV

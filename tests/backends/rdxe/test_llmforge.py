@@ -9,7 +9,7 @@ import yaml
 
 from backends.interface import BackendError, Workload
 from backends.rdxe import RDXEBackend
-from backends.rdxe.calibrate import PUBLIC, WORKLOAD, fit_prompt_scale
+from backends.rdxe.calibrate import PUBLIC, WORKLOAD, fit_prompt_scale, prompt_candidates
 from backends.rdxe.llmforge import LLMForgeConventions
 from backends.rdxe.pack import capacity_cores, capacity_partition, min_stages
 from forge.config import conf_dir, data_dir
@@ -132,3 +132,15 @@ def test_capacity_cores_sizes_weights_first_then_kv():
 def test_bad_conventions_are_named(kw, needle):
     with pytest.raises(BackendError, match=needle):
         RDXEBackend(**kw)
+
+
+def test_no_release_exposed_prompt_form_is_constant_free():
+    """Issue 20: each candidate TTFT prompt term read from the release (hw_exp.py prefill shapes, hw_packer's
+    prefill ops, the gated MLP; busiest or mean stage) would need a constant well below 1 on every public
+    point, and a different one per point, so `prompt_scale` stays the one fitted constant (README "rDXE")."""
+    cand = prompt_candidates()
+    assert set(cand) == {f"{f}/{a}" for f in ("hw_exp", "packer512", "gated") for a in ("max", "mean")}
+    for form, need in cand.items():
+        v = list(need.values())
+        assert max(v) < 0.5, form  # the release's prompt runs ≥ 2× faster than MAC-bound on C·n_MAC
+        assert max(v) / min(v) > 1.05, form  # and no one constant fits all three points to 5%
