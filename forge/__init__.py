@@ -9,3 +9,5 @@ cli (`forge-arch`, `forge-space`).
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search`.
 """
+
+__version__ = "0.2.0"  # the one place the version lives (pyproject reads it; CHANGELOG.md names it)

@@ -1,0 +1,245 @@
+"""Forge IHA decoder for Hugging Face `transformers` (remote code of `forge-export format=hf`).
+
+Infinite-Head Attention (LLMForge §3.1): every block has its own n_h query heads, n_kv K/V groups,
+query/key width d_qk and value width d_v (n_kv | n_h; head h reads group floor(h / (n_h/n_kv))).
+A block with `attn: false` has identity attention (no attention, no attention norm, no KV cache).
+The maths mirrors `forge.model.IHAModel` op for op, so the same weights give the same logits;
+this file must stand alone (torch + transformers only) because it travels with the weights.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+try:  # transformers >= 5 spells it PreTrainedConfig; 4.x PretrainedConfig
+    from transformers import PreTrainedConfig as _BaseConfig
+except ImportError:  # pragma: no cover
+    from transformers import PretrainedConfig as _BaseConfig
+
+
+class ForgeConfig(_BaseConfig):
+    """Global choices plus `layers`: one dict {attn, n_h, n_kv, d_qk, d_v, d_mlp} per block.
+
+    `num_hidden_layers` counts the blocks that keep a KV cache (attention blocks): the cache is
+    indexed by attention block, so identity blocks take no cache slot.
+    """
+
+    model_type = "forge_iha"
+
+    def __init__(self, vocab_size: int = 50257, hidden_size: int = 64, max_position_embeddings: int = 128,
+                 layers: list | None = None, mlp: str = "gelu", norm: str = "rmsnorm", bias: str = "none",
+                 pos: str = "rope", parallel: bool = False, rope_theta: float = 10000.0, norm_eps: float = 1e-5,
+                 pad_attn: bool = True, tie_word_embeddings: bool = True, use_cache: bool = True,
+                 **kwargs) -> None:
+        self.vocab_size, self.hidden_size = vocab_size, hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.layers = [dict(x) for x in (layers or [{"attn": True, "n_h": 1, "n_kv": 1, "d_qk": 64, "d_v": 64,
+                                                     "d_mlp": 256}])]
+        self.mlp, self.norm, self.bias, self.pos, self.parallel = mlp, norm, bias, pos, parallel
+        self.rope_theta, self.norm_eps, self.pad_attn, self.use_cache = rope_theta, norm_eps, pad_attn, use_cache
+        self.num_hidden_layers = sum(1 for x in self.layers if x.get("attn", True))
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+
+
+def _norm(cfg: ForgeConfig) -> nn.Module:
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
+    return nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.bias == "all")
+
+
+def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin (B, 1, T, dim) for rotate-half RoPE (RoFormer eq. 34, Llama layout), float32."""
+    inv_freq = base ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim)
+    ang = positions.float()[..., None] * inv_freq  # (B, T, dim/2)
+    ang = torch.cat([ang, ang], dim=-1)[:, None]
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    x1, x2 = xf.chunk(2, dim=-1)
+    return (xf * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
+
+
+class ForgeAttention(nn.Module):
+    """One IHA attention block with its own (n_h, n_kv, d_qk, d_v); SDPA's enable_gqa = the grouped mapping."""
+
+    def __init__(self, cfg: ForgeConfig, spec: dict, cache_idx: int) -> None:
+        super().__init__()
+        d, qkv_bias, all_bias = cfg.hidden_size, cfg.bias != "none", cfg.bias == "all"
+        self.n_h, self.n_kv, self.d_qk, self.d_v = spec["n_h"], spec["n_kv"], spec["d_qk"], spec["d_v"]
+        self.cache_idx, self.pad = cache_idx, cfg.pad_attn
+        self.q_proj = nn.Linear(d, self.n_h * self.d_qk, bias=qkv_bias)
+        self.k_proj = nn.Linear(d, self.n_kv * self.d_qk, bias=qkv_bias)
+        self.v_proj = nn.Linear(d, self.n_kv * self.d_v, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.n_h * self.d_v, d, bias=all_bias)
+
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None, mask: torch.Tensor | None):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_kv, self.d_v).transpose(1, 2)
+        if rope is not None:
+            cos, sin = rope[self.d_qk]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(k, v, self.cache_idx)
+        d_qk, d_v = self.d_qk, self.d_v
+        if self.pad and d_qk != d_v:  # zero padding is exact and lets the fused SDPA kernel apply
+            w = max(d_qk, d_v)
+            q, k, v = F.pad(q, (0, w - d_qk)), F.pad(k, (0, w - d_qk)), F.pad(v, (0, w - d_v))
+        causal = mask is None and T > 1
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True,
+                                           scale=1.0 / math.sqrt(d_qk))[..., :d_v]
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
+
+
+class ForgeMLP(nn.Module):
+    """GELU: down(gelu(up x)); SwiGLU: down(silu(gate x) * up x)."""
+
+    def __init__(self, cfg: ForgeConfig, d_mlp: int) -> None:
+        super().__init__()
+        d, bias = cfg.hidden_size, cfg.bias == "all"
+        self.gate = nn.Linear(d, d_mlp, bias=bias) if cfg.mlp == "swiglu" else None
+        self.up = nn.Linear(d, d_mlp, bias=bias)
+        self.down = nn.Linear(d_mlp, d, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.gate(x)) * self.up(x) if self.gate is not None else F.gelu(self.up(x))
+        return self.down(h)
+
+
+class ForgeBlock(nn.Module):
+    """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln x) + mlp(ln x)."""
+
+    def __init__(self, cfg: ForgeConfig, spec: dict, cache_idx: int) -> None:
+        super().__init__()
+        attn = spec.get("attn", True)
+        self.parallel = cfg.parallel
+        self.ln_attn = _norm(cfg) if attn else None
+        self.attn = ForgeAttention(cfg, spec, cache_idx) if attn else None
+        self.ln_mlp = _norm(cfg)
+        self.mlp = ForgeMLP(cfg, spec["d_mlp"])
+
+    def forward(self, x, rope, cache, mask):
+        a = self.attn(self.ln_attn(x), rope, cache, mask) if self.attn is not None else None
+        if self.parallel:
+            return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
+        x = x + a if a is not None else x
+        return x + self.mlp(self.ln_mlp(x))
+
+
+class ForgePreTrainedModel(PreTrainedModel):
+    config_class = ForgeConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["ForgeBlock"]
+    supports_gradient_checkpointing = False
+    _supports_sdpa = True
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """GPT-2 init N(0, 0.02) for new (untrained) weights; norms 1, biases 0."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, 0.0, 0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
+            nn.init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+
+class ForgeModel(ForgePreTrainedModel):
+    """Embeddings → blocks → final norm (hidden states; the LM head lives in ForgeForCausalLM)."""
+
+    def __init__(self, config: ForgeConfig) -> None:
+        super().__init__(config)
+        idx = [sum(1 for x in config.layers[:i] if x.get("attn", True)) for i in range(len(config.layers))]
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.wpe = nn.Embedding(config.max_position_embeddings, config.hidden_size) if config.pos == "learned" else None
+        self.blocks = nn.ModuleList(ForgeBlock(config, s, i) for s, i in zip(config.layers, idx))
+        self.ln_f = _norm(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.wte
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.wte = value
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, cache: Cache | None = None) -> torch.Tensor:
+        B, T = input_ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None:
+            position_ids = torch.arange(past, past + T, device=input_ids.device)[None].expand(B, T)
+        x = self.wte(input_ids)
+        if self.wpe is not None:
+            x = x + self.wpe(position_ids)
+        rope = None
+        if self.config.pos == "rope":
+            dims = {b.attn.d_qk for b in self.blocks if b.attn is not None}
+            rope = {d: rope_tables(position_ids, d, self.config.rope_theta) for d in dims}
+        mask = _mask(T, past, attention_mask, input_ids.device)
+        for block in self.blocks:
+            x = block(x, rope, cache, mask)
+        return self.ln_f(x)
+
+
+def _mask(T: int, past: int, attention_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    """Bool (B|1, 1, T, past+T) mask: causal and, where attention_mask has zeros, padding; None = plain causal."""
+    padded = attention_mask is not None and not bool(attention_mask.all())
+    if not padded and (past == 0 or T == 1):
+        return None
+    i = torch.arange(T, device=device)[:, None]
+    keep = (torch.arange(past + T, device=device)[None, :] <= past + i)[None, None]
+    if padded:
+        keep = keep & attention_mask[:, None, None, -(past + T):].bool()
+        keep = keep | ~keep.any(-1, keepdim=True)  # a fully padded query row attends anywhere (its output is unused)
+    return keep
+
+
+class ForgeForCausalLM(ForgePreTrainedModel, GenerationMixin):
+    """Causal LM head over ForgeModel; generate() keeps a DynamicCache with one slot per attention block."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.wte.weight"}
+
+    def __init__(self, config: ForgeConfig) -> None:
+        super().__init__(config)
+        self.model = ForgeModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.model.wte
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, cache: Cache | None = None,
+                labels: torch.Tensor | None = None, use_cache: bool | None = None,
+                past_key_values: Cache | None = None, **kwargs) -> CausalLMOutputWithPast:
+        """Logits (B, T, V); `cache` (or the older name `past_key_values`) carries K/V between calls."""
+        cache = cache if cache is not None else past_key_values
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if use_cache and cache is None:
+            cache = DynamicCache()
+        h = self.model(input_ids, position_ids, attention_mask, cache if use_cache else None)
+        logits = self.lm_head(h)
+        loss = None
+        if labels is not None:  # HF convention: labels are the inputs; position t predicts token t+1
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(), labels[:, 1:].reshape(-1),
+                                   ignore_index=-100)
+        names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+        key = "cache" if "cache" in names else "past_key_values"
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **{key: cache if use_cache else None})
+
+
+__all__ = ["ForgeConfig", "ForgeModel", "ForgeForCausalLM", "ForgePreTrainedModel"]

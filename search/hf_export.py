@@ -1,0 +1,142 @@
+"""forge-export format=hf: a found genome as a Hugging Face `transformers` folder.
+
+The folder holds `config.json`, the stand-alone modeling file `forge_hf/modeling_forge.py` (IHA's
+per-layer heterogeneity, loaded with `trust_remote_code=True`), `model.safetensors` and a model card
+(`README.md`). When the genome is homogeneous and fits Llama exactly (same n_h, n_kv, d_qk = d_v and
+d_mlp in every active layer; SwiGLU, RMSNorm, RoPE, sequential residual, no identity attention,
+bias none or all) a second folder `llama/` holds the native `LlamaForCausalLM` form: no remote code.
+"""
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from forge.genome import Genome
+
+EXTRA = "pip install 'forge-nas[transformers]'"
+MODELING_FILE = "modeling_forge.py"
+AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
+
+
+class HFExportError(ValueError):
+    """format=hf cannot be written (transformers missing, or a genome it cannot express)."""
+
+
+def require_transformers() -> None:
+    """Fail in one line, before any work, when the optional `transformers` package is absent."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise HFExportError(f"format=hf needs the optional package transformers, which is not installed; "
+                            f"allowed: {EXTRA}, or format=yaml|json|pt|safetensors") from None
+
+
+def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
+    """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped)."""
+    layers = [{"attn": g.attn, "n_h": g.n_h, "n_kv": g.n_kv, "d_qk": g.d_qk, "d_v": g.d_v, "d_mlp": g.d_mlp}
+              for g in genome.active_layers]
+    return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model,
+            "max_position_embeddings": genome.block_size, "layers": layers, "mlp": genome.mlp,
+            "norm": genome.norm, "bias": genome.bias, "pos": genome.pos, "parallel": genome.parallel,
+            "rope_theta": rope_base, "norm_eps": norm_eps, "tie_word_embeddings": genome.tied}
+
+
+def llama_misfit(genome: Genome) -> str | None:
+    """Why the genome is not exactly a Llama (None when it is)."""
+    L = genome.active_layers
+    shapes = {(g.n_h, g.n_kv, g.d_qk, g.d_v, g.d_mlp) for g in L}
+    checks = [(genome.mlp == "swiglu", "mlp is not swiglu"), (genome.norm == "rmsnorm", "norm is not rmsnorm"),
+              (genome.pos == "rope", "pos is not rope"), (not genome.parallel, "parallel residual"),
+              (genome.bias in ("none", "all"), "bias=qkv (Llama biases q, k, v and o together)"),
+              (all(g.attn for g in L), "identity-attention layers"),
+              (len(shapes) == 1, "layers differ in (n_h, n_kv, d_qk, d_v, d_mlp)"),
+              (all(g.d_qk == g.d_v for g in L), "d_qk != d_v")]
+    return next((why for ok, why in checks if not ok), None)
+
+
+def llama_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
+    g = genome.active_layers[0]
+    return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model, "intermediate_size": g.d_mlp,
+            "num_hidden_layers": len(genome.active_layers), "num_attention_heads": g.n_h,
+            "num_key_value_heads": g.n_kv, "head_dim": g.d_qk, "max_position_embeddings": genome.block_size,
+            "rms_norm_eps": norm_eps, "rope_parameters": {"rope_type": "default", "rope_theta": rope_base},
+            "attention_bias": genome.bias == "all", "mlp_bias": genome.bias == "all",
+            "tie_word_embeddings": genome.tied, "hidden_act": "silu"}
+
+
+def forge_state(sd: dict[str, Any]) -> dict[str, Any]:
+    """forge.model names → ForgeForCausalLM names (the base model sits under `model.`)."""
+    return {k if k.startswith("lm_head.") else f"model.{k}": v for k, v in sd.items()}
+
+
+LLAMA_NAMES = {"ln_attn": "input_layernorm", "ln_mlp": "post_attention_layernorm", "attn": "self_attn",
+               "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+
+
+def llama_state(sd: dict[str, Any]) -> dict[str, Any]:
+    """forge.model names → LlamaForCausalLM names."""
+    out = {}
+    for k, v in sd.items():
+        parts = k.split(".")
+        if parts[0] == "blocks":
+            parts = ["model", "layers", parts[1]] + [LLAMA_NAMES.get(p, p) for p in parts[2:]]
+        elif parts[0] in ("wte", "ln_f"):
+            parts = ["model", "embed_tokens" if parts[0] == "wte" else "norm"] + parts[1:]
+        out[".".join(parts)] = v
+    return out
+
+
+def _save(hf_model: Any, state: dict[str, Any], dest: Path) -> None:
+    missing, unexpected = hf_model.load_state_dict(state, strict=False)
+    if unexpected or [m for m in missing if m != "lm_head.weight"]:  # a tied head is the embedding
+        raise HFExportError(f"weight names do not match the transformers model: missing {missing}, "
+                            f"unexpected {unexpected}")
+    hf_model.save_pretrained(str(dest))
+
+
+def write_hf(model: Any, genome: Genome, dest: Path, card: str) -> dict[str, Any]:
+    """Write the remote-code folder at `dest` (and `dest/llama/` where Llama fits); returns what was written."""
+    require_transformers()
+    import transformers
+
+    from forge_hf.modeling_forge import ForgeConfig, ForgeForCausalLM
+
+    cfg = model.cfg
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    config = ForgeConfig(**forge_config(genome, cfg.rope_base, cfg.norm_eps), auto_map=AUTO_MAP)
+    _save(ForgeForCausalLM(config).eval(), forge_state(sd), dest)
+    src = resources.files("forge_hf").joinpath(MODELING_FILE)
+    with resources.as_file(src) as p:
+        shutil.copyfile(p, dest / MODELING_FILE)
+    why = llama_misfit(genome)
+    if why is None:
+        llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama_config(genome, cfg.rope_base,
+                                                                                      cfg.norm_eps)))
+        _save(llama.eval(), llama_state(sd), dest / "llama")
+    (dest / "README.md").write_text(hf_card(card, why))
+    if why is None:
+        (dest / "llama" / "README.md").write_text(hf_card(card, None, native=True))
+    return {"folder": str(dest), "remote_code": MODELING_FILE, "native": "llama" if why is None else None,
+            "not_native_because": why, "transformers": transformers.__version__}
+
+
+def hf_card(card: str, why: str | None, native: bool = False) -> str:
+    """The export's model card with Hugging Face front matter and how to load it."""
+    load = ("AutoModelForCausalLM.from_pretrained(folder)  # native LlamaForCausalLM, no remote code" if native
+            else "AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)")
+    native_line = ("Native form: `llama/` (LlamaForCausalLM, no remote code needed)." if why is None
+                   else f"No native transformers family fits this genome ({why}); use the remote code.")
+    return f"""---
+library_name: transformers
+tags: [forge, neural-architecture-search, iha]
+---
+{card}
+## Load with Hugging Face transformers
+```python
+from transformers import AutoModelForCausalLM
+model = {load}
+```
+{"" if native else native_line}
+"""

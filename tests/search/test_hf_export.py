@@ -1,0 +1,152 @@
+"""forge-export format=hf: the exported folder loads in transformers and computes what forge.model computes."""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from forge.genome import genome_from_dict
+from forge.model import build_model
+from search.cli import run as run_search
+from search.export import run as run_export
+from search.hf_export import HFExportError, llama_misfit, require_transformers, write_hf
+
+transformers = pytest.importorskip("transformers")
+from transformers import AutoModelForCausalLM, LlamaForCausalLM  # noqa: E402
+
+HETERO = [dict(n_h=4, n_kv=2, d_qk=16, d_v=8, d_mlp=96),           # GQA, d_qk != d_v
+          dict(n_h=2, n_kv=1, d_qk=8, d_v=8, d_mlp=64, attn=False),  # identity attention: no KV cache slot
+          dict(n_h=2, n_kv=2, d_qk=8, d_v=8, d_mlp=32, active=False),  # pruned slot
+          dict(n_h=3, n_kv=3, d_qk=12, d_v=20, d_mlp=48),          # MHA, d_v > d_qk
+          dict(n_h=6, n_kv=1, d_qk=8, d_v=8, d_mlp=80)]            # MQA
+VOCAB = 97
+
+
+def _genome(layers, **glob):
+    base = dict(d_model=32, block_size=64, vocab_size=VOCAB, layers=layers, mlp="swiglu", norm="rmsnorm",
+                tied=True, pos="rope")
+    return genome_from_dict({**base, **glob})
+
+
+def _model(genome, seed=3):
+    """Forge's model with larger random weights than the GPT-2 init, so greedy decoding does not repeat one token."""
+    model = build_model(genome, seed=seed).eval()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() > 1:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model
+
+
+def _check_same(model, hf, n_new=12):
+    x = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ref, got = model(x)[0], hf(x).logits
+    assert got.shape == ref.shape
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+    want = model.generate(x, n_new)
+    out = hf.generate(x, max_new_tokens=n_new, do_sample=False, pad_token_id=0)
+    assert out.tolist() == want.tolist()
+    assert len(set(want[:, -n_new:].flatten().tolist())) > 2  # the check is not satisfied by one repeated token
+
+
+@pytest.mark.parametrize("glob", [{}, dict(pos="learned", norm="layernorm", mlp="gelu", parallel=True, bias="qkv",
+                                           tied=False)])
+def test_heterogeneous_iha_matches_forge_logits_and_greedy_generation(tmp_path, glob):
+    genome = _genome(HETERO, **glob)
+    model = _model(genome)
+    info = write_hf(model, genome, tmp_path, "# card\n")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    assert type(hf).__name__ == "ForgeForCausalLM" and hf.config.num_hidden_layers == 3  # KV slots: attention blocks
+    _check_same(model, hf)
+    assert info["native"] is None and not (tmp_path / "llama").exists()
+    assert info["not_native_because"] in (glob and "mlp is not swiglu" or "identity-attention layers")
+
+
+def test_generate_uses_the_kv_cache(tmp_path):
+    """Decoding feeds one token per step with the cache: the cache grows, and a cache-less model would differ."""
+    genome = _genome(HETERO)
+    write_hf(_model(genome), genome, tmp_path, "")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    x = torch.randint(0, VOCAB, (1, 6))
+    out = hf(x, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values
+    assert cache.get_seq_length() == 6
+    step = hf(x[:, -1:] * 0 + 5, cache=cache, use_cache=True).logits[:, -1]
+    full = hf(torch.cat([x, x[:, -1:] * 0 + 5], 1), use_cache=False).logits[:, -1]
+    torch.testing.assert_close(step, full, atol=1e-5, rtol=0)
+
+
+def test_llama_shaped_genome_also_exports_native_llama(tmp_path):
+    genome = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 3)
+    assert llama_misfit(genome) is None
+    model = _model(genome)
+    info = write_hf(model, genome, tmp_path, "# card\n")
+    assert info["native"] == "llama"
+    cfg = json.loads((tmp_path / "llama" / "config.json").read_text())
+    assert cfg["model_type"] == "llama" and "auto_map" not in cfg  # no remote code needed
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "llama").eval()  # no trust_remote_code
+    assert isinstance(hf, LlamaForCausalLM)
+    _check_same(model, hf)
+    _check_same(model, AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval())
+
+
+@pytest.mark.parametrize("change, why", [(dict(mlp="gelu"), "swiglu"), (dict(bias="qkv"), "bias=qkv"),
+                                         (dict(parallel=True), "parallel")])
+def test_llama_misfit_names_the_reason(change, why):
+    assert why in llama_misfit(_genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 2, **change))
+    assert "differ" in llama_misfit(_genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64),
+                                             dict(n_h=2, n_kv=2, d_qk=8, d_v=8, d_mlp=64)]))
+
+
+def test_modeling_file_stands_alone():
+    """Remote code travels without Forge: it may import only torch, transformers and the standard library."""
+    path = Path(__import__("forge_hf").__file__).with_name("modeling_forge.py")
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in remote code"
+            roots.add(node.module.split(".")[0])
+    assert roots <= {"__future__", "dataclasses", "math", "torch", "transformers"}, roots
+
+
+def _tiny_run(tmp_path):
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["space=iha-tiny", "search.pop_size=4", "search.offspring=4",
+                                                 "search.generations=1", "progress=false", f"out_dir={tmp_path}"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.backend = {"_target_": "tests.search.fakes.FakeBackend"}
+    cfg.evaluator.predictor = {"_target_": "tests.search.fakes.FakePredictor"}
+    run_search(cfg)
+    return tmp_path
+
+
+def test_forge_export_format_hf_writes_a_loadable_folder_with_a_model_card(tmp_path):
+    run_dir = _tiny_run(tmp_path / "run")
+    s = run_export({"run": str(run_dir), "select": "knee", "format": "hf", "out": str(tmp_path / "out")})
+    folder = tmp_path / "out" / s["exported"][0]["id"]
+    for name in ("config.json", "modeling_forge.py", "model.safetensors", "README.md", "genome.yaml"):
+        assert (folder / name).is_file(), name
+    card = (folder / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers") and "found by forge-search" in card
+    assert str(run_dir) in card and "trust_remote_code=True" in card
+    hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    assert sum(p.numel() for p in hf.parameters()) == s["exported"][0]["params"]
+
+
+def test_missing_transformers_is_one_clear_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    with pytest.raises(HFExportError, match=r"needs the optional package transformers.*forge-nas\[transformers\]"):
+        require_transformers()
+    with pytest.raises(HFExportError) as e:
+        run_export({"run": str(_tiny_run(tmp_path / "run")), "format": "hf", "out": str(tmp_path / "o")})
+    assert "\n" not in str(e.value) and not (tmp_path / "o").exists()
