@@ -1,0 +1,83 @@
+"""Figures: RESULTS.md "Calibrated loss intervals and the end of the main job" (main-job wall time).
+
+Does the default main job keep its speed now that every prediction carries a calibrated interval and the
+run ends with the front table? Both arms run in this one process, interleaved, as a user runs them
+(`forge-search` with no arguments: process start, imports, surrogate load, 40 generations):
+
+    nice -n 10 .venv/bin/python bench/bench_main_job.py --runs 3 [--before 0c49453]
+
+- `before`: the tree at `--before` (the commit before the interval work), unpacked with `git archive`
+  into a temporary folder and run from there (PYTHONPATH first, so its own code and shipped files load);
+- `now`: this tree, ending with the front table;
+- `now --json`: this tree, ending with the JSON summary (separates the table's cost).
+Writes bench/results/main_job.json: per-arm walls, medians, and the ratio now / before (target <= 1.2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXE = Path(sys.executable).parent / "forge-search"
+
+
+def unpack(ref: str, dest: Path) -> str:
+    """The tree at `ref` (read from git, nothing in the work tree touched); returns its full commit id."""
+    sha = subprocess.run(["git", "rev-parse", ref], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    blob = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+    for pkg, folder in (("forge_conf", "conf"), ("forge_data", "data")):  # the installed names of conf/ and data/
+        (dest / pkg).symlink_to(folder)
+    return sha
+
+
+def time_job(tree: Path, extra: list[str]) -> tuple[float, dict]:
+    """One `forge-search` run from `tree`; (process wall s, summary fields)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        out = subprocess.run([str(EXE), f"hydra.run.dir={d}", "progress=false", *extra], cwd=tree, env=env,
+                             check=True, capture_output=True, text=True).stdout
+        wall = time.perf_counter() - t0
+        s = json.loads((Path(d) / "summary.json").read_text())
+    keep = {k: s.get(k) for k in ("wall_s", "evaluations", "archive_size", "hypervolume", "loss_interval")}
+    return wall, {**keep, "last_screen_lines": len(out.splitlines())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", default="0c49453", help="git ref of the tree before the interval work")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "main_job.json"))
+    a = ap.parse_args()
+    arms: dict[str, list] = {"before": [], "now": [], "now --json": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        sha = unpack(a.before, Path(tmp))
+        trees = {"before": (Path(tmp), []), "now": (ROOT, []), "now --json": (ROOT, ["--json"])}
+        for i in range(a.runs):  # interleaved, so machine load hits every arm alike
+            for name, (tree, extra) in trees.items():
+                arms[name].append(time_job(tree, extra))
+                print(f"run {i} {name}: {arms[name][-1][0]:.1f} s", file=sys.stderr)
+    med = {k: statistics.median(w for w, _ in v) for k, v in arms.items()}
+    res = {"command": f"nice -n 10 .venv/bin/python bench/bench_main_job.py --runs {a.runs} --before {a.before}",
+           "before_commit": sha, "median_process_wall_s": med,
+           "ratio_now_to_before": med["now"] / med["before"], "ratio_json_to_before": med["now --json"] / med["before"],
+           "runs": {k: [{"process_wall_s": w, **s} for w, s in v] for k, v in arms.items()}}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps({k: res[k] for k in ("median_process_wall_s", "ratio_now_to_before", "ratio_json_to_before")},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    main()
