@@ -228,6 +228,7 @@ class LocalTrainer(_Base):
     workers: int | None = None
     start_method: str = "fork"
     poll_s: float = 0.5
+    preload: bool = True  # fork: import torch/Lightning and read the corpus once in the parent (warm children)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,7 +239,7 @@ class LocalTrainer(_Base):
 
     def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
         ctx = mp.get_context(self.start_method)
-        if self.start_method == "fork":
+        if self.start_method == "fork" and self.preload:
             _preload(self.corpus)
         n_workers = self.workers or os.cpu_count() or 1
         queue, running, attempts = list(todo), {}, {g.id: 0 for g in todo}

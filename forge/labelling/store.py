@@ -257,9 +257,10 @@ class LabelStore:
     def counts(self) -> list[dict[str, Any]]:
         """Per protocol: its name and how many rows are done / diverged / failed / running (live or lapsed)."""
         now = time.time()
-        q = select(T.protocol, T.protocol_name, T.status, T.lease_until < now, func.count(), func.sum(T.attempts))
+        lapsed = (T.lease_until < now).label("lapsed")
+        q = select(T.protocol, T.protocol_name, T.status, lapsed, func.count(), func.sum(T.attempts))
         with self.engine.connect() as conn:
-            rows = conn.execute(q.group_by(T.protocol, T.protocol_name, T.status, T.lease_until < now)).all()
+            rows = conn.execute(q.group_by(T.protocol, T.protocol_name, T.status, lapsed)).all()
         out: dict[str, dict[str, Any]] = {}
         for fp, name, status, lapsed, n, att in rows:
             d = out.setdefault(fp, {"protocol": fp, "name": "", "done": 0, "diverged": 0, "failed": 0,
