@@ -33,7 +33,7 @@ RDXE_PUBLIC = {
 }
 RDXE_SOURCE = "LLMForge release rDXE output (issue 16)"
 SUBSTRATES = ("gemmini", "eyeriss", "flat", "simba", "dxe-relaxed")
-SUBSTRATE_MODELS = ("smollm2-135m", "gemma-3-270m")  # SmolLM2-135M-class: ~135-270M, GQA
+SUBSTRATE_MODELS = ("smollm2-135m", "gemma-3-270m", "smollm2-360m")  # SmolLM2-135M-class: 135-360M, GQA
 
 
 def _evaluate(backend: str, overrides: dict[str, Any], arch: str, prefill: int, decode: int) -> dict[str, Any]:

@@ -35,6 +35,10 @@ The per-layer driver `hw_exp.py` (`evaluate_layer`, `compute_fusion_savings`, `_
                          layer's; a layer's cycles floored at 0 (hw_exp.py compute_fusion_savings,
                          _estimate_saved_cycles; evaluate_layer fused=True on every substrate). Not physical:
                          DRAM time is subtracted from compute-bound GEMMs too.
+    fusion_traffic       compulsory | mapper: the DRAM traffic those savings count. Release: Timeloop's stats of its
+                         mapping; we default to compulsory (outputs written once, inputs read once), which
+                         reproduces the TTFT ratio reported against its outputs on gemmini and eyeriss, where
+                         our mapper's re-reads would not (backends/systolic/fusion.py).
     elementwise_energy   norms, softmax and activation carry energy. Release: no — evaluate_layer costs GEMMs
                          only (no norms, softmax, activation, embedding or LM head energy).
     pad_d                round a GEMM's output dim D up to a multiple of pad_d when D > pad_d and ragged, inside
@@ -51,6 +55,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from backends.interface import BackendError
+from backends.systolic.fusion import TRAFFIC
 from backends.systolic.template import Template, make_template
 
 CONVENTIONS = ("physical", "llmforge")
@@ -71,13 +76,14 @@ class Counting:
     qk_fused: bool = False
     attention_rows: str = "tokens"
     fusion: bool = False
+    fusion_traffic: str = "compulsory"
     elementwise_energy: bool = True
     pad_d: int = 0
 
 
 LLMFORGE = {"mlp_gate": False, "head_ops": False, "elementwise_latency": False, "decode_context": "decode_len",
             "report_clock_ghz": 1.0, "spatial": "divisor", "qk_fused": True, "attention_rows": "heads",
-            "fusion": True, "elementwise_energy": False, "pad_d": 0, "rank": "edp"}
+            "fusion": True, "fusion_traffic": "compulsory", "elementwise_energy": False, "pad_d": 0, "rank": "edp"}
 
 
 def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Counting, Template]:
@@ -94,9 +100,11 @@ def resolve(conventions: str, llmforge: dict | None, t: Template) -> tuple[Count
     if over["decode_context"] not in DECODE_CONTEXT:
         raise BackendError(f"backend.llmforge.decode_context = {over['decode_context']!r} is invalid; "
                            f"allowed: {', '.join(DECODE_CONTEXT)}")
-    if over["attention_rows"] not in ATTENTION_ROWS or not (isinstance(over["pad_d"], int) and over["pad_d"] >= 0):
-        raise BackendError(f"backend.llmforge attention_rows = {over['attention_rows']!r}, pad_d = {over['pad_d']!r}; "
-                           f"allowed: attention_rows {' | '.join(ATTENTION_ROWS)}, pad_d an integer >= 0")
+    if (over["attention_rows"] not in ATTENTION_ROWS or over["fusion_traffic"] not in TRAFFIC
+            or not (isinstance(over["pad_d"], int) and over["pad_d"] >= 0)):
+        raise BackendError(f"backend.llmforge attention_rows = {over['attention_rows']!r}, fusion_traffic = "
+                           f"{over['fusion_traffic']!r}, pad_d = {over['pad_d']!r}; allowed: attention_rows "
+                           f"{' | '.join(ATTENTION_ROWS)}, fusion_traffic {' | '.join(TRAFFIC)}, pad_d an integer >= 0")
     over.setdefault("dram_write_bytes_per_cycle", t.dram_bytes_per_cycle)  # every release DRAM: write = read bandwidth
     tmpl = {k: (tuple(v) if k == "dataflows" else v) for k, v in over.items() if k in TEMPLATE_FIELDS and v is not None}
     t = make_template({**_as_dict(t), **tmpl})  # re-validated, e.g. a bad `spatial`

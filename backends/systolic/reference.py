@@ -13,7 +13,8 @@ Sources (../shared/reference/llmforge-release): the per-layer driver `hw_exp.py`
   QK_gen→QK_attn, V_gen→PV_attn, QK_attn→PV_attn, PV_attn→ATTN_proj, ATTN_proj→FC1, FC1→FC2 (a layer without
   attention: FC1→FC2) the producer's DRAM output writes / write bw + the consumer's DRAM input reads / read bw,
   and their DRAM energy, × n_kv when an endpoint is QK_attn or PV_attn; energy capped at 90% of the layer's.
-  Compulsory traffic: input reads L·E (× the weight parts on dxe-relaxed, below), output writes L·D.
+  Compulsory traffic by default (inputs read once, outputs written once; `traffic="modelled"` takes the re-reads
+  and spills modelled below, the counterpart of the backend's `fusion_traffic: mapper`).
 - D padding (`_pad_D_for_arch`): on the DXE variants (d_axis_spatial 128) D > 128 and ragged is rounded up
   to a multiple of 128 inside the problem, so the padded weights are read and padded outputs written.
 - Passes (hw_timeloop.py): prefill at block_size = prefill_len, decode at block_size = decode_len (context),
@@ -169,7 +170,8 @@ def gemm_cost(s: Substrate, t, L: int, E: int, D: int) -> dict[str, float]:
     if "rs" in t.dataflows:  # row-stationary: each PE keeps the largest exact slice of E its weight spad holds
         folds_e //= max(f for f in _divisors(folds_e, t.pe_weight_bytes))
     energy += _buffer_energy(t, L, E, D, folds_d, folds_e, in_rd)
-    return {"cycles": cycles, "energy": energy, "in_rd": in_rd, "out_wr": out_wr, "out_rd": out_rd}
+    return {"cycles": cycles, "energy": energy, "in_rd": in_rd, "out_wr": out_wr, "out_rd": out_rd,
+            "compulsory": {"in_rd": L * E, "out_wr": L * D, "out_rd": 0}}
 
 
 def _buffer_energy(t, L: int, E: int, D: int, folds_d: int, folds_e: int, in_rd: int) -> float:
@@ -188,27 +190,30 @@ def _buffer_energy(t, L: int, E: int, D: int, folds_d: int, folds_e: int, in_rd:
     return e
 
 
-def edge_savings(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]]) -> list[tuple[str, float, float]]:
-    """(edge, cycles, energy pJ) per fused edge of a layer (hw_exp.py _estimate_saved_cycles, before the cap)."""
+def edge_savings(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]],
+                 traffic: str = "compulsory") -> list[tuple[str, float, float]]:
+    """(edge, cycles, energy pJ) per fused edge of a layer (hw_exp.py _estimate_saved_cycles, before the cap);
+    traffic: compulsory (each output written, each input read once) | modelled (with the re-reads above)."""
     out = []
     for p, c in ATTN_EDGES if len(gemms) == 7 else MLP_EDGES:
         scale = max(gemms[p].scale, gemms[c].scale)  # "use the max scale since both endpoints contribute"
-        prod, cons = costs[p], costs[c]
+        prod, cons = (costs[p], costs[c]) if traffic == "modelled" else (costs[p]["compulsory"], costs[c]["compulsory"])
         cyc = prod["out_wr"] / s.dram_write + (prod["out_rd"] + cons["in_rd"]) / s.dram_read
         en = (prod["out_wr"] + prod["out_rd"] + cons["in_rd"]) * t.dram_pj_per_byte
         out.append((f"{gemms[p].name}->{gemms[c].name}", cyc * scale, en * scale))
     return out
 
 
-def fusion(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]]) -> tuple[float, float]:
+def fusion(s: Substrate, t, gemms: list[Gemm], costs: list[dict[str, float]],
+           traffic: str = "compulsory") -> tuple[float, float]:
     """(cycles, energy pJ) the release subtracts for a layer (hw_exp.py compute_fusion_savings: energy capped at
     90% of the layer's GEMM energy)."""
-    edges = edge_savings(s, t, gemms, costs)
+    edges = edge_savings(s, t, gemms, costs, traffic)
     total = sum(c["energy"] * g.scale for g, c in zip(gemms, costs))
     return sum(e[1] for e in edges), min(sum(e[2] for e in edges), 0.9 * total)
 
 
-def layer_cost(name: str, g: Genome, i: int, seq: int, mode: str) -> dict[str, float]:
+def layer_cost(name: str, g: Genome, i: int, seq: int, mode: str, traffic: str = "compulsory") -> dict[str, float]:
     """One layer's cycles and energy (pJ) after fusion savings, and the savings themselves."""
     s, t = SUBSTRATES[name], _template(name)
     gemms = layer_gemms(g, i, seq, mode)
@@ -217,15 +222,16 @@ def layer_cost(name: str, g: Genome, i: int, seq: int, mode: str) -> dict[str, f
     costs = [gemm_cost(s, t, x.L, x.E, x.D) for x in gemms]
     cyc = sum(c["cycles"] * x.scale for x, c in zip(gemms, costs))
     en = sum(c["energy"] * x.scale for x, c in zip(gemms, costs))
-    sc, se = fusion(s, t, gemms, costs)
+    sc, se = fusion(s, t, gemms, costs, traffic)
     return {"cycles": max(0.0, cyc - sc), "energy": max(0.0, en - se), "saved_cycles": sc, "saved_energy": se}
 
 
-def layer_edges(name: str, g: Genome, i: int, seq: int, mode: str) -> list[tuple[str, float, float]]:
+def layer_edges(name: str, g: Genome, i: int, seq: int, mode: str,
+                traffic: str = "compulsory") -> list[tuple[str, float, float]]:
     """Layer i's fused edges on substrate `name`: (edge, cycles, energy pJ) saved."""
     s, t = SUBSTRATES[name], _template(name)
     gemms = layer_gemms(g, i, seq, mode)
-    return edge_savings(s, t, gemms, [gemm_cost(s, t, x.L, x.E, x.D) for x in gemms])
+    return edge_savings(s, t, gemms, [gemm_cost(s, t, x.L, x.E, x.D) for x in gemms], traffic)
 
 
 @lru_cache(maxsize=None)
@@ -236,13 +242,15 @@ def _template(name: str):
     return build_backend(name, conventions="llmforge").t
 
 
-def release_reading(name: str, g: Genome, prefill: int = 256, decode: int = 256) -> dict[str, float]:
-    """TTFT, TPOT (ms) and energy per token (µJ) the release's pipeline would report for genome g on `name`."""
+def release_reading(name: str, g: Genome, prefill: int = 256, decode: int = 256,
+                    traffic: str = "compulsory") -> dict[str, float]:
+    """TTFT, TPOT (ms) and energy per token (µJ) the release's pipeline would report for genome g on `name`;
+    `traffic` as the backend's `llmforge.fusion_traffic` (modelled ↔ mapper)."""
     if name not in SUBSTRATES:
         raise KeyError(f"substrate {name!r} has no reading; allowed: {', '.join(SUBSTRATES)}")
     n = len(g.layers)
-    pre = [layer_cost(name, g, i, prefill, "prefill") for i in range(n)]
-    dec = [layer_cost(name, g, i, decode, "decode") for i in range(n)]
+    pre = [layer_cost(name, g, i, prefill, "prefill", traffic) for i in range(n)]
+    dec = [layer_cost(name, g, i, decode, "decode", traffic) for i in range(n)]
     total = lambda rows, k: sum(r[k] for r in rows)  # noqa: E731
     energy = total(pre, "energy") + decode * total(dec, "energy")
     return {"ttft_ms": total(pre, "cycles") / 1e6, "tpot_ms": total(dec, "cycles") / 1e6,

@@ -12,21 +12,23 @@ context, 256 = block_size in both passes). On dxe-relaxed `_pad_D_for_arch` roun
 
 Fusion savings per edge, prefill, in cycles (`_estimate_saved_cycles`: producer output writes / write bw +
 consumer input reads / read bw, × the larger endpoint scale, 3 on edges touching QK_attn or PV_attn), with
-compulsory traffic (outputs written once: L·D; inputs read once: L·E) and DRAM 4 B/cycle each way:
+compulsory traffic (outputs written once: L·D; inputs read once: L·E; `fusion_traffic: compulsory`, the
+default) and DRAM 4 B/cycle each way:
     QK_gen→QK_attn     (256·768 + 3·64) / 4 · 3  = (49152 + 48) · 3   = 147600
     V_gen→PV_attn      (256·192 + 3·256) / 4 · 3 = (12288 + 192) · 3  = 37440
     QK_attn→PV_attn    (3·256 + 3·256) / 4 · 3   = 384 · 3             = 1152
     PV_attn→ATTN_proj  (3·64 + 256·576) / 4 · 3  = (48 + 36864) · 3   = 110736
     ATTN_proj→FC1      (256·576 + 256·576) / 4                         = 73728
     FC1→FC2            (256·1536 + 256·1536) / 4                       = 196608
+flat: DRAM 25 B/cycle: every edge above × 4/25.
+dxe-relaxed: padded V_gen writes 256·256 → (16384 + 192)·3 = 49728; padded ATTN_proj writes 256·640 →
+40960 + 36864 = 77824; the rest as above.
+With the traffic our mapper actually moves (`fusion_traffic: mapper`, the reading's traffic="modelled"):
 gemmini: FC2's 256 × 1536 inputs (384 KB) exceed half the double-buffered 512 KB scratchpad, so they are read
 once per D tile of 262144 / (256 · 4 B) = 256 columns: ⌈576 / 256⌉ = 3 reads → FC1→FC2 = 98304 + 3·98304 = 393216.
 eyeriss: an input block beside its partial sums exceeds the 128 KB buffer for ATTN_proj, FC1 and FC2; D tiles
 of (131072 − 256·12) // (256·2) = 250 columns → 3, 7 and 3 reads: PV_attn→ATTN_proj (48 + 3·36864)·3 = 331920,
-ATTN_proj→FC1 36864 + 7·36864 = 294912, FC1→FC2 98304 + 3·98304 = 393216.
-flat: DRAM 25 B/cycle: every compulsory edge above × 4/25.
-dxe-relaxed: padded V_gen writes 256·256 → (16384 + 192)·3 = 49728; padded ATTN_proj writes 256·640 →
-40960 + 36864 = 77824; the rest as the compulsory column.
+ATTN_proj→FC1 36864 + 7·36864 = 294912, FC1→FC2 98304 + 3·98304 = 393216 (simba, flat, dxe-relaxed: as above).
 """
 from __future__ import annotations
 
@@ -41,13 +43,9 @@ from tests.backends.systolic.test_conventions import llmforge
 
 NAMES = ["gemmini", "eyeriss", "simba", "flat", "dxe-relaxed"]
 BASE = [147600, 37440, 1152, 110736, 73728, 196608]
-EDGES = {
-    "gemmini": BASE[:5] + [393216],
-    "eyeriss": BASE[:3] + [331920, 294912, 393216],
-    "simba": BASE,
-    "flat": [x * 4 / 25 for x in BASE],
-    "dxe-relaxed": [147600, 49728, 1152, 110736, 77824, 196608],
-}
+EDGES = {"gemmini": BASE, "eyeriss": BASE, "simba": BASE, "flat": [x * 4 / 25 for x in BASE],
+         "dxe-relaxed": [147600, 49728, 1152, 110736, 77824, 196608]}
+MODELLED = {**EDGES, "gemmini": BASE[:5] + [393216], "eyeriss": BASE[:3] + [331920, 294912, 393216]}
 
 
 @pytest.fixture(scope="module")
@@ -69,20 +67,24 @@ def test_fusion_savings_per_edge_match_the_hand_derivation(name, smollm):
     assert [e[0] for e in edges] == ["QK_gen->QK_attn", "V_gen->PV_attn", "QK_attn->PV_attn", "PV_attn->ATTN_proj",
                                      "ATTN_proj->MLP_FC1", "MLP_FC1->MLP_FC2"]
     assert [e[1] for e in edges] == pytest.approx(EDGES[name])
+    assert [e[1] for e in layer_edges(name, smollm, 0, 256, "prefill", "modelled")] == pytest.approx(MODELLED[name])
     dec = layer_edges(name, smollm, 0, 256, "decode")  # one token: QK_gen writes 768, QK_attn reads 3·64, × 3
     assert dec[0][1] == pytest.approx((768 + 192) * 3 / (25 if name == "flat" else 4))
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_backend_subtracts_the_same_savings(name, smollm):
-    """conventions=llmforge takes the savings from its mapper's DRAM traffic: for SmolLM2-135M the same as by hand."""
+@pytest.mark.parametrize("traffic", ["compulsory", "mapper"])
+def test_the_backend_subtracts_the_same_savings(name, traffic, smollm):
+    """conventions=llmforge subtracts, for SmolLM2-135M, the savings derived by hand (compulsory traffic) or with
+    the re-reads our mapper really does (mapper)."""
     wl = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
-    r = build_backend(name, conventions="llmforge").evaluate([smollm], wl).row(0)
-    per_layer = sum(e[1] for e in layer_edges(name, smollm, 0, 256, "prefill"))
+    r = llmforge(name, fusion_traffic=traffic).evaluate([smollm], wl).row(0)
+    read = "compulsory" if traffic == "compulsory" else "modelled"
+    per_layer = sum(e[1] for e in layer_edges(name, smollm, 0, 256, "prefill", read))
     assert r["fusion_saved"]["ttft_ms"] == pytest.approx(30 * per_layer / 1e6, rel=5e-3)
     off = llmforge(name, fusion=False).evaluate([smollm], wl).row(0)
     assert off["ttft_ms"] - r["ttft_ms"] == pytest.approx(r["fusion_saved"]["ttft_ms"], rel=1e-6)
-    assert r["ttft_ms"] == pytest.approx(release_reading(name, smollm)["ttft_ms"], rel=0.02)
+    assert r["ttft_ms"] == pytest.approx(release_reading(name, smollm, traffic=read)["ttft_ms"], rel=0.02)
 
 
 def test_prefill_attention_rows_and_padding_fields(smollm):
