@@ -188,6 +188,7 @@ class Verify:
         method = (self.summary.get("loss_interval") or {}).get("method") or (
             "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
+               "front_size": len(self.rows),
                "cost": self.cost_note, "latency": self.latency, "store": str(getattr(self, "store", "")),
                "summary": summarize(P, C, self.latency, measured is not None, self.level, method),
                "picks": P, "control": C}
@@ -195,8 +196,9 @@ class Verify:
             out["refit"] = self.refit(P + C, labels)
         self.out.mkdir(parents=True, exist_ok=True)
         s = out["summary"]
-        title = (f"{self.space.name}: {len(P)} picks, Spearman {s['spearman'] if s['spearman'] is None else round(s['spearman'], 2)}"
-                 f", coverage {s['coverage']}")
+        rho = "n/a" if s["spearman"] is None else f"{s['spearman']:.2f}"
+        cov = "n/a" if s["coverage"] is None else f"{s['coverage']:.0%}"
+        title = f"{self.space.name}: {len(P)} front picks, Spearman {rho}, coverage {cov} at {self.level:.0%}"
         out["figure"] = str(figure(self.out / "verify.png", P, C, title))
         atomic_write_json(self.out / "verify.json", out)
         return out
@@ -252,7 +254,7 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 def brief(out: dict[str, Any]) -> dict[str, Any]:
     """What the CLI prints: the summary, the cost note, the refit and where the files are."""
-    keep = {k: out[k] for k in ("run", "cost", "store", "figure") if k in out}
+    keep = {k: out[k] for k in ("run", "front_size", "cost", "store", "figure") if k in out}
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
             "verify_json": str(Path(out["figure"]).with_name("verify.json"))}
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from backends.interface import Workload
+from forge.genome import genome_from_dict
 from forge.labelling.store import LabelStore
 from forge.labels import Label
 from search.picks import control_draw, front_picks
@@ -167,3 +168,23 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "search.verify_cli", f"run={tmp_path}"], capture_output=True, text=True,
                        cwd=Path(__file__).parents[2], timeout=60)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "forge-verify: error: run=" in p.stderr
+
+
+@pytest.mark.slow
+def test_refit_with_the_real_surrogate_saves_a_checkpoint_a_search_can_load(make_search, tmp_path, tiny_space):
+    from search.components import load_surrogate
+
+    run_dir = tmp_path / "run"
+    cfg = tiny_cfg(space="iha-tiny", search={"generations": 2, "coevolve": {"epochs": 2}},
+                   evaluator={"predictor": "forgeformer-iha-tiny"})
+    make_search(run_dir, cfg).run()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    parts = _parts(tiny_space, tmp_path / "l.db")
+    parts.pop("finetune")
+    out = run({"run": str(run_dir), "k": 4, "control": 2, "refit": True}, parts)
+    r = out["refit"]
+    assert r["refit"] and r["mae_after"] is not None and Path(r["checkpoint"]).with_suffix(".json").is_file()
+    pred = load_surrogate(r["checkpoint"], tiny_space)  # what evaluator.predictor=<path> loads
+    rows = [json.loads(x) for x in (run_dir / "pareto.jsonl").read_text().splitlines()]
+    mu, _ = pred.predict([genome_from_dict(r["genome"]) for r in rows])
+    assert np.all(np.isfinite(mu))
