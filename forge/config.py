@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 from importlib import resources
@@ -110,6 +111,8 @@ def describe_error(e: BaseException) -> str | None:
         text = f"not UTF-8 text ({e.reason} at byte {e.start}); allowed: a UTF-8 text file"
     elif isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
+    elif isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        text = str(e)
     elif isinstance(e, (ValueError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
     else:
@@ -167,13 +170,17 @@ class RunDirGuard:
             for name, snap in self.saved.items():
                 _restore(d / name, snap)
             return
-        for name in self.HYDRA_FILES:  # a fresh folder: drop Hydra's files, then the folder if nothing else is in it
+        if self.run_dir is not None:  # named on the command line and absent before: all of it is this command's
+            shutil.rmtree(d, ignore_errors=True)
+        for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
             (d / name).unlink(missing_ok=True)
         for log in d.glob("*.log"):
             if log.stat().st_size == 0:
                 log.unlink()
+        if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
+            (d / ".hydra").rmdir()
         cwd = Path.cwd().resolve()
-        for folder in (d / ".hydra", d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
+        for folder in (d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
             if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
                 break
             folder.rmdir()

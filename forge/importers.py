@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +24,9 @@ from typing import Any, Iterator
 import yaml
 
 from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
+from forge.io import read_text
 
+CSV_REQUIRED = ("global_n_embd", "global_block_size", "global_layer_mask", "val_loss")
 CSV_GLOBALS = dict(vocab_size=50257, mlp="gelu", norm="layernorm", bias="none", tied=True, pos="rope")
 
 # Published configs (../shared/reference/architectures.md), keyed by a normalized model name.
@@ -87,8 +90,12 @@ def iter_llmforge_csv(path: str | Path, drop_nonfinite: bool = True) -> Iterator
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"LLMForge CSV not found: {path}")
-    with path.open(newline="") as f:
+    with io.StringIO(read_text(path, "CSV file"), newline="") as f:
         reader = csv.DictReader(f)
+        missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise GenomeError(f"{path}: missing column(s) {', '.join(missing)}; allowed: the LLMForge label CSV "
+                              f"(columns {', '.join(CSV_REQUIRED)}, layer<i>_*)")
         for line, row in enumerate(reader, start=2):
             try:
                 loss = float(row["val_loss"])
@@ -96,7 +103,10 @@ def iter_llmforge_csv(path: str | Path, drop_nonfinite: bool = True) -> Iterator
                 raise GenomeError(f"{path}:{line}: val_loss = {row.get('val_loss')!r} is invalid; allowed: a number") from None
             if drop_nonfinite and not math.isfinite(loss):
                 continue
-            g = _csv_genome(row, line)
+            try:
+                g = _csv_genome(row, line)
+            except GenomeError as e:  # name the file, not only the line
+                raise GenomeError(f"{path}: {e}") from None
             extras = {k: float(row[k]) for k in ("mem_bytes", "flops", "kv_cache_size") if row.get(k) not in (None, "")}
             yield CsvRow(int(row.get("#idx") or line), g, loss, float(row.get("params") or "nan"), extras)
 
@@ -149,7 +159,7 @@ def load_genome(path: str | Path) -> Genome:
     if not path.is_file():
         raise FileNotFoundError(f"genome file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path, "genome file"))
     except yaml.YAMLError as e:
         raise GenomeError(f"{path}: malformed YAML/JSON: {e}") from None
     if isinstance(data, dict) and "n_embd" in data:

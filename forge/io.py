@@ -29,6 +29,18 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A text file's content; a binary or non-UTF-8 file is bad input naming the file, not a UnicodeDecodeError."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        from forge.config import UserError
+
+        raise UserError(f"{path}: not a UTF-8 text {what} (byte 0x{data[e.start]:02x} at offset {e.start}); "
+                        f"allowed: a UTF-8 text {what}") from None
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 

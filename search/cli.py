@@ -44,9 +44,6 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         if holds_search(run_dir):
             raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
         check_writable(run_dir)
-        import yaml
-
-        atomic_write_text(run_dir / CONFIG, yaml.safe_dump(c, sort_keys=False))
     _set_threads(c.get("threads"))
     parts = dict(components or {})
     space = parts.get("space") or build_space(c)
@@ -57,6 +54,10 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
     if resume:
         search.load()
+    else:  # written once the config has built a search (bad input writes nothing); from here on, resumable
+        import yaml
+
+        atomic_write_text(run_dir / CONFIG, yaml.safe_dump(c, sort_keys=False))
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "
@@ -166,7 +167,7 @@ def resume_argv(argv: list[str]) -> list[str]:
     """`resume=DIR` runs inside DIR: Hydra gets it as its run directory and writes no `.hydra/` there, so a
     resume leaves no empty outputs/search/<stamp>/ and keeps the run's own record of how it was started."""
     given = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
-    if not given or given[-1] in ("", "null") or any(a.startswith("hydra.run.dir=") for a in argv) \
+    if not given or not Path(given[-1]).is_dir() or any(a.startswith("hydra.run.dir=") for a in argv) \
             or any(a in ("-m", "--multirun") for a in argv):
         return argv
     return [*argv, f"hydra.run.dir={given[-1]}", "hydra.output_subdir=null"]

@@ -80,7 +80,10 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     out = {"status": s.get("status", "running"), "generations_done": s.get("generations_done", -1),
            "generations": s.get("generations")}
     if out["status"] != "complete" and (run_dir / CHECKPOINT).is_file():
-        out["generations_done"] = max(int(out["generations_done"]), int(load_checkpoint(run_dir)["generation"]))
+        ck = load_checkpoint(run_dir)
+        out["generations_done"] = max(int(out["generations_done"]), int(ck["generation"]))
+        if out["generations"] is None:
+            out["generations"] = int((ck.get("config") or {}).get("search", {}).get("generations", 40))
     return out
 
 

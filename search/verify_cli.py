@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from forge.config import CONFIG_PATH, user_errors
 
 
+@user_errors("forge-verify")  # outside Hydra too: its config errors exit 2 with one line
 @hydra.main(config_path=CONFIG_PATH, config_name="forge-verify", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from search.verify import brief, run

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from forge.config import forge_main, output_dir, to_container
-from forge.io import atomic_write_json, shared_data_dir
+from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import load_labelset, train_val_test
@@ -33,6 +33,16 @@ def _data_path(cfg: DictConfig) -> Path:
     return Path(cfg.data) if cfg.get("data") else shared_data_dir() / "llmforge_iha_200M.csv"
 
 
+def _labels(cfg: DictConfig, key: str = "data") -> Any:
+    """The label set at `cfg[key]`; rows dropped for a non-finite label (NaN/inf) are said on the console."""
+    path = _data_path(cfg) if key == "data" else Path(cfg[key])
+    data = load_labelset(path)
+    if data.dropped:
+        print(f"forge-surrogate: {key}={path}: dropped {data.dropped} row(s) with a non-finite label (NaN/inf); "
+              f"using {len(data)}", flush=True)
+    return data
+
+
 def _model_cfg(cfg: DictConfig) -> Any:
     return model_config(cfg.model) if cfg.get("model") else cfg.surrogate
 
@@ -40,8 +50,10 @@ def _model_cfg(cfg: DictConfig) -> Any:
 def _train(cfg: DictConfig) -> dict:
     from hydra.utils import instantiate
 
-    data = load_labelset(_data_path(cfg))
+    data = _labels(cfg)
     space = space_from_config(to_container(cfg.space))
+    if cfg.get("out"):  # checked before the fit: a finished training is never lost at save time
+        check_writable(Path(f"{cfg.out}.safetensors"), "out")
     train, val, test = train_val_test(data, cfg.seed, cfg.test_frac)
     test = test if len(test) else None
     mcfg = _model_cfg(cfg)
@@ -68,7 +80,7 @@ def _eval(cfg: DictConfig) -> dict:
     from surrogate.predictor import load_predictor
 
     p = load_predictor(cfg.ckpt or "forgeformer-iha-paper")
-    data = load_labelset(_data_path(cfg))
+    data = _labels(cfg)
     mu, _ = p.predict(data.genomes)
     return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), "n_rows": len(data),
             "dropped": data.dropped, "metrics": evaluate(data.y, mu)}
@@ -96,7 +108,7 @@ def _calibrate(cfg: DictConfig) -> dict:
     if not t.get("test_frac") or not t.get("n_test"):
         raise ValueError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
                          "with test_frac > 0, whose test rows calibrate it")
-    train, _, held = train_val_test(load_labelset(_data_path(cfg)), int(t["seed"]), float(t["test_frac"]))
+    train, _, held = train_val_test(_labels(cfg), int(t["seed"]), float(t["test_frac"]))
     if train.data_hash() != p.meta.get("data_hash"):
         raise ValueError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
                          f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
@@ -111,13 +123,14 @@ def _finetune(cfg: DictConfig) -> dict:
 
     if not (cfg.get("new") and cfg.get("out")):
         raise ValueError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
+    check_writable(Path(f"{cfg.out}.safetensors"), "out")
     p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_path(cfg), cfg.ratio, cfg.ft_epochs,
                  cfg.ft_lr, cfg.ft_batch, cfg.seed)
     return {"mode": "finetune", "checkpoint": str(p.save(cfg.out)), **p.meta["finetune"]}
 
 
 def _compare(cfg: DictConfig, out: Path) -> dict:
-    data = load_labelset(_data_path(cfg))
+    data = _labels(cfg)
     models = list(cfg.models)
     save = out / "checkpoints" if cfg.get("save_ckpt") else None
     res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save,

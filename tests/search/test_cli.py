@@ -119,3 +119,54 @@ def test_coevolve_tiny_experiment_trains_and_refits_for_real(tmp_path):
     assert s["coevolution"]["events"] == 1 and s["surrogate_version"] == 1
     labels = read_jsonl(tmp_path / "labels.jsonl")
     assert len(labels) == 4 and all(lab["provenance"]["protocol"] == "cpu-proxy" for lab in labels)
+
+
+def test_unfinished_runs_are_refused_by_export_and_report(tmp_path):
+    d = tmp_path / "part"
+    assert run(_cfg(d, "search.generations=3", "stop_after=1"))["status"] == "stopped"
+    with pytest.raises(ValueError, match=r"run=.*part: the search is stopped at generation 1 of 3, not complete; "
+                                         r"allowed: finish it \(forge-search resume=.*\) or pass allow_partial=true"):
+        run_export({"run": str(d), "out": str(tmp_path / "x")})
+    assert not (tmp_path / "x").exists()  # refused before anything is written
+    s = run_export({"run": str(d), "out": str(tmp_path / "x"), "allow_partial": True})
+    assert s["run_status"] == {"status": "stopped", "generations_done": 1, "generations": 3}
+    with pytest.raises(ValueError, match="runs=.*stopped at generation 1 of 3"):
+        run_report({"runs": [str(d)], "out": str(tmp_path / "rep")})
+    assert run_report({"runs": [str(d)], "out": str(tmp_path / "rep"), "allow_partial": True})["runs"] == 1
+    (d / "summary.json").unlink()  # a SIGKILLed run has a checkpoint but no final summary
+    with pytest.raises(ValueError, match="running at generation 1 of"):
+        run_export({"run": str(d), "out": str(tmp_path / "y")})
+
+
+@pytest.mark.parametrize("override,says", [("search.mutation.rate=1.5", "search.mutation.rate=1.5 is out of range; "
+                                                                         "allowed: a probability in \\[0, 1\\]"),
+                                            ("hv.ref=-1", "hv.ref=-1 is out of range; allowed: a number > 0"),
+                                            ("search.crossover=-0.1", "search.crossover"),
+                                            ("search.pop_size=0", "search.pop_size=0 is out of range"),
+                                            ("stop_after=-2", "stop_after")])
+def test_out_of_range_search_settings_are_refused_before_anything_is_written(tmp_path, override, says):
+    with pytest.raises(SearchConfigError, match=says):
+        run(_cfg(tmp_path / "r", override))
+    assert not (tmp_path / "r").exists()
+
+
+def test_exit_codes_and_resume_argv(tmp_path):
+    from search.cli import exit_code, resume_argv
+
+    R = str(tmp_path)
+    assert [exit_code({"status": s}) for s in ("complete", "stopped")] == [0, 0]
+    assert exit_code({"status": "interrupted", "interrupted_by": "SIGINT"}) == 130
+    assert exit_code({"status": "interrupted", "interrupted_by": "SIGTERM"}) == 143
+    assert resume_argv([f"resume={R}", "progress=false"]) == [f"resume={R}", "progress=false", f"hydra.run.dir={R}",
+                                                              "hydra.output_subdir=null"]
+    for argv in (["seed=1"], [f"resume={R}", "hydra.run.dir=X"], ["-m", f"resume={R}"], ["resume=null"],
+                 [f"resume={R}/not-there"]):
+        assert resume_argv(argv) == argv
+
+
+def test_unwritable_output_is_refused_before_the_work(two_runs, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OSError, match="afile"):
+        run_export({"run": str(two_runs / "0"), "out": str(tmp_path / "afile" / "out")})
+    with pytest.raises(OSError, match="afile"):
+        run_report({"runs": [str(two_runs)], "out": str(tmp_path / "afile" / "rep")})

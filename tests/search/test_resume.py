@@ -12,7 +12,7 @@ import pytest
 
 from search.cli import run
 from search.problem import SearchConfigError
-from search.state import ResumeError, config_diff, load_checkpoint
+from search.state import ResumeError, config_diff, load_checkpoint, require_complete, run_status
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend
 
@@ -79,8 +79,10 @@ class Slow(FakeBackend):
 
 cfg = tiny_cfg(out_dir={out!r}, progress=False)
 cfg["search"]["generations"] = 8
-run(cfg, {{"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": Slow(),
-          "workload": Workload(), "coevolution": None}})
+summary = run(cfg, {{"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": Slow(),
+                    "workload": Workload(), "coevolution": None}})
+from search.cli import exit_code
+sys.exit(exit_code(summary))
 """
 
 
@@ -167,10 +169,47 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
     while time.time() < deadline and not ((d / "state" / "checkpoint.json").is_file()
                                           and load_checkpoint(d)["generation"] >= 1):
         time.sleep(0.05)
+    assert run_status(d)["status"] == "running"  # what a consumer sees while it runs (or after a SIGKILL)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == 143  # 128 + SIGTERM: an interrupted run is not a finished one
     import json
 
     s = json.loads((d / "summary.json").read_text())
     assert s["status"] == "interrupted" and s["generations_done"] == load_checkpoint(d)["generation"] < 8
-    assert b"resume=" in proc.stderr.read()
+    assert s["interrupted_by"] == "SIGTERM" and b"resume=" in proc.stderr.read()
+    with pytest.raises(ResumeError, match=r"interrupted at generation \d+ of 8, not complete; allowed: .*allow_partial"):
+        require_complete(d, False, "run")
+
+
+def _start(out: Path) -> subprocess.Popen:
+    root = str(Path(__file__).resolve().parents[2])
+    return subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(out))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for(cond, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and not cond():
+        time.sleep(0.01)
+    assert cond(), "timed out"
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_its_config(tmp_path):
+    killed, full = tmp_path / "killed", tmp_path / "full"
+    proc = _start(killed)
+    _wait_for(lambda: (killed / "config.yaml").is_file())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "state" / "checkpoint.json").is_file(), "killed too late for this test"
+    (killed / "state").mkdir(exist_ok=True)
+    (killed / "state" / ".checkpoint.json.x1y2.tmp").write_text('{"generation": 0, "tor')  # a torn temporary
+    (killed / "archive.jsonl").write_text('{"generation": 0, "id": "partial"}\n')  # a log line of generation 0
+    cfg = tiny_cfg(out_dir=str(full), progress=False)
+    cfg["search"]["generations"] = 8
+    run(cfg, _components())
+    summary = run(dict(cfg, resume=str(killed)), _components())  # from the run's own config.yaml
+    assert summary["status"] == "complete" and summary["generations_done"] == 8
+    _same(full, killed)
+    assert not list((killed / "state").glob(".*.tmp"))
+    with pytest.raises(SearchConfigError, match="already holds a search"):
+        run(dict(cfg, out_dir=str(killed)), _components())
