@@ -31,7 +31,7 @@ release's packer (`hw_packer.py`), evaluator (`evaluators/hw_rdxe_inner.py`) and
    least squares on the three public points, backends/rdxe/calibrate.py); it is the least certain term.
    No constant-free form follows from the release: with hw_exp.py's prefill GEMMs, hw_packer's prefill ops
    or the gated MLP, on the busiest or the mean stage, the public points would each need a constant of
-   0.28-0.45 and a different one per point (`calibrate.prompt_candidates`, README "rDXE");
+   0.28-0.45 and a different one per point (`calibrate.prompt_candidates`, README "Fidelity");
 9. MAC utilization = useful MACs / (chip MACs × matrix cycles).
 
 Energy per token: MACs at `decode_context` (0.2 pJ), weight bytes (0.243 pJ/B), one read of each KV

@@ -137,7 +137,7 @@ def test_bad_conventions_are_named(kw, needle):
 def test_no_release_exposed_prompt_form_is_constant_free():
     """Issue 20: each candidate TTFT prompt term read from the release (hw_exp.py prefill shapes, hw_packer's
     prefill ops, the gated MLP; busiest or mean stage) would need a constant well below 1 on every public
-    point, and a different one per point, so `prompt_scale` stays the one fitted constant (README "rDXE")."""
+    point, and a different one per point, so `prompt_scale` stays the one fitted constant (README "Fidelity")."""
     cand = prompt_candidates()
     assert set(cand) == {f"{f}/{a}" for f in ("hw_exp", "packer512", "gated") for a in ("max", "mean")}
     for form, need in cand.items():
