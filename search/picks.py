@@ -54,11 +54,11 @@ def control_draw(space: Any, problem: Any, k: int, seed: int, exclude: Sequence[
                  max_rounds: int = 50) -> list[dict[str, Any]]:
     """k records of random feasible genomes (space.sample_x from `seed`, feasibility by `problem`), skipping `exclude`.
 
-    Returns fewer than k only when `max_rounds` batches of 4k samples hold fewer feasible genomes."""
+    Returns fewer than k only when `max_rounds` batches of samples hold fewer feasible genomes."""
     rng = np.random.default_rng(seed)
     seen, out = set(exclude), []
-    for _ in range(max_rounds):
-        X = space.sample_x(4 * k, rng)
+    for r in range(max_rounds):  # k first (a measured backend costs per genome), then 4k a round
+        X = space.sample_x(k if r == 0 else 4 * k, rng)
         genomes, m = problem.metrics(X)
         for j, g in enumerate(genomes):
             rec = problem.record(g, m, j)
