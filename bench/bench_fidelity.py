@@ -110,6 +110,18 @@ def substrate_rows(archs: tuple[str, ...] = SUBSTRATE_MODELS) -> tuple[list[dict
     return rows, notes
 
 
+def eager_kernel_term() -> list[str]:
+    """Can a per-kernel launch term be fitted beside the per-layer one from the published eager points? Only if
+    their TTFT/TPOT derivatives by `launch_us` and by `layer_us` are not proportional across the points."""
+    lines = []
+    for p in EAGER_POINTS:
+        base, kern, layer = (_evaluate("roofline-eager", {"hardware": p.hardware, **o}, p.arch, p.prefill, p.decode)
+                             for o in ({}, {"launch_us": 6.0}, {"layer_us": 1.0 + build_backend("roofline-eager").layer_us}))
+        ratio = {m: (kern[m] - base[m]) / (layer[m] - base[m]) for m in ("ttft_ms", "tpot_ms")}
+        lines.append(f"{p.arch}: d/d(launch_us) ÷ d/d(layer_us) = " + ", ".join(f"{k} {v:.3f}" for k, v in ratio.items()))
+    return lines
+
+
 def fmt(v: float | None, ratio: bool = False) -> str:
     if v is None:
         return "n/a"
@@ -155,6 +167,7 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true", help="one line per (model, backend) instead of per metric")
     a = ap.parse_args()
     rows, notes = collect()
+    notes += ["roofline-eager per-kernel term (proportional = not identifiable): " + "; ".join(eager_kernel_term())]
     print(wide(rows) if a.wide else markdown(rows))
     for n in notes:
         print(f"\nNote: {n}")

@@ -85,6 +85,9 @@ def prompt_candidates(forms: tuple[str, ...] = ("hw_exp", "packer512", "gated"))
                 ms = work / (e["chip"]["cores"] * e["chip"]["n_mac"]) / clock_hz * 1e3
                 need[n] = round((PUBLIC[n][0] - float(base)) / ms, 4)
             out[f"{form}/{agg}"] = need
+    unit = RDXEBackend(conventions="llmforge", llmforge={"prompt_scale": 1.0}).evaluate(genomes, WORKLOAD).ttft_ms
+    out["shipped (real prompt MACs)/max"] = {n: round((PUBLIC[n][0] - float(b)) / float(u - b), 4)
+                                             for n, b, u in zip(names, ct.ttft_ms, unit)}
     return out
 
 

@@ -139,7 +139,8 @@ def test_no_release_exposed_prompt_form_is_constant_free():
     prefill ops, the gated MLP; busiest or mean stage) would need a constant well below 1 on every public
     point, and a different one per point, so `prompt_scale` stays the one fitted constant (README "Fidelity")."""
     cand = prompt_candidates()
-    assert set(cand) == {f"{f}/{a}" for f in ("hw_exp", "packer512", "gated") for a in ("max", "mean")}
+    assert set(cand) == {f"{f}/{a}" for f in ("hw_exp", "packer512", "gated") for a in ("max", "mean")} | {
+        "shipped (real prompt MACs)/max"}
     for form, need in cand.items():
         v = list(need.values())
         assert max(v) < 0.5, form  # the release's prompt runs ≥ 2× faster than MAC-bound on C·n_MAC
