@@ -77,4 +77,4 @@ def test_wheel_smoke_fails_when_a_subpackage_is_missing_from_the_wheel():
     p = subprocess.run([str(ROOT / ".ci" / "wheel_smoke.sh")], capture_output=True, text=True, env=env, timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "No module named 'backends.plena'" in out, out[-2000:]
-    assert "PASS" not in out
+    assert "[wheel-smoke] PASS" not in out
