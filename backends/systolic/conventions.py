@@ -22,32 +22,34 @@ follows it; every difference is its own field so a user sees (and can undo) each
 
 The per-layer driver `hw_exp.py` (`evaluate_layer`, `compute_fusion_savings`, `_pad_D_for_arch`, `ARCH_CONFIGS`):
 
-    qk_fused             Q and K projections as one GEMM of D = (n_h + n_kv)·d_qk, V as its own (hw_exp.py
-                         evaluate_layer, Op 0 QK_gen / Op 1 V_gen). Physical: q, k, v as three GEMMs.
+    qk_fused             Q and K projections as one GEMM of D = (n_h + n_kv)·d_qk, V as its own (hw_exp.py:462
+                         Op 0 QK_gen, :466 Op 1 V_gen). Physical: q, k, v as three GEMMs.
     attention_rows       tokens | heads: rows of the score and value GEMMs. Release: heads — Op 2/3 run with
-                         seq_length = n_head // n_kv_groups in prefill as in decode (the prompt length is the
-                         context only), scaled by n_kv_groups. Not physical: prefill attention has R·L_p rows.
+                         seq_length = n_head // n_kv_groups in prefill as in decode (hw_exp.py:470, :475; the
+                         prompt length is the context only), × n_kv_groups (:500). Not physical: prefill
+                         attention has R·L_p rows; projections have L = prompt (proj_seq, :457).
     fusion               subtract the inter-operator fusion savings: per edge QK_gen→QK_attn, V_gen→PV_attn,
                          QK_attn→PV_attn, PV_attn→ATTN_proj, ATTN_proj→FC1, FC1→FC2 (FC1→FC2 only on a layer
                          without attention) the producer's DRAM output writes / write bw + (its output reads +
                          the consumer's DRAM input reads) / read bw in cycles, and their DRAM energy, × the
                          larger endpoint scale (n_kv on edges touching attention); energy capped at 90% of the
-                         layer's; a layer's cycles floored at 0 (hw_exp.py compute_fusion_savings,
-                         _estimate_saved_cycles; evaluate_layer fused=True on every substrate). Not physical:
+                         layer's; a layer's cycles floored at 0 (hw_exp.py:352 _estimate_saved_cycles, :368
+                         compute_fusion_savings, :418 edge_scale, :424 cap, :516/:559 edges, :538 floor;
+                         evaluate_layer fused=True on every substrate). Not physical:
                          DRAM time is subtracted from compute-bound GEMMs too.
     fusion_traffic       compulsory | mapper: the DRAM traffic those savings count. Release: Timeloop's stats of its
                          mapping; we default to compulsory (outputs written once, inputs read once), which
                          reproduces the TTFT ratio reported against its outputs on gemmini and eyeriss, where
                          our mapper's re-reads would not (backends/systolic/fusion.py).
-    elementwise_energy   norms, softmax and activation carry energy. Release: no — evaluate_layer costs GEMMs
-                         only (no norms, softmax, activation, embedding or LM head energy).
+    elementwise_energy   norms, softmax and activation carry energy. Release: no — evaluate_layer (hw_exp.py:434)
+                         costs GEMMs only (no norms, softmax, activation, embedding or LM head energy).
     pad_d                round a GEMM's output dim D up to a multiple of pad_d when D > pad_d and ragged, inside
-                         the problem (padded weights are read, padded outputs written): hw_exp.py
-                         `_pad_D_for_arch`, d_axis_spatial = 128 on the DXE variants, 0 (off) elsewhere.
-    rank                 (template field) the mapper's objective. Release: edp (mapper.yaml
-                         `optimization_metrics: [edp, delay, energy]`, every substrate).
+                         the problem (padded weights are read, padded outputs written): hw_exp.py:190
+                         `_pad_D_for_arch`, d_axis_spatial = 128 on the DXE variants (:129-167), 0 elsewhere.
+    rank                 (template field) the mapper's objective. Release: edp (hw_eval/mapper/mapper.yaml:6
+                         `optimization_metrics: [edp, delay, energy]`, same in every substrate's mapper.yaml).
     buffers              (template field) the buffers of the architecture file ARCH_CONFIGS really loads
-                         (gemmini: hw_eval/arch/system_gemmini.yaml, not gemmini/arch.yaml).
+                         (gemmini: hw_exp.py:72 loads hw_eval/arch/system_gemmini.yaml, not gemmini/arch.yaml).
 """
 from __future__ import annotations
 
