@@ -4,7 +4,8 @@
 template (the array, buffers and energies of one accelerator) · mapper (every legal tiling of one GEMM,
 vectorized, best pick) · gemm (the cached per-shape entry points `map_gemm`, `gemm_costs`) · phase
 (prefill and decode sums of a population) · conventions (`physical` or the release's `llmforge` counting)
-· backend (`SystolicBackend.evaluate`) · reference (closed-form reading of the release's pipeline, for checks).
+· fusion (the release's inter-operator fusion savings, hw_exp.py) · backend (`SystolicBackend.evaluate`)
+· reference (closed-form reading of the release's per-layer driver hw_exp.py, for checks).
 Imports `backends.interface`, `backends.gpu.roofline` (operator bookkeeping) and `forge` core only.
 """
 from backends.systolic.backend import SystolicBackend
