@@ -199,7 +199,12 @@ def load_exported(folder: str | Path) -> tuple[Genome, Any]:
 
     genome = load_genome(gfile)
     model = build_model(genome)
-    _load_weights(model, wfile)
+    if (folder / "modeling_forge.py").is_file():  # format=hf: weights under transformers' names
+        from search.hf_export import load_hf_weights
+
+        load_hf_weights(model, wfile)
+    else:
+        _load_weights(model, wfile)
     return genome, model.eval()
 
 

@@ -71,6 +71,16 @@ def forge_state(sd: dict[str, Any]) -> dict[str, Any]:
     return {k if k.startswith("lm_head.") else f"model.{k}": v for k, v in sd.items()}
 
 
+def load_hf_weights(model: Any, path: Path) -> None:
+    """Load a format=hf `model.safetensors` (ForgeForCausalLM names) back into forge.model (strict)."""
+    from safetensors.torch import load_file
+
+    sd = {k.removeprefix("model."): v for k, v in load_file(str(path)).items()}
+    if model.genome.tied:
+        sd.setdefault("lm_head.weight", sd["wte.weight"])
+    model.load_state_dict(sd)
+
+
 LLAMA_NAMES = {"ln_attn": "input_layernorm", "ln_mlp": "post_attention_layernorm", "attn": "self_attn",
                "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from forge.genome import genome_from_dict
 from forge.model import build_model
 from search.cli import run as run_search
+from search.export import load_exported
 from search.export import run as run_export
 from search.hf_export import HFExportError, llama_misfit, require_transformers, write_hf
 
@@ -139,8 +140,12 @@ def test_forge_export_format_hf_writes_a_loadable_folder_with_a_model_card(tmp_p
     card = (folder / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: transformers") and "found by forge-search" in card
     assert str(run_dir) in card and "trust_remote_code=True" in card
-    hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
     assert sum(p.numel() for p in hf.parameters()) == s["exported"][0]["params"]
+    genome, model = load_exported(folder)  # and back into Forge's own model, same weights
+    x = torch.randint(0, genome.vocab_size, (1, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x)[0], atol=1e-5, rtol=0)
 
 
 def test_missing_transformers_is_one_clear_line(tmp_path, monkeypatch):
