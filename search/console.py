@@ -22,8 +22,8 @@ from search.export import ExportError, select
 from search.state import read_jsonl
 
 # (metric, header, scale, format): the cost and size columns after the loss
-COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "{:.3g}"),
-           ("tpot_ms", "TPOT ms", 1.0, "{:.3g}"), ("energy_per_token_uj", "energy µJ/tok", 1.0, "{:.4g}"))
+COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
+           ("tpot_ms", "TPOT ms", 1.0, "sig"), ("energy_per_token_uj", "energy µJ/tok", 1.0, "sig"))
 MAX_ROWS = 30  # longer fronts print their best members and the knee; pareto.jsonl holds them all
 
 
@@ -35,8 +35,13 @@ def _f(x: Any) -> float:
 
 
 def _fmt(x: Any, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
-    v = _f(x)
-    return fmt.format(v * scale) if math.isfinite(v) else "–"
+    """`fmt` = "sig": 3 significant digits, thousands written out (no e-notation in a table)."""
+    v = _f(x) * scale
+    if not math.isfinite(v):
+        return "–"
+    if fmt == "sig":
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return fmt.format(v)
 
 
 def front_rows(run_dir: str | Path) -> list[dict[str, Any]]:
