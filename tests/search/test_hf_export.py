@@ -85,6 +85,20 @@ def test_generate_uses_the_kv_cache(tmp_path):
     torch.testing.assert_close(step, full, atol=1e-5, rtol=0)
 
 
+def test_left_padded_batch_generates_what_each_prompt_generates_alone(tmp_path):
+    """attention_mask and generate()'s position ids are honoured: padding changes nothing."""
+    genome = _genome(HETERO)
+    model = _model(genome)
+    write_hf(model, genome, tmp_path, "")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    a, b = torch.randint(1, VOCAB, (1, 7)), torch.randint(1, VOCAB, (1, 4))
+    ids = torch.cat([a, torch.cat([torch.zeros(1, 3, dtype=torch.long), b], 1)])
+    mask = (torch.arange(7)[None] >= torch.tensor([[0], [3]])).long()
+    out = hf.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert out[0, -8:].tolist() == model.generate(a, 8)[0, -8:].tolist()
+    assert out[1, -8:].tolist() == model.generate(b, 8)[0, -8:].tolist()
+
+
 def test_llama_shaped_genome_also_exports_native_llama(tmp_path):
     genome = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 3)
     assert llama_misfit(genome) is None
