@@ -43,3 +43,54 @@ def test_bad_options_are_named(tiny_jsonl, tmp_path):
         run(_cfg("mode=fit", f"out_dir={tmp_path}"))
     with pytest.raises(ValueError, match="model='xgb' is unknown"):
         run(_cfg("model=xgb", f"data={tiny_jsonl}", "space=iha-tiny", f"out_dir={tmp_path}"))
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory, tiny_jsonl):
+    """The bad inputs of tests/test_bad_inputs.py, made in-process (fast): every mode names what is wrong."""
+    from tests.test_bad_inputs import _make_files
+
+    w = tmp_path_factory.mktemp("bad")
+    _make_files(w)
+    return w
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (("mode=eval", "data={w}/nope.jsonl"), "nope.jsonl"),
+    (("mode=train", "data={w}/allnan.csv", "space=iha-tiny"), "allnan.csv: no finite labels"),
+    (("mode=eval", "data={w}/nocol.csv"), "nocol.csv: missing column.s. global_n_embd"),
+    (("mode=eval", "ckpt=forgeformer-iha-tiny", "data={w}/torn.jsonl"), "torn.jsonl:3: corrupt label line"),
+    (("mode=eval", "ckpt={w}/trunc.json", "data={w}/labels.jsonl"), "trunc.safetensors: unreadable weights"),
+    (("mode=eval", "data={w}/binary.jsonl"), "binary.jsonl: not a UTF-8 text label file"),
+    (("mode=compare", "data={w}/binary.jsonl"), "binary.jsonl: not a UTF-8"),
+    (("mode=finetune", "ckpt=forgeformer-iha-tiny", "new={w}/paper.jsonl", "data={w}/paper.jsonl", "out={w}/ft"),
+     "iha-tiny"),
+    (("mode=calibrate", "ckpt={w}/nope"), "nope"),
+])
+def test_every_mode_names_the_bad_file(bad_files, tmp_path, overrides, says):
+    with pytest.raises((ValueError, OSError), match=says):
+        run(_cfg(*(o.format(w=bad_files) for o in overrides), f"out_dir={tmp_path}"))
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_dropped_rows_are_reported_on_the_console(tiny_jsonl, tmp_path, capsys):
+    lines = tiny_jsonl.read_text().splitlines()
+    rows = [json.loads(x) for x in lines[:30]]
+    for r in rows[:2]:
+        r["label"] = float("inf") if r is rows[0] else float("nan")
+    (tmp_path / "some_inf.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = run(_cfg("mode=eval", "ckpt=forgeformer-iha-tiny", f"data={tmp_path / 'some_inf.jsonl'}",
+                   f"out_dir={tmp_path}"))
+    assert res["dropped"] == 2 and res["n_rows"] == 28
+    assert "some_inf.jsonl: dropped 2 row(s) with a non-finite label (NaN/inf); using 28" in capsys.readouterr().out
+
+
+def test_an_unwritable_checkpoint_path_fails_before_training(tiny_jsonl, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(OSError, match="afile"):
+        run(_cfg(f"data={tiny_jsonl}", "space=iha-tiny", "surrogate.epochs=400", f"out={tmp_path}/afile/ckpt",
+                 f"out_dir={tmp_path / 'o'}"))
+    assert time.perf_counter() - t0 < 5  # refused up front, not after 400 epochs

@@ -1,0 +1,243 @@
+"""Every forge-* command on bad input: exit 2, one line on stderr, no traceback, nothing changed on disk.
+
+Each case runs the real console entry point (read from pyproject's [project.scripts]) as a subprocess in a
+folder of its own, against a shared "world" of run directories and files. The runs' files are hashed
+before and after: a refused command must leave them byte-identical (mtimes too) and create nothing in
+its working folder. CLI start-up costs seconds on a busy box, so the cases run in parallel; the default
+run keeps a representative fast subset, the whole table is `slow`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from forge.config import data_dir
+from forge.labels import Label, write_labels
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+LABELLING_FIXED = True  # H2's labelling-side checks (workers, string labels, store URL) are in forge/labelling
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    app: str
+    args: tuple[str, ...]
+    says: str  # a fragment the one error line must contain (the key or file it names)
+
+
+def _cases(w: str) -> list[Case]:
+    """The table; `w` is the world folder (its files are made by `world` below)."""
+    return [
+        # forge-surrogate, every mode
+        Case("surrogate-unknown-mode", "forge-surrogate", ("mode=fit",), "mode='fit' is unknown; allowed: train"),
+        Case("surrogate-missing-file", "forge-surrogate", ("mode=eval", f"data={w}/nope.jsonl"), "nope.jsonl"),
+        Case("surrogate-all-nan-csv", "forge-surrogate", (f"data={w}/allnan.csv", "space=iha-tiny"), "allnan.csv"),
+        Case("surrogate-missing-column", "forge-surrogate", ("mode=eval", f"data={w}/nocol.csv"), "nocol.csv"),
+        Case("surrogate-torn-jsonl", "forge-surrogate", ("mode=eval", "ckpt=forgeformer-iha-tiny", f"data={w}/torn.jsonl"),
+             "torn.jsonl:3"),
+        Case("surrogate-truncated-ckpt", "forge-surrogate", ("mode=eval", f"ckpt={w}/trunc.json", f"data={w}/labels.jsonl"),
+             "trunc"),
+        Case("surrogate-wrong-space-ckpt", "forge-surrogate",
+             ("mode=finetune", "ckpt=forgeformer-iha-tiny", f"new={w}/paper.jsonl", f"data={w}/paper.jsonl",
+              f"out={w}/ft"), "iha-tiny"),
+        Case("surrogate-finetune-needs-new", "forge-surrogate", ("mode=finetune", f"data={w}/labels.jsonl"), "new="),
+        Case("surrogate-binary-data", "forge-surrogate", ("mode=eval", f"data={w}/binary.jsonl"), "binary.jsonl"),
+        Case("surrogate-unwritable-out", "forge-surrogate",
+             (f"data={w}/labels.jsonl", "space=iha-tiny", f"out={w}/afile/ckpt"), "afile"),
+        Case("surrogate-seed-abc", "forge-surrogate", ("seed=abc",), "seed"),
+        # genomes read from a binary / non-UTF-8 file
+        Case("arch-binary-genome", "forge-arch", (f"arch={w}/binary.yaml",), "binary.yaml"),
+        Case("arch-latin1-genome", "forge-arch", (f"arch={w}/latin1.yaml",), "latin1.yaml"),
+        Case("hw-binary-genome", "forge-hw", (f"arch={w}/binary.yaml",), "binary.yaml"),
+        Case("search-binary-sampling", "forge-search", ("search.sampling=" + f"{w}/binary.yaml", f"hydra.run.dir={w}/new"),
+             "binary.yaml"),
+        Case("label-binary-genomes", "forge-label", (f"genomes={w}/binary.jsonl", f"store={w}/s.db"), "binary.jsonl"),
+        # integers that do not parse, values out of range, unknown choices
+        Case("search-seed-abc", "forge-search", ("seed=abc",), "seed"),
+        Case("search-mutation-rate", "forge-search", ("search.mutation.rate=1.5",), "search.mutation.rate"),
+        Case("search-hv-ref", "forge-search", ("hv.ref=-1",), "hv.ref"),
+        Case("search-pop-size-str", "forge-search", ("search.pop_size=many",), "search.pop_size"),
+        Case("search-unknown-group", "forge-search", ("search=nope",), "search/nope"),
+        Case("arch-seed-key", "forge-arch", ("quiet=maybe",), "quiet"),
+        Case("space-unknown", "forge-space", ("space=nope",), "space/nope"),
+        Case("hw-unknown-backend", "forge-hw", ("backend=nope",), "backend/nope"),
+        Case("hw-seed-abc", "forge-hw", ("top_ops=abc",), "top_ops"),
+        Case("serve-unknown-command", "forge-serve", ("command=nope",), "command"),
+        Case("label-seed-abc", "forge-label", ("seed=abc",), "seed"),
+        Case("label-n-abc", "forge-label", ("n=abc",), "n="),
+        # a finished run is not overwritten, a resume with another config is refused
+        Case("search-rundir-finished", "forge-search", (f"hydra.run.dir={w}/done", "seed=5"), "already holds a search"),
+        Case("search-resume-other-seed", "forge-search", (f"resume={w}/done", "seed=5"), "seed"),
+        Case("search-resume-not-a-run", "forge-search", (f"resume={w}/labels.jsonl",), "no search state"),
+        # unfinished runs are refused by the consumers
+        Case("export-stopped-run", "forge-export", (f"run={w}/stopped", f"out={w}/exp"), "generation 1 of 3"),
+        Case("export-bad-select", "forge-export", (f"run={w}/done", "select=best", f"out={w}/exp"), "select='best'"),
+        Case("export-unwritable-out", "forge-export", (f"run={w}/done", f"out={w}/afile/x"), "afile"),
+        Case("report-stopped-run", "forge-report", (f"runs={w}/stopped", f"out={w}/rep"), "stopped at generation 1"),
+        Case("report-top-abc", "forge-report", (f"runs={w}/done", "top=abc"), "top"),
+        Case("verify-k-abc", "forge-verify", (f"run={w}/done", "k=abc"), "k="),
+        # labelling side (forge/labelling)
+        Case("label-workers-0", "forge-label", ("dispatch.workers=0", f"store={w}/s.db"), "dispatch.workers"),
+        Case("label-string-label", "forge-label", (f"genomes={w}/strlabel.jsonl", f"store={w}/s.db"), "strlabel.jsonl"),
+        Case("label-bad-store-url", "forge-label", ("store=nosuchdb+x://host/db",), "store"),
+        Case("label-store-not-a-db", "forge-label", (f"store={w}/labels.jsonl",), "labels.jsonl"),
+    ]
+
+
+FAST = ("arch-binary-genome", "space-unknown", "arch-seed-key")  # light start-up: no torch, no pymoo
+LABELLING = ("label-workers-0", "label-string-label", "label-bad-store-url", "label-store-not-a-db")
+
+
+def _make_runs(w: Path) -> None:
+    """A finished and a stopped search (fakes injected, so no start-up cost in the subprocesses' worlds)."""
+    from tests.search.test_resume import _components
+    from tests.search.conftest import tiny_cfg
+    from search.cli import run
+
+    cfg = tiny_cfg(out_dir=str(w / "done"), progress=False)
+    cfg["search"]["generations"] = 3
+    run(cfg, _components())
+    run(dict(cfg, out_dir=str(w / "stopped"), stop_after=1), _components())
+    for d in ("done", "stopped"):  # what Hydra leaves in a run directory
+        (w / d / ".hydra").mkdir()
+        (w / d / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+        (w / d / "cli.log").write_text("")
+
+
+def _make_files(w: Path) -> None:
+    from tests.surrogate.conftest import synth_labels
+
+    write_labels(w / "labels.jsonl", synth_labels(40))
+    lines = (w / "labels.jsonl").read_text().splitlines()
+    (w / "torn.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2] + "\n")
+    row = json.loads(lines[0])
+    (w / "strlabel.jsonl").write_text(json.dumps({**row, "label": str(row["label"])}) + "\n")
+    src = data_dir() / "surrogate"
+    shutil.copy(src / "forgeformer-iha-tiny.json", w / "trunc.json")
+    (w / "trunc.safetensors").write_bytes((src / "forgeformer-iha-tiny.safetensors").read_bytes()[:1000])
+    (w / "binary.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 8)
+    (w / "binary.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 8)
+    (w / "latin1.yaml").write_bytes("name: caf\xe9\nd_model: 64\n".encode("latin-1"))
+    (w / "afile").write_text("a file, not a folder\n")
+    from forge.space import load_space
+    import numpy as np
+
+    paper = load_space("iha-paper").sample(12, np.random.default_rng(0))
+    write_labels(w / "paper.jsonl", [Label(g, 3.5 + 0.01 * i, {"protocol": "synthetic"}) for i, g in enumerate(paper)])
+    text = _llmforge_csv(w)
+    (w / "allnan.csv").write_text(text.replace(",3.5,", ",nan,"))
+    rows = list(csv.reader(io.StringIO(text)))
+    drop = rows[0].index("global_n_embd")
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([c for i, c in enumerate(r) if i != drop] for r in rows)
+    (w / "nocol.csv").write_text(buf.getvalue())
+
+
+def _llmforge_csv(w: Path) -> str:
+    """A two-row LLMForge-format CSV (val_loss 3.5) of iha-tiny genomes."""
+    import numpy as np
+    from forge.space import load_space
+
+    gs = load_space("iha-tiny").sample(2, np.random.default_rng(1))
+    n = max(len(g.layers) for g in gs)
+    head = ["#idx", "global_n_embd", "global_block_size", "global_layer_mask", "val_loss", "params"]
+    for i in range(n):
+        head += [f"layer{i}_{k}" for k in ("n_head", "n_kv_group", "n_qk_head_dim", "n_v_head_dim", "mlp_size",
+                                            "attention_variant")]
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(head)
+    for j, g in enumerate(gs):
+        cells = [str(j), str(g.d_model), str(g.block_size), str([lay.active for lay in g.layers]), "3.5", "1000"]
+        for lay in g.layers:
+            cells += [str(lay.n_h), str(lay.n_kv), str(lay.d_qk), str(lay.d_v), str(lay.d_mlp),
+                      "infinite" if lay.attn else "identity"]
+        out.writerow(cells)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    w = tmp_path_factory.mktemp("world")
+    _make_runs(w)
+    _make_files(w)
+    return w
+
+
+def _state(w: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(w)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(w.rglob("*")) if p.is_file()}
+
+
+def _invoke(case: Case, cwd: Path) -> subprocess.CompletedProcess:
+    mod, fn = SCRIPTS[case.app].split(":")
+    code = f"import sys; sys.argv[0] = {case.app!r}; from {mod} import {fn}; {fn}()"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FORGE_DEBUG": ""}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run([sys.executable, "-c", code, *case.args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _run_all(world: Path, cases: list[Case], tmp: Path) -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
+    """Run the cases in parallel; return each one's process and what it left in its own working folder."""
+    folders = {c.id: tmp / c.id for c in cases}
+    for f in folders.values():
+        f.mkdir()
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("FORGE_TEST_WORKERS", "3"))) as ex:
+        procs = dict(zip([c.id for c in cases], ex.map(lambda c: _invoke(c, folders[c.id]), cases)))
+    return {k: (p, sorted(str(x.relative_to(folders[k])) for x in folders[k].rglob("*"))) for k, p in procs.items()}
+
+
+def _check(case: Case, proc: subprocess.CompletedProcess, left: list[str]) -> None:
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, f"{case.id}: rc {proc.returncode}; stderr:\n{proc.stderr[-3000:]}"
+    assert len(err) == 1 and "Traceback" not in proc.stderr, f"{case.id}: stderr is not one line:\n{proc.stderr[-3000:]}"
+    assert err[0].startswith(f"{case.app}: error: ") and case.says in err[0], f"{case.id}: {err[0]}"
+    assert left == [], f"{case.id}: left {left} in its working folder"
+
+
+def _table(world: Path, ids: tuple[str, ...] | None, tmp: Path) -> dict:
+    cases = [c for c in _cases(str(world)) if ids is None or c.id in ids]
+    before = _state(world)
+    results = _run_all(world, cases, tmp)
+    after = _state(world)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    return {"cases": cases, "results": results, "changed": changed}
+
+
+def test_fast_subset_exits_2_with_one_line(world, tmp_path):
+    t = _table(world, FAST, tmp_path)
+    assert t["changed"] == []
+    for c in t["cases"]:
+        _check(c, *t["results"][c.id])
+
+
+@pytest.fixture(scope="module")
+def table(world, tmp_path_factory):
+    return _table(world, None, tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.mark.slow
+def test_no_bad_input_changes_a_file_of_an_existing_run(table):
+    assert table["changed"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", [c.id for c in _cases("W")])
+def test_bad_input_exits_2_with_one_line(table, case_id):
+    case = next(c for c in table["cases"] if c.id == case_id)
+    if case_id in LABELLING and not LABELLING_FIXED:
+        pytest.xfail("labelling-side check not in yet (H2)")
+    _check(case, *table["results"][case_id])
