@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from backends.systolic.gemm import pad_to
 from backends.systolic.template import Template
 from forge.arrays import PopArrays
 from forge.workload import OP_NAMES
@@ -36,6 +37,15 @@ EDGES = (("q_proj", "attn_score"), ("k_proj", "attn_score"), ("v_proj", "attn_va
 SCALED = ("attn_score", "attn_value")  # hw_exp.py: scale_factors = {2: n_kv_groups, 3: n_kv_groups}
 CYC, EN, IN_RD, OUT_WR, OUT_RD = 0, 1, 3, 4, 5  # columns of backends.systolic.gemm.COLS
 TRAFFIC = ("compulsory", "mapper")
+
+
+def sweep_traffic(kind: int, R: np.ndarray, d: np.ndarray, lo: int, hi: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Compulsory input and output elements of decode attention summed over contexts lo…hi: score (R × d)·(d × c)
+    (kind 0) or value (R × c)·(c × d) (kind 1), output dims padded as `pad_to` does."""
+    ctx = np.arange(lo, hi + 1, dtype=float)
+    if kind == 0:
+        return R * d * len(ctx), R * pad_to(ctx, pad).sum()
+    return R * ctx.sum(), R * pad_to(d, pad) * len(ctx)
 
 
 def compulsory(vals: np.ndarray, in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS
 from backends.systolic.gemm import BIT, NCOL, gemm_costs, map_gemm, pad_to, sweep_costs
-from backends.systolic.fusion import compulsory, fusion_savings
+from backends.systolic.fusion import compulsory, fusion_savings, sweep_traffic
 from forge.arrays import PopArrays
 from forge.workload import ELEM_J, GEMM_J, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
 
@@ -42,7 +42,7 @@ def _gemms(b, tab: OpTable, gb: tuple, w_res: np.ndarray) -> list[np.ndarray]:
     rows = np.column_stack([tab.M[idx], tab.K[idx], pad_to(tab.N[idx], b.counting.pad_d), ab, wb, ab,
                             np.full(len(wb), on), w_res[idx[0]].astype(float)])
     vals = gemm_costs(t, b.mode, rows)
-    if b.counting.fusion_traffic == "compulsory":
+    if b.counting.fusion and b.counting.fusion_traffic == "compulsory":
         vals = compulsory(vals, rows[:, 0] * rows[:, 1] * ab, rows[:, 0] * rows[:, 2] * ab)
     return _scatter(shape, idx, vals)
 
@@ -67,17 +67,14 @@ def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, b
             M = R if heads else tab.M[att + (j,)] * R
             rows = np.column_stack([M, tab.K[att + (j,)], pad_to(tab.N[att + (j,)], b.counting.pad_d)] + common)
             vals = gemm_costs(t, b.mode, rows)
-            io = (M * rows[:, 1] * ab, M * rows[:, 2] * ab)
+            io = (M * rows[:, 1], M * rows[:, 2])
         else:
             d = pop.d_qk[att] if kind == 0 else pop.d_v[att]
             rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common)
             vals = sweep_costs(t, b.mode, rows, *sweep, pad=b.counting.pad_d)
-            ctx = np.arange(sweep[0], sweep[1] + 1, dtype=float)
-            nc, dd = len(ctx), pad_to(d.astype(float), b.counting.pad_d)
-            io = ((R * d * nc, R * pad_to(ctx, b.counting.pad_d).sum()) if kind == 0 else (R * ctx.sum(), R * dd * nc))
-            io = (io[0] * ab, io[1] * ab)
-        if b.counting.fusion_traffic == "compulsory":
-            vals = compulsory(vals, *io)
+            io = sweep_traffic(kind, R, d.astype(float), *sweep, b.counting.pad_d)
+        if b.counting.fusion and b.counting.fusion_traffic == "compulsory":
+            vals = compulsory(vals, io[0] * ab, io[1] * ab)
         for i in range(NCOL):
             out[i][att + (j,)] = vals[:, i] * bkv
     return out
