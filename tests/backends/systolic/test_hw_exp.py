@@ -97,3 +97,15 @@ def test_prefill_attention_rows_and_padding_fields(smollm):
     raw = llmforge("dxe-relaxed", pad_d=0).evaluate([smollm], wl).row(0)
     assert raw["decode_dram_mb_per_token"] < pad["decode_dram_mb_per_token"]
     assert build_backend("gemmini", conventions="llmforge").t.rank == "edp"
+
+
+def test_edp_ranking_trades_delay_for_energy():
+    """rank: edp (the release's mapper.yaml) may pick a slower, leaner mapping than rank: delay; never a worse EDP."""
+    from dataclasses import replace
+
+    from backends.systolic.mapper import map_many
+
+    t = build_backend("dxe-relaxed", conventions="llmforge").t
+    edp, delay = map_many(t, 16, 576, 1536), map_many(replace(t, rank="delay"), 16, 576, 1536)
+    assert edp["cycles"][0] > delay["cycles"][0] and edp["energy"][0] < delay["energy"][0]
+    assert edp["cycles"][0] * edp["energy"][0] <= delay["cycles"][0] * delay["energy"][0]
