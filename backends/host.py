@@ -1,7 +1,8 @@
 """The host CPU as hardware: `backend=cpu-measured` times the IHA model here; `hardware=host-cpu` is its roofline.
 
 `CpuMeasuredBackend` runs `backends.measure` on the CPU with a fixed torch thread count and the timing
-thread's CPU time (or the wall clock) as its timer (energy: NaN, no meter is read). `calibrate_host` makes the roofline preset of this machine:
+thread's CPU time (or the wall clock) as its timer; energy is NaN, or with `power_w` an estimate (power ×
+time, `TimeEnergy`), since no meter is read. `calibrate_host` makes the roofline preset of this machine:
 peak FLOP/s and bandwidth from a micro-benchmark (`microbenchmark`: a large fp32 matmul, a large copy),
 then the roofline's efficiencies and overheads fitted by `backends.gpu.calibrate` to cpu-measured samples
 of calibration genomes. `forge-hw mode=calibrate hardware=host-cpu` runs it and writes the preset to
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -34,8 +36,8 @@ class CpuMeasuredBackend(MeasuredBackend):
     """
 
     def __init__(self, threads: int = 1, clock: str = "thread", warmup: int = 1, repeats: int = 5, interleave: int = 32,
-                 seed: int = 0, precision: dict | None = None, timer: Timer | None = None,
-                 name: str = "cpu-measured") -> None:
+                 power_w: float | None = None, seed: int = 0, precision: dict | None = None,
+                 timer: Timer | None = None, name: str = "cpu-measured") -> None:
         super().__init__(warmup, repeats, seed, precision or {"weight_bits": 32, "act_bits": 32, "kv_bits": 32})
         for k, v in (("threads", threads), ("interleave", interleave), ("repeats", repeats)):
             if int(v) < 1:
@@ -45,6 +47,9 @@ class CpuMeasuredBackend(MeasuredBackend):
                                "threads=1: one thread's CPU time) or wall (any thread count)")
         self.name, self.device, self.clock, self.timer = name, "cpu", clock, timer or CLOCKS[clock]
         self.threads, self.interleave = int(threads), int(interleave)
+        if power_w is not None and not float(power_w) > 0:
+            raise BackendError(f"backend.power_w = {power_w!r} is invalid; allowed: watts > 0, or null (energy NaN)")
+        self.power_w = None if power_w is None else float(power_w)
 
     def _setup(self, wl: Workload) -> tuple[Any, Timer, Any]:
         import torch
@@ -53,7 +58,29 @@ class CpuMeasuredBackend(MeasuredBackend):
         if len(bits) != 1 or wl.weight_bits not in DTYPES:
             raise BackendError(f"cpu-measured runs one dtype for weights, activations and KV; got bits {sorted(bits)}; "
                                "allowed: all 32 (fp32) or all 16 (bf16)")
-        return getattr(torch, DTYPES[wl.weight_bits]), self.timer, None
+        energy = None if self.power_w is None else TimeEnergy(self.power_w, self.clock)
+        return getattr(torch, DTYPES[wl.weight_bits]), self.timer, energy
+
+    def _energy_source(self, row: dict[str, Any]) -> str:
+        return f"estimate: {self.power_w:g} W x {self.clock} time" if self.power_w else "unavailable"
+
+
+class TimeEnergy:
+    """An energy ESTIMATE, not a meter: `power_w` × the time between start() and stop() on `clock`.
+
+    No power counter is read on a CPU; this only lets energy-aware objectives run on cpu-measured, and it
+    ranks exactly as latency does.
+    """
+
+    def __init__(self, power_w: float, clock: str = "thread") -> None:
+        self.power_w, self.now = power_w, time.thread_time if clock == "thread" else time.perf_counter
+        self.t0 = 0.0
+
+    def start(self) -> None:
+        self.t0 = self.now()
+
+    def stop(self) -> float:
+        return self.power_w * (self.now() - self.t0)
 
 
 def microbenchmark(threads: int = 1, timer: Timer = wall_timer, n: int = 1024, copy_mb: int = 64,

@@ -58,6 +58,20 @@ def test_cpu_measured_runs_the_real_model_with_an_injected_timer():
     assert e["tpot_spread_ms"] == 0.0 and e["repeats"] == 2 and e["threads"] == 1 and e["device"] == "cpu"
 
 
+def test_energy_is_an_estimate_from_power_and_time_and_says_so():
+    from backends.host import TimeEnergy
+
+    meter = TimeEnergy(20.0)
+    meter.now = iter([1.0, 1.5]).__next__  # half a second of the clock
+    meter.start()
+    assert meter.stop() == pytest.approx(10.0)
+    b = CpuMeasuredBackend(power_w=15.0, timer=ScriptTimer([1.0]), warmup=0, repeats=1)
+    r = b.evaluate([genome()], WL)
+    assert np.isfinite(r.energy_per_token_uj[0]) and r.energy_per_token_uj[0] > 0
+    assert r.extras[0]["energy_source"] == "estimate: 15 W x thread time"
+    assert build_backend("cpu-measured").power_w == 15.0  # the shipped config estimates (default objectives run)
+
+
 def test_cache_by_genome_id_and_workload(monkeypatch):
     built = []
     real = measure.prepare
@@ -99,6 +113,8 @@ def test_bad_options_say_what_is_allowed():
         CpuMeasuredBackend(threads=2)  # a thread's CPU time cannot time several threads
     with pytest.raises(BackendError, match="threads = 0"):
         CpuMeasuredBackend(threads=0)
+    with pytest.raises(BackendError, match="power_w = 0.*allowed: watts > 0, or null"):
+        CpuMeasuredBackend(power_w=0)
     with pytest.raises(BackendError, match="all 32 \\(fp32\\) or all 16"):
         CpuMeasuredBackend().evaluate([genome()], Workload(weight_bits=8, act_bits=8, kv_bits=8))
     b = build_backend("cpu-measured")

@@ -19,6 +19,8 @@ from tests.search.fakes import FakePredictor, FakeTrainer, fake_loss
 @pytest.mark.parametrize("backend", [b for b in list_backends() if b != "gpu-measured"])  # that one needs CUDA
 def test_search_runs_on_every_shipped_backend(backend, tmp_path):
     cfg = tiny_cfg(backend=backend, search={"pop_size": 4, "offspring": 4, "generations": 1})
+    if backend == "cpu-measured":  # really times every genome on this CPU: a short workload keeps it fast
+        cfg["workload"] = {"prefill": 16, "decode": 8}
     b = build_backend(cfg)
     s = Search(cfg, tmp_path, load_space("iha-tiny"), LossEvaluator(FakePredictor()), b, build_workload(cfg, b))
     out = s.run()
