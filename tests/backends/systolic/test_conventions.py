@@ -2,6 +2,7 @@
 Timeloop-faithful template fixes (separate ports, exact spatial factors)."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -102,6 +103,12 @@ def test_bad_conventions_list_what_is_allowed():
         build_backend("gemmini", conventions="llmforge", llmforge={"lm_head": False})
     with pytest.raises(BackendError, match="ceil | divisor"):
         build_backend("gemmini", conventions="llmforge", llmforge={"spatial": "round"})
+    with pytest.raises(BackendError, match=re.escape("allowed: delay | edp")):
+        build_backend("gemmini", conventions="llmforge", llmforge={"rank": "fast"})
+    with pytest.raises(BackendError, match=re.escape("fusion_traffic compulsory | mapper")):
+        build_backend("gemmini", conventions="llmforge", llmforge={"fusion_traffic": "timeloop"})
+    with pytest.raises(BackendError, match=re.escape("attention_rows tokens | heads")):
+        build_backend("gemmini", conventions="llmforge", llmforge={"attention_rows": "all"})
 
 
 def test_gemmini_prefill_is_compute_bound_with_the_releases_accumulator_ports():
