@@ -133,3 +133,13 @@ def test_forge_search_main_prints_json_with_quiet(tmp_path, capsys, monkeypatch)
     out = json.loads(capsys.readouterr().out)
     assert out["loss_interval"]["method"] == "conformal-residual" and out["loss_interval"]["level"] == 0.9
     assert isinstance(out["loss_interval"]["n_indistinguishable"], int)
+
+
+def test_interval_level_is_checked():
+    from search.problem import LossEvaluator, SearchConfigError
+
+    with pytest.raises(SearchConfigError, match="evaluator.interval_level = 1.5; allowed: a number with 0 < level < 1"):
+        LossEvaluator(IntervalPredictor(), level=1.5)
+    ev = LossEvaluator(FakePredictor(), level=0.8)  # a predictor without `interval`: NaN, said so in the summary
+    lo, hi = ev.interval(np.array([3.0]), np.zeros(1))
+    assert np.isnan(lo).all() and np.isnan(hi).all() and ev.interval_info()["method"] == "none"

@@ -155,3 +155,15 @@ def test_mode_calibrate_reproduces_the_shipped_tiny_calibration(tmp_path):
 def test_mode_calibrate_refuses_labels_that_do_not_remake_the_training_split(tmp_path, tiny_jsonl):
     with pytest.raises(ValueError, match="does not re-make .* training split"):
         surrogate_run(_cal_cfg(tmp_path, _copy_tiny(tmp_path), tiny_jsonl))
+
+
+def test_a_replay_finetune_keeps_the_base_calibration_and_says_so():
+    from forge.labels import load_any
+    from surrogate.fit import finetune
+
+    torch.set_num_threads(1)
+    labels, _ = load_any(TINY_LABELS)
+    p = finetune("forgeformer-iha-tiny", labels[:8], labels[8:40], epochs=1)
+    base = load_predictor("forgeformer-iha-tiny").conformal
+    assert p.conformal.residual == base.residual and p.conformal.sigma == base.sigma
+    assert "forgeformer-iha-tiny" in p.conformal.provenance["measured_on"]
