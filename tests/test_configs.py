@@ -78,7 +78,10 @@ def _override_sets(args: list[str]) -> list[list[str]]:
 
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SHOWN = [(str(p.relative_to(ROOT)), c) for p in DOC_FILES for c in readme_commands(p.read_text())]
-COMMANDS = [c for _, c in SHOWN]
+UNIQUE: dict[tuple[str, ...], str] = {}  # a command shown in several places is composed once (named by the first)
+for _where, _argv in SHOWN:
+    UNIQUE.setdefault(tuple(_argv), _where)
+COMMANDS = [list(c) for c in UNIQUE]
 
 
 def test_readme_has_commands_for_every_cli():
@@ -92,7 +95,7 @@ def test_docs_commands_are_harvested():
     assert {"docs/tutorial.md", "docs/how-to/accelerator.md", "docs/how-to/cluster.md"} <= pages
 
 
-@pytest.mark.parametrize("argv", COMMANDS, ids=[f"{w}: " + " ".join(c)[:80] for w, c in SHOWN])
+@pytest.mark.parametrize("argv", COMMANDS, ids=[f"{w}: " + " ".join(c)[:80] for c, w in UNIQUE.items()])
 def test_readme_command_composes(argv, monkeypatch):
     monkeypatch.chdir(ROOT)  # hydra.searchpath=[file://docs/examples/conf] is relative to the repository root
     app, args = argv[0], [a for a in argv[1:] if a not in ("-m", "--multirun")]
