@@ -54,10 +54,10 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
     if resume:
         search.load()
-    else:  # written once the config has built a search (bad input writes nothing); from here on, resumable
+    if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 
-        atomic_write_text(run_dir / CONFIG, yaml.safe_dump(c, sort_keys=False))
+        atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "

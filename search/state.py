@@ -18,7 +18,7 @@ import numpy as np
 from forge.io import atomic_write_json, atomic_write_text
 
 CHECKPOINT = "state/checkpoint.json"
-CONFIG, SUMMARY = "config.yaml", "summary.json"
+CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json")
 
@@ -43,23 +43,30 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
-    """The config a run was started with: its checkpoint's, else its `config.yaml` (a run killed before its
-    first checkpoint, which a resume then starts afresh)."""
+    """The config a run was started with: its checkpoint's, else its `config.yaml`, else the one Hydra wrote
+    before the job began (`.hydra/config.yaml`): a run killed before its first checkpoint, which a resume then
+    starts afresh."""
     run_dir = Path(run_dir)
     if (run_dir / CHECKPOINT).is_file():
         return load_checkpoint(run_dir)["config"]
-    if (run_dir / CONFIG).is_file():
-        import yaml
-
-        try:
-            cfg = yaml.safe_load((run_dir / CONFIG).read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise ResumeError(f"{run_dir / CONFIG}: corrupt run config ({type(e).__name__}); allowed: "
-                              "the config.yaml forge-search wrote") from None
-        if isinstance(cfg, dict) and "search" in cfg:
-            return cfg
+    for name in (CONFIG, HYDRA_CONFIG):
+        if (run_dir / name).is_file():
+            cfg = _read_config(run_dir / name)
+            if isinstance(cfg, dict) and "search" in cfg:
+                return {**cfg, "resume": None}
     raise ResumeError(f"resume={run_dir}: no search state (neither {CHECKPOINT} nor {CONFIG}); allowed: a forge-search "
                       "run directory")
+
+
+def _read_config(path: Path) -> Any:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OmegaConfBaseException, ValueError, OSError) as e:  # yaml errors are ValueErrors here
+        raise ResumeError(f"{path}: corrupt run config ({type(e).__name__}); allowed: the config forge-search "
+                          "wrote") from None
 
 
 def holds_search(run_dir: Path) -> bool:

@@ -213,3 +213,55 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_its_config(tmp_pa
     assert not list((killed / "state").glob(".*.tmp"))
     with pytest.raises(SearchConfigError, match="already holds a search"):
         run(dict(cfg, out_dir=str(killed)), _components())
+
+
+CLI_ARGS = ["space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "search.pop_size=6", "search.offspring=8",
+            "search.generations=6", "progress=false"]
+
+
+def _cli(args: list[str], cwd: Path, **kw) -> subprocess.Popen:
+    root = str(Path(__file__).resolve().parents[2])
+    code = "import sys; sys.argv[0] = 'forge-search'; from search.cli import search_main; search_main()"
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.mark.slow
+def test_cli_ctrl_c_exits_130_and_resume_stays_in_its_own_folder(tmp_path):
+    """The real forge-search: SIGINT mid-run → exit 130 and `status: interrupted`; forge-export refuses it;
+    `resume=DIR` from another folder writes only into DIR (no outputs/search/<stamp>, .hydra untouched),
+    sweeps its stale temporaries and ends identical to an uninterrupted run."""
+    full, cut, cwd = tmp_path / "full", tmp_path / "cut", tmp_path / "cwd"
+    cwd.mkdir()
+    assert _cli([*CLI_ARGS, f"hydra.run.dir={full}"], cwd).wait(timeout=600) == 0
+    proc = _cli([*CLI_ARGS, f"hydra.run.dir={cut}"], cwd)
+    _wait_for(lambda: (cut / "state" / "checkpoint.json").is_file() and load_checkpoint(cut)["generation"] >= 1, 300)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    st = run_status(cut)
+    assert st["status"] == "interrupted" and 1 <= st["generations_done"] < 6
+    assert "continue with: forge-search resume=" in proc.stderr.read()
+    hydra_before = (cut / ".hydra" / "overrides.yaml").read_bytes()
+    (cut / "state" / ".checkpoint.json.dead.tmp").write_text("{")
+    (cut / ".pareto.jsonl.dead.tmp").write_text("")
+    resumed = _cli([f"resume={cut}"], cwd)
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    assert run_status(cut)["status"] == "complete"
+    _same(full, cut)
+    assert list(cwd.iterdir()) == [] and (cut / ".hydra" / "overrides.yaml").read_bytes() == hydra_before
+    assert not [*cut.glob(".*.tmp"), *(cut / "state").glob(".*.tmp")]
+
+
+def test_a_run_killed_before_config_yaml_resumes_from_hydras_record(tmp_path):
+    """Killed while starting up: only Hydra's `.hydra/config.yaml` is there; resume= starts from it."""
+    from omegaconf import OmegaConf
+
+    full, early = tmp_path / "full", tmp_path / "early"
+    cfg = tiny_cfg(out_dir=str(full), progress=False)
+    run(cfg, _components())
+    (early / ".hydra").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(dict(cfg, out_dir=None)), early / ".hydra" / "config.yaml")
+    assert run(dict(cfg, resume=str(early)), _components())["status"] == "complete"
+    _same(full, early)
+    assert (early / "config.yaml").is_file()
