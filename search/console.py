@@ -64,7 +64,7 @@ def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: 
     level = iv.get("level")
     same, n_same = loss_overlap(rows)
     knee = _knee(rows, summary.get("objectives") or [])
-    t = Table(title=f"Pareto front: {len(rows)} members ({summary.get('status', '?')}, "
+    t = Table(title=f"Pareto front: {len(rows)} member{'s' * (len(rows) != 1)} ({summary.get('status', '?')}, "
                     f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
               box=box.SIMPLE_HEAD)
     pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
@@ -88,7 +88,7 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     if n_same is None:
         return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
-    return (f"{more}≈: {n_same} of {n} members have a loss interval overlapping the best member's (the "
+    return (f"{more}≈: {n_same} of {n} front members have a loss interval overlapping the best one's (the "
             f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}.")
 
 

@@ -87,7 +87,7 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     assert f"{rows[0]['metrics']['mu']:.3f} ± {HALF:.3f}" in text
     marked = sum(" ≈ " in line or "knee ≈" in line for line in text.splitlines() if line.strip()[:1].isdigit())
     assert marked == s["loss_interval"]["n_indistinguishable"]
-    assert f"{marked} of {len(rows)} members" in text
+    assert f"{marked} of {len(rows)} front members" in text
 
 
 def test_long_front_shows_the_best_rows_and_the_knee(run_dir):
