@@ -115,3 +115,18 @@ def test_a_broken_command_is_caught():
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         with pytest.raises(Exception, match="backend"):
             compose(config_name="forge-hw", overrides=["backend=no-such-backend"])
+
+
+def test_every_code_package_has_a_reference_page():
+    """The site's reference renders each package wheel-installed by setup.py (mkdocstrings, submodules
+    included), so a new top-level package cannot be left out of the docs."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("forge_setup", ROOT / "setup.py")
+    setup = module_from_spec(spec)
+    spec.loader.exec_module(setup)
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for pkg in setup.CODE:
+        page = ROOT / "docs" / "reference" / f"{pkg}.md"
+        assert page.is_file() and f"::: {pkg}\n" in page.read_text(), f"docs/reference/{pkg}.md lacks '::: {pkg}'"
+        assert f"reference/{pkg}.md" in nav, f"mkdocs.yml nav lacks reference/{pkg}.md"
