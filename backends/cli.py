@@ -48,7 +48,7 @@ def calibrate_main(cfg: Any) -> dict[str, Any]:
     if not cfg.get("quiet", False):
         cal, con = s["calibration"], Console()
         con.print(f"host-cpu on {cal['cpu']} ({cal['threads']} thread(s)): fp32 matmul {cal['fp32_gflops']:.1f} GFLOP/s, "
-                  f"copy {cal['copy_gbs']:.1f} GB/s; roofline fitted on {cal['n_genomes']} genomes: {s['roofline']}, "
+                  f"GEMV {cal['gemv_gbs']:.1f} GB/s; roofline fitted on {cal['n_genomes']} genomes: {s['roofline']}, "
                   f"RMS relative error {cal['rms_rel_error_before']:.1%} -> {cal['rms_rel_error_after']:.1%}")
         con.print(f"wrote {s['path']} (hardware=host-cpu now uses it on this machine)")
     return s

@@ -3,7 +3,7 @@
 `CpuMeasuredBackend` runs `backends.measure` on the CPU with a fixed torch thread count and the timing
 thread's CPU time (or the wall clock) as its timer; energy is NaN, or with `power_w` an estimate (power ×
 time, `TimeEnergy`), since no meter is read. `calibrate_host` makes the roofline preset of this machine:
-peak FLOP/s and bandwidth from a micro-benchmark (`microbenchmark`: a large fp32 matmul, a large copy),
+peak FLOP/s and bandwidth from a micro-benchmark (`microbenchmark`: a large fp32 matmul, a large GEMV),
 then the roofline's efficiencies and overheads fitted by `backends.gpu.calibrate` to cpu-measured samples
 of calibration genomes. `forge-hw mode=calibrate hardware=host-cpu` runs it and writes the preset to
 conf/calibrated/hardware/host-cpu.yaml of the install (untracked; see conf/hardware/host-cpu.yaml): the
@@ -25,7 +25,7 @@ from backends.measure import DTYPES, MeasuredBackend, Timer, thread_timer, torch
 from forge.genome import Genome
 
 CLOCKS: dict[str, Timer] = {"thread": thread_timer, "wall": wall_timer}
-OVERHEAD_KEYS = tuple(FITTABLE)  # eta_compute, eta_memory, launch_us, layer_us: the `roofline` block of a preset
+OVERHEAD_KEYS = tuple(FITTABLE)  # eta_compute, eta_memory, launch_us, layer_us: with the bits, a preset's `roofline:`
 
 
 class CpuMeasuredBackend(MeasuredBackend):
@@ -83,21 +83,22 @@ class TimeEnergy:
         return self.power_w * (self.now() - self.t0)
 
 
-def microbenchmark(threads: int = 1, timer: Timer = wall_timer, n: int = 1024, copy_mb: int = 64,
+def microbenchmark(threads: int = 1, timer: Timer = wall_timer, n: int = 1024, gemv_mb: int = 256,
                    repeats: int = 5) -> dict[str, float]:
-    """Best-of-`repeats` fp32 matmul FLOP/s (n×n·n×n) and copy bandwidth (read + write bytes/s) on `threads`,
-    timed with the measuring backend's own clock."""
+    """Best-of-`repeats` fp32 matmul FLOP/s (n×n·n×n) and memory bandwidth on `threads`, timed with the
+    measuring backend's own clock. Bandwidth = bytes of a matrix-vector product over a `gemv_mb` matrix,
+    far larger than any cache: decode streams its weights exactly so (a plain copy reads ~1.5x faster)."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
-    src = torch.randn(copy_mb * 2**20 // 4, generator=gen)
-    dst = torch.empty_like(src)
+    rows = gemv_mb * 2**20 // (4 * 4096)
+    w, x = torch.randn(rows, 4096, generator=gen), torch.randn(4096, generator=gen)
     with torch_threads(threads):
-        a @ b, dst.copy_(src)  # warm-up: page faults and thread pool start
+        a @ b, w @ x  # warm-up: page faults and thread pool start
         mm = min(timer(lambda: a @ b)[1] for _ in range(repeats))
-        cp = min(timer(lambda: dst.copy_(src))[1] for _ in range(repeats))
-    return {"fp32_flops": 2.0 * n ** 3 / (mm * 1e-3), "copy_bytes_s": 2.0 * src.numel() * 4 / (cp * 1e-3)}
+        mv = min(timer(lambda: w @ x)[1] for _ in range(repeats))
+    return {"fp32_flops": 2.0 * n ** 3 / (mm * 1e-3), "gemv_bytes_s": w.numel() * 4 / (mv * 1e-3)}
 
 
 def host_memory_gb() -> float:
@@ -117,7 +118,7 @@ def host_hardware(micro: dict[str, float], base: dict[str, Any]) -> dict[str, An
     hw = {k: v for k, v in base.items() if k not in ("defaults", "roofline")}
     peak16 = round(2.0 * micro["fp32_flops"] / 1e12, 5)
     hw.update(name="host-cpu", peak_tflops_16=peak16, peak_tops_8=peak16,
-              mem_bw_gbs=round(micro["copy_bytes_s"] / 1e9, 3), mem_gb=round(host_memory_gb(), 1))
+              mem_bw_gbs=round(micro["gemv_bytes_s"] / 1e9, 3), mem_gb=round(host_memory_gb(), 1))
     return hw
 
 
@@ -139,14 +140,24 @@ def calibrate_host(backend: MeasuredBackend, genomes: Sequence[Genome], wl: Work
     start = {"eta_compute": 0.5, "eta_memory": 0.5, "launch_us": 10.0, "layer_us": 10.0}
     cfg = calibrate(samples, base={"hardware": hw, **start, "precision": _bits(wl)}, workload=wl, fit=fit)
     cal = cfg["calibration"]
-    preset = {**hw, "roofline": {k: round(float(cfg[k]), 6) for k in OVERHEAD_KEYS}}
+    preset = {**hw, "roofline": {**{k: round(float(cfg[k]), 6) for k in OVERHEAD_KEYS}, **_bits(wl)}}
     preset["calibration"] = {
         "host": platform.node(), "cpu": platform.processor() or platform.machine(), "threads": threads,
         "clock": getattr(backend, "clock", "wall"),
-        "fp32_gflops": round(m["fp32_flops"] / 1e9, 2), "copy_gbs": round(m["copy_bytes_s"] / 1e9, 2),
+        "fp32_gflops": round(m["fp32_flops"] / 1e9, 2), "gemv_gbs": round(m["gemv_bytes_s"] / 1e9, 2),
         "n_genomes": len(ok), "rms_rel_error_before": round(cal["rms_rel_error_before"], 4),
         "rms_rel_error_after": round(cal["rms_rel_error_after"], 4), "workload": cal["workload"]}
     return preset
+
+
+def roofline_backend(preset: dict[str, Any]) -> Any:
+    """The RooflineBackend a preset describes (what backend=roofline hardware=<preset> composes to)."""
+    from backends.gpu.roofline import RooflineBackend
+
+    r = dict(preset.get("roofline") or {})
+    bits = {k: r.pop(k) for k in ("weight_bits", "act_bits", "kv_bits") if k in r}
+    hw = {k: v for k, v in preset.items() if k not in ("roofline", "calibration", "defaults")}
+    return RooflineBackend(hardware=hw, **r, precision=bits or None)
 
 
 def _bits(wl: Workload) -> dict[str, int]:

@@ -9,6 +9,7 @@
    passes: how far the machine agrees with itself is the ceiling any model can reach here).
 3. Predict them with the fitted roofline, and with roofline.yaml's GPU defaults on the same measured peaks
    (the baseline: what `hardware=host-cpu` would give without fitted overheads).
+4. Out of the calibration's range: `--big` baselines (data/archs, DRAM-bound weights) at prefill 64 / decode 16.
 Prints Spearman and the median predicted/measured ratio of TPOT and TTFT; paste into bench/RESULTS.md.
 """
 from __future__ import annotations
@@ -20,9 +21,10 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from backends.gpu.roofline import RooflineBackend
-from backends.host import CpuMeasuredBackend, calibrate_host, write_preset
+from backends.host import CpuMeasuredBackend, calibrate_host, roofline_backend, write_preset
 from backends.interface import Workload
-from forge.config import group_yaml
+from forge.config import data_dir, group_yaml
+from forge.importers import load_genome
 from forge.space import load_space
 
 
@@ -42,6 +44,7 @@ def main() -> None:
     ap.add_argument("--prefill", type=int, default=128)
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--big", nargs="*", default=["smollm2-135m"])
     ap.add_argument("--out", default="outputs/host-cpu-bench.yaml")
     a = ap.parse_args()
     wl = Workload(prefill=a.prefill, decode=a.decode, weight_bits=32, act_bits=32, kv_bits=32)
@@ -57,10 +60,10 @@ def main() -> None:
     meas = [CpuMeasuredBackend(threads=a.threads, repeats=a.repeats).evaluate(ev, wl) for _ in range(2)]
     t2 = time.perf_counter()
     hw = {k: v for k, v in preset.items() if k not in ("roofline", "calibration")}
-    fitted = RooflineBackend(hardware=hw, **preset["roofline"], precision={"weight_bits": 32}).evaluate(ev, wl)
+    fitted = roofline_backend(preset).evaluate(ev, wl)
     default = RooflineBackend(hardware=hw, precision={"weight_bits": 32}).evaluate(ev, wl)
     c = preset["calibration"]
-    print(f"host {c['cpu']}, {a.threads} thread(s): fp32 matmul {c['fp32_gflops']} GFLOP/s, copy {c['copy_gbs']} GB/s; "
+    print(f"host {c['cpu']}, {a.threads} thread(s): fp32 matmul {c['fp32_gflops']} GFLOP/s, GEMV {c['gemv_gbs']} GB/s; "
           f"workload prefill {a.prefill} / decode {a.decode}, fp32, batch 1")
     print(f"calibration on {c['n_genomes']} genomes ({t1 - t0:.0f} s): {preset['roofline']}, "
           f"RMS rel err {c['rms_rel_error_before']:.1%} -> {c['rms_rel_error_after']:.1%}")
@@ -71,6 +74,19 @@ def main() -> None:
     compare("pass 2 vs pass 1 (noise)", meas[1], meas[0])
     spread = np.median([e["tpot_spread_ms"] / m for e, m in zip(meas[0].extras, meas[0].tpot_ms)])
     print(f"  median TPOT spread (max-min over {a.repeats} repeats) / median: {spread:.1%}")
+    big(a.big, preset, a.threads)
+
+
+def big(names: list[str], preset: dict, threads: int) -> None:
+    """Larger models than the calibration saw: their weights stream from DRAM instead of sitting in cache."""
+    wl = Workload(prefill=64, decode=16, weight_bits=32, act_bits=32, kv_bits=32)
+    for name in names:
+        g = load_genome(data_dir() / "archs" / f"{name}.yaml")
+        m = CpuMeasuredBackend(threads=threads, repeats=3).evaluate([g], wl)
+        p = roofline_backend(preset).evaluate([g], wl)
+        print(f"  {name} (prefill 64 / decode 16): TTFT measured {m.ttft_ms[0]:.1f} ms, predicted {p.ttft_ms[0]:.1f} "
+              f"({p.ttft_ms[0] / m.ttft_ms[0]:.2f}x); TPOT measured {m.tpot_ms[0]:.2f} ms, predicted "
+              f"{p.tpot_ms[0]:.2f} ({p.tpot_ms[0] / m.tpot_ms[0]:.2f}x)")
 
 
 if __name__ == "__main__":

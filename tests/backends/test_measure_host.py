@@ -16,6 +16,7 @@ from backends.cli import run
 from backends.gpu.roofline import RooflineBackend, load_hardware
 from backends.host import calibrate_host, host_hardware, write_preset
 from backends.interface import BackendError, Workload
+from backends.registry import build_backend
 from forge.config import conf_dir, group_yaml
 from forge.space import load_space
 
@@ -24,7 +25,7 @@ TRUTH = {"eta_compute": 0.4, "eta_memory": 0.7, "launch_us": 30.0, "layer_us": 5
 
 
 def fake_micro(threads, timer):
-    return {"fp32_flops": 1e11, "copy_bytes_s": 2e10}  # → peak_tflops_16 0.2, mem_bw_gbs 20
+    return {"fp32_flops": 1e11, "gemv_bytes_s": 2e10}  # → peak_tflops_16 0.2, mem_bw_gbs 20
 
 
 class RooflineHost:
@@ -76,13 +77,13 @@ def test_written_preset_composes_and_overrides_the_shipped_one(conf_copy):
     assert cfg.hardware.peak_tflops_16 == 0.2 and cfg.hardware.mem_bw_gbs == 20.0
     assert cfg.backend.launch_us == pytest.approx(p["roofline"]["launch_us"])  # roofline.yaml reads the preset
     assert compose_hw(conf_copy, "hardware=host-cpu", "backend.launch_us=3").backend.launch_us == 3  # CLI still wins
-    assert compose_hw(conf_copy, "hardware=a100-40gb").backend.launch_us == 5.0  # GPU presets keep the defaults
+    assert cfg.backend.precision.weight_bits == 32  # costed in fp32, as calibrated
+    gpu = compose_hw(conf_copy, "hardware=a100-40gb").backend  # GPU presets keep the defaults
+    assert gpu.launch_us == 5.0 and gpu.precision.weight_bits == 16
     assert load_hardware("host-cpu").peak_tflops_16 == 0.2  # the same file outside Hydra
-    from backends.registry import build_backend
-
-    b = build_backend(cfg.backend)
-    r, truth = b.evaluate(genomes[:4], WL), RooflineHost().evaluate(genomes[:4], WL)
+    r, truth = build_backend(cfg.backend).evaluate(genomes[:4], WL), RooflineHost().evaluate(genomes[:4], WL)
     assert np.allclose(r.tpot_ms, truth.tpot_ms, rtol=0.02)
+    assert np.allclose(host.roofline_backend(p).evaluate(genomes[:4], WL).tpot_ms, r.tpot_ms)  # same as composed
 
 
 def test_forge_hw_mode_calibrate_end_to_end(conf_copy, tmp_path, monkeypatch):
@@ -93,7 +94,7 @@ def test_forge_hw_mode_calibrate_end_to_end(conf_copy, tmp_path, monkeypatch):
     s = run(cfg)
     written = yaml.safe_load((conf_copy / "calibrated" / "hardware" / "host-cpu.yaml").read_text())
     assert s["path"].endswith("calibrated/hardware/host-cpu.yaml") and (tmp_path / "summary.json").is_file()
-    assert written["peak_tflops_16"] == 0.2 and set(written["roofline"]) == set(TRUTH)
+    assert written["peak_tflops_16"] == 0.2 and set(written["roofline"]) == {*TRUTH, "weight_bits", "act_bits", "kv_bits"}
     assert s["calibration"]["n_genomes"] == 8 and s["calibration"]["clock"] == "thread"
 
 
