@@ -167,3 +167,20 @@ def test_a_replay_finetune_keeps_the_base_calibration_and_says_so():
     base = load_predictor("forgeformer-iha-tiny").conformal
     assert p.conformal.residual == base.residual and p.conformal.sigma == base.sigma
     assert "forgeformer-iha-tiny" in p.conformal.provenance["measured_on"]
+
+
+def test_mode_train_calibrates_on_its_test_split_as_mode_calibrate_does(tiny_jsonl, tmp_path):
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose(config_name="forge-surrogate", overrides=[
+            "threads=1", f"data={tiny_jsonl}", "space=iha-tiny", "surrogate.epochs=2", f"out={tmp_path / 'ck'}",
+            f"out_dir={tmp_path / 'train'}"])
+    res = surrogate_run(cfg)
+    trained = load_predictor(tmp_path / "ck").conformal
+    assert trained.provenance["n_rows"] == res["n_test"] and trained.provenance["data"] == tiny_jsonl.name
+    meta = json.loads((tmp_path / "ck.json").read_text())
+    del meta["conformal"]
+    (tmp_path / "ck.json").write_text(json.dumps(meta))
+    surrogate_run(_cal_cfg(tmp_path, tmp_path / "ck", tiny_jsonl))
+    assert load_predictor(tmp_path / "ck").conformal == trained
