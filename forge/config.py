@@ -169,6 +169,9 @@ class RunDirGuard:
         if self.saved:
             for name, snap in self.saved.items():
                 _restore(d / name, snap)
+            for log in d.glob("*.log"):  # a job log Hydra opened for this command
+                if log.name not in self.saved and log.stat().st_size == 0:
+                    log.unlink()
             return
         if self.run_dir is not None:  # named on the command line and absent before: all of it is this command's
             shutil.rmtree(d, ignore_errors=True)

@@ -241,3 +241,64 @@ def test_bad_input_exits_2_with_one_line(table, case_id):
     if case_id in LABELLING and not LABELLING_FIXED:
         pytest.xfail("labelling-side check not in yet (H2)")
     _check(case, *table["results"][case_id])
+
+
+def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monkeypatch):
+    from forge.config import UserError, user_errors
+
+    monkeypatch.delenv("FORGE_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):
+        raise UserError("seed='abc' is not an integer;\n allowed: an integer")
+    assert e.value.code == 2
+    assert capsys.readouterr().err == "forge-x: error: seed='abc' is not an integer;; allowed: an integer\n"
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):
+        raise FileNotFoundError(2, "No such file or directory", "/nope/file.yaml")
+    assert e.value.code == 2 and capsys.readouterr().err == "forge-x: error: /nope/file.yaml: No such file or directory\n"
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):
+        raise KeyboardInterrupt
+    assert e.value.code == 130
+    with pytest.raises(ZeroDivisionError), user_errors("forge-x"):  # a bug is not bad input
+        1 / 0
+    monkeypatch.setenv("FORGE_DEBUG", "1")
+    with pytest.raises(UserError), user_errors("forge-x"):
+        raise UserError("kept for debugging")
+
+
+def test_override_types_follow_the_shipped_defaults():
+    from hydra import compose, initialize_config_module
+
+    from forge.config import UserError, check_override_types
+
+    def check(*overrides):
+        with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+            cfg = compose("forge-search", overrides=list(overrides), return_hydra_config=True)
+        cfg.hydra.job.config_name = "forge-search"
+        check_override_types(cfg.hydra)
+
+    check("seed=3", "hv.ref=1", "search.mutation.rate=0.5", "search=random", "protocol.tokens=1e6", "+extra=x")
+    for bad, says in (("seed=abc", "seed='abc' is not an integer"), ("search.pop_size=1.5", "search.pop_size"),
+                      ("hv.ref=far", "hv.ref='far' is not a number"), ("progress=maybe", "progress='maybe' is not a boolean")):
+        with pytest.raises(UserError, match=says):
+            check(bad)
+
+
+def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path):
+    from forge.config import RunDirGuard
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    (run / "summary.json").write_text("{}")
+    before = _state(run)
+    g = RunDirGuard.from_argv(["seed=5", f"hydra.run.dir={run}"])
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=5\n")  # what Hydra does before the job runs
+    (run / ".hydra" / "config.yaml").write_text("seed: 5\n")
+    (run / "cli.log").write_text("")
+    g.undo()
+    assert _state(run) == before
+    fresh = tmp_path / "fresh"
+    g = RunDirGuard.from_argv([f"hydra.run.dir={fresh}"])
+    (fresh / ".hydra").mkdir(parents=True)
+    (fresh / "config.yaml").write_text("x")
+    g.undo()
+    assert not fresh.exists() and run.is_dir()
