@@ -98,6 +98,10 @@ class LossEvaluator:
         """{level, method, source} for summary.json and the export card."""
         info = getattr(self.predictor, "interval_info", None)
         got = info(self.n_mc > 0) if info else {"method": "none", "source": "the predictor has no interval"}
+        cal_mc = got["source"].get("n_mc") if isinstance(got.get("source"), dict) else None
+        if got.get("method") == "conformal-sigma" and cal_mc not in (None, self.n_mc):
+            got["note"] = (f"σ scores were calibrated with n_mc={cal_mc} passes, this search uses {self.n_mc}: "
+                           "σ from a different pass count may be scaled differently")
         return {"level": self.level, **got}
 
     def swap(self, predictor: Any) -> None:

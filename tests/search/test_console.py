@@ -143,3 +143,14 @@ def test_interval_level_is_checked():
     ev = LossEvaluator(FakePredictor(), level=0.8)  # a predictor without `interval`: NaN, said so in the summary
     lo, hi = ev.interval(np.array([3.0]), np.zeros(1))
     assert np.isnan(lo).all() and np.isnan(hi).all() and ev.interval_info()["method"] == "none"
+
+
+def test_summary_notes_a_pass_count_other_than_the_calibration_s():
+    from search.problem import LossEvaluator
+    from surrogate.predictor import load_predictor
+
+    p = load_predictor("forgeformer-iha-tiny")
+    assert LossEvaluator(p, n_mc=4).interval_info()["method"] == "conformal-sigma"
+    assert "n_mc=10" in LossEvaluator(p, n_mc=4).interval_info()["note"]
+    assert "note" not in LossEvaluator(p, n_mc=10).interval_info()
+    assert LossEvaluator(p).interval_info()["method"] == "conformal-residual"
