@@ -212,5 +212,11 @@ def run_calibrate(cfg: Any) -> dict[str, Any]:
     wl = Workload(**{**dict(zip(("weight_bits", "act_bits", "kv_bits"), backend.default_bits)), **c["workload"]})
     genomes = load_space(str(c.get("space", "iha-tiny"))).sample(int(c.get("n", 24)), np.random.default_rng(int(c["seed"])))
     preset = calibrate_host(backend, genomes, wl, base=group_yaml("hardware", "host-cpu") or {})
-    path = write_preset(preset, c.get("out") or calibrated_path())
+    out = Path(c.get("out") or calibrated_path())
+    try:
+        path = write_preset(preset, out)
+    except OSError as e:
+        raise BackendError(f"cannot write the host-cpu preset to {out} ({e.strerror or e}); allowed: a writable install, "
+                           "or calibrate.out=<dir>/calibrated/hardware/host-cpu.yaml used with "
+                           "hydra.searchpath=[file://<dir>]") from None
     return {"mode": "calibrate", "path": str(path), **preset}

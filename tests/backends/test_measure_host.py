@@ -98,6 +98,25 @@ def test_forge_hw_mode_calibrate_end_to_end(conf_copy, tmp_path, monkeypatch):
     assert s["calibration"]["n_genomes"] == 8 and s["calibration"]["clock"] == "thread"
 
 
+def test_a_preset_written_outside_the_install_composes_through_the_searchpath(conf_copy, tmp_path):
+    genomes = load_space("iha-tiny").sample(16, np.random.default_rng(3))
+    p = calibrate_host(RooflineHost(), genomes, WL, base=group_yaml("hardware", "host-cpu"), micro=fake_micro)
+    write_preset(p, tmp_path / "mine" / "calibrated" / "hardware" / "host-cpu.yaml")
+    cfg = compose_hw(conf_copy, "hardware=host-cpu", f"hydra.searchpath=[file://{tmp_path / 'mine'}]")
+    assert cfg.hardware.mem_bw_gbs == 20.0 and cfg.backend.launch_us == pytest.approx(p["roofline"]["launch_us"])
+
+
+def test_unwritable_output_is_one_clear_error(conf_copy, tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "microbenchmark", fake_micro)
+    monkeypatch.setattr(host, "calibrate_host", lambda *a, **k: {"name": "host-cpu"})
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    cfg = compose_hw(conf_copy, "mode=calibrate", "hardware=host-cpu", "calibrate.n=1",
+                     f"calibrate.out={blocker}/host-cpu.yaml", "calibrate.workload.prefill=2", "calibrate.workload.decode=1")
+    with pytest.raises(BackendError, match="cannot write the host-cpu preset.*hydra.searchpath"):
+        run(cfg)
+
+
 def test_calibrate_needs_the_host_preset_and_a_known_mode(conf_copy):
     with pytest.raises(BackendError, match="allowed: hardware=host-cpu"):
         run(compose_hw(conf_copy, "mode=calibrate", "hardware=a100-40gb"))
