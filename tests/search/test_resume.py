@@ -194,6 +194,7 @@ def _wait_for(cond, timeout: float = 60.0) -> None:
     assert cond(), "timed out"
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_its_config(tmp_path):
     killed, full = tmp_path / "killed", tmp_path / "full"
     proc = _start(killed)
