@@ -47,8 +47,8 @@ def calibrate_main(cfg: Any) -> dict[str, Any]:
     atomic_write_json(output_dir(cfg) / "summary.json", s)
     if not cfg.get("quiet", False):
         cal, con = s["calibration"], Console()
-        con.print(f"host-cpu on {cal['cpu']} ({cal['threads']} thread(s)): fp32 matmul {cal['fp32_gflops']:.1f} GFLOP/s, "
-                  f"GEMV {cal['gemv_gbs']:.1f} GB/s; roofline fitted on {cal['n_genomes']} genomes: {s['roofline']}, "
+        con.print(f"host-cpu on {cal['cpu']} ({cal['threads']} thread(s)): fp32 matmul {cal['fp32_gflops']:.1f} "
+                  f"GFLOP/s, GEMV {cal['gemv_gbs']:.1f} GB/s; roofline fitted on {cal['n_genomes']} genomes: {s['roofline']}, "
                   f"RMS relative error {cal['rms_rel_error_before']:.1%} -> {cal['rms_rel_error_after']:.1%}")
         con.print(f"wrote {s['path']} (hardware=host-cpu now uses it on this machine)")
     return s

@@ -210,13 +210,14 @@ def run_calibrate(cfg: Any) -> dict[str, Any]:
     own = str((to_container(cfg.get("backend")) or {}).get("_target_", "")).endswith(".CpuMeasuredBackend")
     backend = build_backend(cfg["backend"] if own else "cpu-measured")  # backend=cpu-measured backend.threads=2 ...
     wl = Workload(**{**dict(zip(("weight_bits", "act_bits", "kv_bits"), backend.default_bits)), **c["workload"]})
-    genomes = load_space(str(c.get("space", "iha-tiny"))).sample(int(c.get("n", 24)), np.random.default_rng(int(c["seed"])))
+    rng = np.random.default_rng(int(c.get("seed", 0)))
+    genomes = load_space(str(c.get("space", "iha-tiny"))).sample(int(c.get("n", 24)), rng)
     preset = calibrate_host(backend, genomes, wl, base=group_yaml("hardware", "host-cpu") or {})
     out = Path(c.get("out") or calibrated_path())
     try:
         path = write_preset(preset, out)
     except OSError as e:
-        raise BackendError(f"cannot write the host-cpu preset to {out} ({e.strerror or e}); allowed: a writable install, "
-                           "or calibrate.out=<dir>/calibrated/hardware/host-cpu.yaml used with "
+        raise BackendError(f"cannot write the host-cpu preset to {out} ({e.strerror or e}); allowed: a writable "
+                           "install, or calibrate.out=<dir>/calibrated/hardware/host-cpu.yaml used with "
                            "hydra.searchpath=[file://<dir>]") from None
     return {"mode": "calibrate", "path": str(path), **preset}

@@ -94,7 +94,8 @@ def test_forge_hw_mode_calibrate_end_to_end(conf_copy, tmp_path, monkeypatch):
     s = run(cfg)
     written = yaml.safe_load((conf_copy / "calibrated" / "hardware" / "host-cpu.yaml").read_text())
     assert s["path"].endswith("calibrated/hardware/host-cpu.yaml") and (tmp_path / "summary.json").is_file()
-    assert written["peak_tflops_16"] == 0.2 and set(written["roofline"]) == {*TRUTH, "weight_bits", "act_bits", "kv_bits"}
+    assert written["peak_tflops_16"] == 0.2
+    assert set(written["roofline"]) == {*TRUTH, "weight_bits", "act_bits", "kv_bits"}
     assert s["calibration"]["n_genomes"] == 8 and s["calibration"]["clock"] == "thread"
 
 
@@ -111,8 +112,8 @@ def test_unwritable_output_is_one_clear_error(conf_copy, tmp_path, monkeypatch):
     monkeypatch.setattr(host, "calibrate_host", lambda *a, **k: {"name": "host-cpu"})
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    cfg = compose_hw(conf_copy, "mode=calibrate", "hardware=host-cpu", "calibrate.n=1",
-                     f"calibrate.out={blocker}/host-cpu.yaml", "calibrate.workload.prefill=2", "calibrate.workload.decode=1")
+    cfg = compose_hw(conf_copy, "mode=calibrate", "hardware=host-cpu", "calibrate.n=1", f"calibrate.out={blocker}/x.yaml",
+                     "calibrate.workload.prefill=2", "calibrate.workload.decode=1")
     with pytest.raises(BackendError, match="cannot write the host-cpu preset.*hydra.searchpath"):
         run(cfg)
 
