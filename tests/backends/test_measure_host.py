@@ -123,3 +123,11 @@ def test_calibrate_needs_the_host_preset_and_a_known_mode(conf_copy):
         run(compose_hw(conf_copy, "mode=calibrate", "hardware=a100-40gb"))
     with pytest.raises(BackendError, match="allowed: cost \\| calibrate"):
         run(compose_hw(conf_copy, "mode=measure"))
+
+
+@pytest.mark.slow
+def test_real_microbenchmark_gives_positive_rates():
+    from backends.measure import thread_timer
+
+    m = host.microbenchmark(1, thread_timer, n=256, gemv_mb=16, repeats=2)
+    assert 1e8 < m["fp32_flops"] < 1e14 and 1e8 < m["gemv_bytes_s"] < 1e13
