@@ -85,6 +85,19 @@ def test_generate_uses_the_kv_cache(tmp_path):
     torch.testing.assert_close(step, full, atol=1e-5, rtol=0)
 
 
+def test_labels_give_forges_training_loss(tmp_path):
+    """HF convention (labels = inputs, shifted inside) equals Forge's next-token loss: Trainer trains the same thing."""
+    genome = _genome(HETERO)
+    model = _model(genome)
+    write_hf(model, genome, tmp_path, "")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True)
+    x = torch.randint(0, VOCAB, (2, 10))
+    loss = hf(x, labels=x).loss
+    torch.testing.assert_close(loss, model(x[:, :-1], targets=x[:, 1:])[1], atol=1e-5, rtol=0)
+    loss.backward()
+    assert hf.model.blocks[0].attn.q_proj.weight.grad.abs().sum() > 0
+
+
 def test_left_padded_batch_generates_what_each_prompt_generates_alone(tmp_path):
     """attention_mask and generate()'s position ids are honoured: padding changes nothing."""
     genome = _genome(HETERO)
