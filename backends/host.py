@@ -36,8 +36,8 @@ class CpuMeasuredBackend(MeasuredBackend):
     """
 
     def __init__(self, threads: int = 1, clock: str = "thread", warmup: int = 1, repeats: int = 5, interleave: int = 32,
-                 power_w: float | None = None, seed: int = 0, precision: dict | None = None,
-                 timer: Timer | None = None, name: str = "cpu-measured") -> None:
+                 interleave_gb: float = 2.0, power_w: float | None = None, seed: int = 0,
+                 precision: dict | None = None, timer: Timer | None = None, name: str = "cpu-measured") -> None:
         super().__init__(warmup, repeats, seed, precision or {"weight_bits": 32, "act_bits": 32, "kv_bits": 32})
         for k, v in (("threads", threads), ("interleave", interleave), ("repeats", repeats)):
             if int(v) < 1:
@@ -46,7 +46,7 @@ class CpuMeasuredBackend(MeasuredBackend):
             raise BackendError(f"backend.clock = {clock!r} with threads={threads} is invalid; allowed: thread (with "
                                "threads=1: one thread's CPU time) or wall (any thread count)")
         self.name, self.device, self.clock, self.timer = name, "cpu", clock, timer or CLOCKS[clock]
-        self.threads, self.interleave = int(threads), int(interleave)
+        self.threads, self.interleave, self.interleave_gb = int(threads), int(interleave), float(interleave_gb)
         if power_w is not None and not float(power_w) > 0:
             raise BackendError(f"backend.power_w = {power_w!r} is invalid; allowed: watts > 0, or null (energy NaN)")
         self.power_w = None if power_w is None else float(power_w)

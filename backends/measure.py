@@ -133,7 +133,8 @@ class MeasuredBackend:
     name = "measured"
     device = "cpu"
     threads: int | None = None  # torch intra-op threads while timing (None: leave as is)
-    interleave = 1  # genomes timed together in rounds (their models held in memory at once)
+    interleave = 1  # genomes timed together in rounds (their models held in memory at once) ...
+    interleave_gb = math.inf  # ... as long as their weights fit this many GB
 
     def __init__(self, warmup: int = 1, repeats: int = 3, seed: int = 0, precision: dict | None = None) -> None:
         self.warmup, self.repeats, self.seed = int(warmup), int(repeats), int(seed)
@@ -147,6 +148,22 @@ class MeasuredBackend:
 
     def _energy_source(self, row: dict[str, Any]) -> str:
         return "unavailable"
+
+    def _groups(self, genomes: list[Genome], bytes_per_param: int) -> list[list[Genome]]:
+        """Consecutive groups of at most `interleave` genomes whose weights total at most `interleave_gb`."""
+        from forge.arrays import PopArrays
+        from forge.workload import model_totals
+
+        gb = model_totals(PopArrays.from_genomes(genomes))["params"] * bytes_per_param / 1e9
+        out: list[list[Genome]] = [[]]
+        size = 0.0
+        for g, b in zip(genomes, gb):
+            if out[-1] and (len(out[-1]) >= max(int(self.interleave), 1) or size + b > self.interleave_gb):
+                out.append([])
+                size = 0.0
+            out[-1].append(g)
+            size += float(b)
+        return out
 
     def _measure(self, genomes: list[Genome], wl: Workload, dtype: Any, timer: Timer, energy: Any) -> None:
         """Time `genomes` together in rounds and cache their rows; out of memory → infeasible."""
@@ -182,10 +199,9 @@ class MeasuredBackend:
             import torch
 
             dtype, timer, energy = self._setup(workload)
-            step = max(int(self.interleave), 1)
             with torch_threads(self.threads), torch.inference_mode():
-                for s in range(0, len(todo), step):
-                    self._measure(todo[s:s + step], workload, dtype, timer, energy)
+                for group in self._groups(todo, torch.finfo(dtype).bits // 8):
+                    self._measure(group, workload, dtype, timer, energy)
         rows = [self.cache[(g.id, workload)] for g in genomes]
         col = lambda k: np.array([r[k] for r in rows], dtype=float)  # noqa: E731
         extras = [{k: v for k, v in r.items() if k not in CORE} for r in rows]

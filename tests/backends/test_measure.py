@@ -11,6 +11,7 @@ from backends.interface import BackendError, Workload
 from backends.measure import measure_rounds
 from backends.registry import build_backend
 from forge.genome import Genome, LayerGene
+from forge.workload import analyze
 
 WL = Workload(prefill=4, decode=3, weight_bits=32, act_bits=32, kv_bits=32)
 
@@ -106,6 +107,11 @@ def test_interleave_groups_hold_at_most_that_many_models(monkeypatch):
     gs = [genome(64 * k) for k in range(1, 6)]
     CpuMeasuredBackend(timer=ScriptTimer([1.0]), warmup=0, repeats=1, interleave=2).evaluate(gs, WL)
     assert sizes == [2, 2, 1]
+    sizes.clear()  # a memory budget of about two of these models' fp32 weights
+    gb = [analyze(g)["params"] * 4 / 1e9 for g in gs]
+    b = CpuMeasuredBackend(timer=ScriptTimer([1.0]), warmup=0, repeats=1, interleave_gb=gb[0] + gb[1] + 1e-12)
+    b.evaluate(gs, WL)
+    assert sizes[0] == 2 and sum(sizes) == 5 and max(sizes) <= 2
 
 
 def test_bad_options_say_what_is_allowed():
