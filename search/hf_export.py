@@ -149,4 +149,7 @@ from transformers import AutoModelForCausalLM
 model = {load}
 ```
 {"" if native else native_line}
+
+No tokenizer is shipped: Forge trains on bytes (vocabulary 256, token = byte value) or on GPT-2's BPE
+(vocabulary 50257, tiktoken's `gpt2` encoding); use the one whose size matches `vocab_size` in config.json.
 """
