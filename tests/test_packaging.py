@@ -6,13 +6,13 @@ import re
 import runpy
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 import forge
 
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("forge", "surrogate", "backends", "search", "forge_hf")
 
