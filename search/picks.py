@@ -15,6 +15,8 @@ import numpy as np
 from search.export import select
 from search.problem import LOSS
 
+CONTROL_STREAM = 21  # the control's generator is seeded by (seed, 21): independent of the search's draws
+
 
 def _norm(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> np.ndarray:
     F = np.array([[float(r["metrics"].get(o, np.inf)) for o in objectives] for r in rows], float)
@@ -54,11 +56,14 @@ def control_draw(space: Any, problem: Any, k: int, seed: int, exclude: Sequence[
                  max_rounds: int = 50) -> list[dict[str, Any]]:
     """k records of random feasible genomes (space.sample_x from `seed`, feasibility by `problem`), skipping `exclude`.
 
-    Returns fewer than k only when `max_rounds` batches of samples hold fewer feasible genomes."""
-    rng = np.random.default_rng(seed)
+    Returns fewer than k only when `max_rounds` batches of samples hold fewer feasible genomes. The generator
+    is seeded by (seed, CONTROL_STREAM), so the control is not the search's own generation-0 sample."""
+    rng = np.random.default_rng([seed, CONTROL_STREAM])  # not the search's own initial sample
     seen, out = set(exclude), []
-    for r in range(max_rounds):  # k first (a measured backend costs per genome), then 4k a round
-        X = space.sample_x(k if r == 0 else 4 * k, rng)
+    cheap = getattr(problem.evaluator, "kind", "") != "train"  # in train mode every sample costs a label
+    for r in range(max_rounds):  # what is missing (a measured backend costs per genome), then 4x that
+        need = k - len(out)
+        X = space.sample_x(need * (4 if r and cheap else 1), rng)
         genomes, m = problem.metrics(X)
         for j, g in enumerate(genomes):
             rec = problem.record(g, m, j)

@@ -13,7 +13,7 @@ from forge.genome import genome_from_dict
 from forge.labelling.store import LabelStore
 from forge.labels import Label
 from search.picks import control_draw, front_picks
-from search.problem import ForgeProblem, LossEvaluator
+from search.problem import ForgeProblem, LossEvaluator, TrainEvaluator
 from search.verify import Verify, VerifyError, measured_backend, run
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune, fake_loss
@@ -84,6 +84,16 @@ def test_control_draw_is_feasible_seeded_and_excludes(tiny_space):
     assert [r["id"] for r in b] != [r["id"] for r in a] and a[0]["id"] not in {r["id"] for r in b}
     tight = ForgeProblem(tiny_space, LossEvaluator(FakePredictor()), backend, Workload(), ["val_loss"], ["val_loss < 0"])
     assert control_draw(tiny_space, tight, 3, seed=0, max_rounds=2) == []
+
+
+def test_control_in_train_mode_costs_k_labels_and_is_not_the_search_sample(tiny_space, tmp_path):
+    trainer = FakeProtocolTrainer(str(tmp_path / "s.db"))
+    problem = ForgeProblem(tiny_space, TrainEvaluator(trainer), FakeBackend(), Workload(), ["val_loss", "tpot_ms"],
+                           ["val_loss < 10"])
+    search_gen0 = tiny_space.decode(tiny_space.sample_x(4, np.random.default_rng(0)))
+    out = control_draw(tiny_space, problem, 4, seed=0, exclude=[search_gen0[0].id])
+    assert len(out) == 4 and len(trainer.trained) == 4  # every sample costs a label here: no 4x over-draw
+    assert not {g.id for g in search_gen0} & {r["id"] for r in out}
 
 
 @pytest.fixture
