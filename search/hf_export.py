@@ -103,7 +103,15 @@ def _save(hf_model: Any, state: dict[str, Any], dest: Path) -> None:
     if unexpected or [m for m in missing if m != "lm_head.weight"]:  # a tied head is the embedding
         raise HFExportError(f"weight names do not match the transformers model: missing {missing}, "
                             f"unexpected {unexpected}")
-    hf_model.save_pretrained(str(dest))
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a per-shard bar says nothing to a forge-export user
+    try:
+        hf_model.save_pretrained(str(dest))
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def write_hf(model: Any, genome: Genome, dest: Path, card: str) -> dict[str, Any]:
