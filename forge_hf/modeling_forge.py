@@ -81,7 +81,8 @@ class ForgeAttention(nn.Module):
         self.v_proj = nn.Linear(d, self.n_kv * self.d_v, bias=qkv_bias)
         self.o_proj = nn.Linear(self.n_h * self.d_v, d, bias=all_bias)
 
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None, mask: torch.Tensor | None):
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None,
+                mask: torch.Tensor | None) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)
@@ -128,7 +129,8 @@ class ForgeBlock(nn.Module):
         self.ln_mlp = _norm(cfg)
         self.mlp = ForgeMLP(cfg, spec["d_mlp"])
 
-    def forward(self, x, rope, cache, mask):
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None,
+                mask: torch.Tensor | None) -> torch.Tensor:
         a = self.attn(self.ln_attn(x), rope, cache, mask) if self.attn is not None else None
         if self.parallel:
             return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
@@ -137,6 +139,8 @@ class ForgeBlock(nn.Module):
 
 
 class ForgePreTrainedModel(PreTrainedModel):
+    """transformers' plumbing (config class, weight init for new modules, SDPA) shared by the Forge classes."""
+
     config_class = ForgeConfig
     base_model_prefix = "model"
     _no_split_modules = ["ForgeBlock"]
