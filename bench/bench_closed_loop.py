@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from forge.io import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "results"
 K, CO_BATCH, CO_EVERY = 8, 8, 2
@@ -257,7 +259,7 @@ def main() -> None:
                     continue
                 t0 = time.perf_counter()
                 res["runs"][key] = arms[arm](seed, hv) | {"wall_s": round(time.perf_counter() - t0, 1)}
-                a.out.write_text(json.dumps(res, indent=1))
+                atomic_write_text(a.out, json.dumps(res, indent=1))
                 print(key, {n: (p["labels"], round(p["hv"], 4), p["best_loss"]) for n, p in res["runs"][key]["points"].items()},
                       res["runs"][key]["wall_s"], "s", flush=True)
     print(table(res))

@@ -11,7 +11,6 @@ after, and saves the checkpoint in the run directory for `forge-search evaluator
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,7 +26,7 @@ from search.components import (build_backend, build_evaluator, build_space, buil
 from search.picks import control_draw, front_picks
 from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
 from search.state import read_jsonl
-from search.verify_report import row_of, summarize, figure
+from search.verify_report import figure, interval_of, row_of, summarize
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
@@ -92,19 +91,6 @@ def _cuda() -> bool:
         return False
 
 
-def _interval(rec: dict[str, Any], predictor: Any, level: float) -> tuple[float, float, str]:
-    """The row's calibrated interval (H4's loss_lo/loss_hi), else predictor.interval, else μ ± 0 (noted)."""
-    m = rec["metrics"]
-    mu, sigma = float(m.get("mu", m.get(LOSS))), float(m.get("sigma", 0.0))
-    lo, hi = (_num(rec.get(k, m.get(k))) for k in ("loss_lo", "loss_hi"))
-    if math.isfinite(lo) and math.isfinite(hi):  # NaN ("nan") where the run's predictor had no calibration
-        return lo, hi, "run"
-    if hasattr(predictor, "interval"):
-        lo, hi = predictor.interval(np.array([mu]), np.array([sigma]), level)
-        return float(np.asarray(lo)[0]), float(np.asarray(hi)[0]), "predictor"
-    return mu, mu, "none"
-
-
 class Verify:
     """One verification of `run_dir`; `parts` may inject trainer/measure/finetune/evaluator/backend (tests)."""
 
@@ -120,6 +106,11 @@ class Verify:
         self.level = float(self.cfg.get("interval_level") or (rc.get("evaluator") or {}).get("interval_level", 0.9))
         self.seed = int(self.cfg["seed"] if self.cfg.get("seed") is not None else rc.get("seed", 0))
         self.space = parts.get("space") or build_space(rc)
+        default = self.run_dir / ("labels.db" if self.cfg.get("protocol") is None else "verify/labels.db")
+        url = str(self.cfg.get("store") or "")
+        self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
+        if isinstance(self.store, Path):
+            self.store.parent.mkdir(parents=True, exist_ok=True)
         self.evaluator = parts.get("evaluator") or self._evaluator()
         backend = parts.get("backend") or build_backend(rc)
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
@@ -134,7 +125,7 @@ class Verify:
 
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(self.run_cfg, self.space)
+        ev = build_evaluator(self.run_cfg, self.space, self.store)
         ckpt = self.run_dir / "state" / "checkpoint.json"
         path = (json.loads(ckpt.read_text()).get("coevolution") or {}).get("predictor_path") if ckpt.is_file() else None
         if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
@@ -148,9 +139,6 @@ class Verify:
         protocol = _node("protocol", c.get("protocol"), rc.get("protocol"))
         node = {"dispatch": _node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
                 "corpus": _node("corpus", c.get("corpus"), rc.get("corpus"))}
-        default = self.run_dir / ("labels.db" if c.get("protocol") is None else "verify/labels.db")
-        self.store = Path(c.get("store") or default)
-        self.store.parent.mkdir(parents=True, exist_ok=True)
         return build_trainer(node, c.get("trainer"), self.store)
 
     # ------------------------------------------------------------ the job
@@ -180,7 +168,7 @@ class Verify:
         pred = getattr(self.evaluator, "predictor", None)
         rows, methods = [], set()
         for role, rec in [*picks, *(("control", r) for r in control)]:
-            lo, hi, how = _interval(rec, pred, self.level)
+            lo, hi, how = interval_of(rec, pred, self.level)
             methods.add(how)
             rows.append(row_of(role, rec, float(labels[rec["id"]].label), lo, hi, self.latency,
                                measured.get(rec["id"]) if measured else None))
@@ -188,8 +176,8 @@ class Verify:
         method = (self.summary.get("loss_interval") or {}).get("method") or (
             "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
-               "front_size": len(self.rows),
-               "cost": self.cost_note, "latency": self.latency, "store": str(getattr(self, "store", "")),
+               "front_size": len(self.rows), "loss": self._loss_note(),
+               "cost": self.cost_note, "latency": self.latency, "store": str(self.store),
                "summary": summarize(P, C, self.latency, measured is not None, self.level, method),
                "picks": P, "control": C}
         if self.cfg.get("refit"):
@@ -202,6 +190,12 @@ class Verify:
         out["figure"] = str(figure(self.out / "verify.png", P, C, title))
         atomic_write_json(self.out / "verify.json", out)
         return out
+
+    def _loss_note(self) -> str:
+        if getattr(self.evaluator, "kind", "") == "train":
+            return ("the run's loss was itself trained (evaluator.kind=train): the picks' labels are re-read from the "
+                    "store, so predicted = real by construction; the control is what this run adds")
+        return "predicted by the run's surrogate; real = trained under the run's protocol"
 
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
@@ -235,13 +229,6 @@ class Verify:
         return res
 
 
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _mae(a: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.mean(np.abs(a - y))) if len(y) else None
 
@@ -254,7 +241,7 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 def brief(out: dict[str, Any]) -> dict[str, Any]:
     """What the CLI prints: the summary, the cost note, the refit and where the files are."""
-    keep = {k: out[k] for k in ("run", "front_size", "cost", "store", "figure") if k in out}
+    keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
             "verify_json": str(Path(out["figure"]).with_name("verify.json"))}
 

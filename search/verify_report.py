@@ -19,11 +19,12 @@ from search.archive import Hypervolume
 HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control
 
 
-def _f(x: Any) -> float:
+def _f(x: Any, missing: float = math.inf) -> float:
+    """A JSON number ("inf"/"nan" strings included) as a float; `missing` for None or text."""
     try:
         return float(x)
     except (TypeError, ValueError):
-        return math.inf
+        return missing
 
 
 def row_of(role: str, rec: dict[str, Any], real: float, lo: float, hi: float, latency: str,
@@ -39,6 +40,19 @@ def row_of(role: str, rec: dict[str, Any], real: float, lo: float, hi: float, la
         row[f"measured_{latency}"] = measured.get(latency, math.inf)
         row["measured"] = {k: v for k, v in measured.items() if isinstance(v, (int, float, str))}
     return row
+
+
+def interval_of(rec: dict[str, Any], predictor: Any, level: float) -> tuple[float, float, str]:
+    """The row's calibrated interval (the run's loss_lo/loss_hi, issue 21 §1), else predictor.interval, else μ ± 0 (noted)."""
+    m = rec["metrics"]
+    mu, sigma = float(m.get("mu", m.get("val_loss"))), float(m.get("sigma", 0.0))
+    lo, hi = (_f(rec.get(k, m.get(k)), math.nan) for k in ("loss_lo", "loss_hi"))
+    if math.isfinite(lo) and math.isfinite(hi):  # NaN ("nan") where the run's predictor had no calibration
+        return lo, hi, "run"
+    if hasattr(predictor, "interval"):
+        lo, hi = predictor.interval(np.array([mu]), np.array([sigma]), level)
+        return float(np.asarray(lo)[0]), float(np.asarray(hi)[0]), "predictor"
+    return mu, mu, "none"
 
 
 def _spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
