@@ -56,9 +56,10 @@ def from_labels(labels: Sequence[Label], dropped: int = 0, source: str = "") -> 
     return LabelSet(genomes, y, [g.id for g in genomes], dropped, source)
 
 
-def load_labelset(path: str | Path) -> LabelSet:
-    """LLMForge CSV or our JSONL; non-finite rows are dropped and counted in `.dropped`."""
-    labels, dropped = load_any(path)
+def load_labelset(path: str | Path, protocol: str | None = None) -> LabelSet:
+    """LLMForge CSV or our JSONL; non-finite rows are dropped and counted in `.dropped`. A JSONL mixing
+    label protocols is refused unless `protocol` (a fingerprint, `protocol_fp`) picks one."""
+    labels, dropped = load_any(path, protocol)
     if not labels:
         raise LabelSetError(f"{path}: no finite labels (dropped {dropped})")
     return from_labels(labels, dropped, str(path))

@@ -2,6 +2,7 @@
 and the last reasons of failed genomes (the ones the next run retries)."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from omegaconf import DictConfig
@@ -48,13 +49,13 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{store!r}")
-    for col in ("protocol", "fingerprint", "done", "diverged", "failed", "running", "lapsed claims", "attempts"):
-        table.add_column(col, justify="left" if col in ("protocol", "fingerprint") else "right")
+    for col in ("protocol", "fingerprint", "done", "diverged", "failed", "running", "lapsed", "attempts"):
+        table.add_column(col, justify="left" if col in ("protocol", "fingerprint") else "right", no_wrap=True)
     for r in rows:
         name = r["name"] + (" (configured)" if r["configured"] else "")
         table.add_row(name, r["protocol"], *(str(r[k]) for k in ("done", "diverged", "failed", "running", "lapsed",
                                                                  "attempts")))
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)  # a log keeps the full table
     console.print(table)
     for r in rows:
         for f in r["last_failures"]:

@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_module
 
 from forge.labels import Label
 from forge.labelling.store import LabelStore
+from tests.forge.labelling._proc_helpers import alive, children
 from tests.forge.labelling._store_helpers import fake_labels
 from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
 
@@ -34,28 +35,6 @@ LocalTrainer(protocol=TINY_PROTOCOL, corpus=TINY_CORPUS, store=store, workers=2,
 """
 
 
-def _children(pid: int) -> list[int]:
-    """Live (non-zombie) processes whose parent is `pid`, from /proc."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == pid and state != "Z":
-                out.append(int(d.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _kill_labeller(tmp_path: Path, store: str) -> None:
     """Start a labeller whose 2 workers hang, SIGKILL it alone (not its group): no worker may outlive it."""
     script = tmp_path / "hang.py"
@@ -64,14 +43,14 @@ def _kill_labeller(tmp_path: Path, store: str) -> None:
     deadline, kids = time.monotonic() + 120, []
     while time.monotonic() < deadline and len(kids) < 2:
         time.sleep(0.05)
-        kids = _children(p.pid)
+        kids = children(p.pid)
     assert len(kids) == 2, "both training workers should be running"
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+    while time.monotonic() < deadline and any(alive(k) for k in kids):
         time.sleep(0.05)
-    assert not any(_alive(k) for k in kids), "a training worker outlived its labeller"
+    assert not any(alive(k) for k in kids), "a training worker outlived its labeller"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
