@@ -130,7 +130,7 @@ class Bench:
         cfg = {**base_cfg("iha-tiny", seed, self.work), "evaluator": {"kind": "train"},
                "search": {"algorithm": "nsga", "pop_size": 16, "offspring": 16, "generations": gens},
                "out_dir": str(self._fresh(f"nsga-real-{seed}"))}
-        run(cfg, {"evaluator": TrainEvaluator(counted), "coevolution": None})
+        _done(run(cfg, {"evaluator": TrainEvaluator(counted), "coevolution": None}))
         ids = counted.ids
         curve = [self.score(counted.labels, ids[:n], hv) for n in range(16, len(ids) + 1, 16)]
         return {"curve": curve, "points": {str(n): self.score(counted.labels, ids[:n], hv) for n in self.budgets}}
@@ -156,7 +156,7 @@ class Bench:
         for n in sorted(self.budgets):
             stop = CO_EVERY * (n - K) // CO_BATCH
             resume = {"resume": str(run_dir)} if spent else {}
-            run({**cfg, "stop_after": stop, **resume}, {"coevolution": coevo()})
+            _done(run({**cfg, "stop_after": stop, **resume}, {"coevolution": coevo()}))
             co_ids = [i for e in read_jsonl(run_dir / "coevolution.jsonl") for i in e["picked"]]
             picks = self._picks(run_dir, set(co_ids), cfg["objectives"], n - len(co_ids))
             from forge.genome import genome_from_dict
@@ -189,6 +189,12 @@ class Bench:
         return d
 
 
+def _done(summary: dict[str, Any]) -> None:
+    """A search stopped by SIGTERM returns 'interrupted': stop here too, so no partial arm is recorded."""
+    if summary["status"] == "interrupted":
+        raise KeyboardInterrupt
+
+
 def _ms(xs: list) -> str:
     xs = [x for x in xs if x is not None]
     return f"{np.mean(xs):.4f} ± {np.std(xs):.4f}" if xs else "–"
@@ -208,21 +214,27 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _on_grid(run: dict[str, Any], grid: np.ndarray) -> np.ndarray:
+    """A run's real HV at each labels count of `grid`: its last curve or budget point at or below it (the HV of a
+    growing labelled set never falls)."""
+    pts = sorted([(p["labels"], p["hv"]) for p in run["curve"] + list(run["points"].values())])
+    return np.array([max([h for n, h in pts if n <= x], default=np.nan) for x in grid])
+
+
 def plot(res: dict[str, Any], path: Path) -> None:
-    """Real HV against labels spent: mean over seeds per arm, ± std band."""
+    """Real HV against labels spent: mean over seeds per arm on a common grid of 8 labels, ± std band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    grid = np.arange(8, max(res.get("budgets", [96])) + 1, 8)
     fig, ax = plt.subplots(figsize=(6, 4))
     for arm in dict.fromkeys(k.split("/")[0] for k in res["runs"]):
-        curves = [r["curve"] for k, r in res["runs"].items() if k.split("/")[0] == arm]
-        n = min(len(c) for c in curves)
-        x = np.mean([[p["labels"] for p in c[:n]] for c in curves], 0)
-        y = np.array([[p["hv"] for p in c[:n]] for c in curves])
-        ax.plot(x, y.mean(0), marker="o", ms=3, label=f"{arm} ({len(curves)} seeds)")
-        ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
+        Y = np.array([_on_grid(r, grid) for k, r in res["runs"].items() if k.split("/")[0] == arm])
+        m, sd = np.nanmean(Y, 0), np.nanstd(Y, 0)
+        ax.plot(grid, m, marker="o", ms=3, label=f"{arm} ({len(Y)} seeds)")
+        ax.fill_between(grid, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel("real labels spent")
     ax.set_ylabel("real HV (real loss, measured TPOT)")
     ax.legend(fontsize=8)
