@@ -6,14 +6,15 @@ finish the store with one more run, compare with an uninterrupted run.
 A fast protocol (cpu-proxy with protocol.tokens=2048: 2 steps, a label in about a second) keeps it to
 minutes. One uninterrupted reference run labels the genomes first (its own store). Each trial then
 starts from an empty store: 1-3 rounds, each starting one labeller (or, with probability --concurrent,
-two on the same store) and SIGKILLing each at a uniformly random time within the reference's wall
-time (the labeller process alone, not its group: its workers must die with it); then one last run
-completes the store. Every kill is counted in its trial's outcome:
+two on the same store) and SIGKILLing each (the labeller process alone, not its group: its workers
+must die with it) at a uniformly random time within the reference's wall time or, with probability
+--training, at a uniform time within the training phase counted from its first worker (start-up,
+mostly imports, is most of a short run); then one last run completes the store. Every kill is counted in its trial's outcome:
 - identical: the final store holds exactly the reference labels (bitwise), every one `done`; no
   worker outlived its labeller; no genome finished training twice (parsed from every labeller's log);
 - refused: a labeller exited 2 with one line, and the store still ended identical;
 - lost: anything else (a different or missing label, an orphan worker, a double training, a traceback).
-Seeded: --seed picks the kill times and the concurrent rounds. Figures go to bench/RESULTS.md.
+Seeded: --seed picks the kill times, their phase and the concurrent rounds. Figures go to bench/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -65,42 +66,54 @@ def attempts(store: Path) -> int:
     return int(n)
 
 
-def kill_round(store: Path, n: int, wall: float, rng: random.Random, logs: list[Path], concurrent: bool) -> dict:
-    """Start one or two labellers, SIGKILL each at a random time; count kills, orphans and exit codes."""
-    k0 = len(logs)
-    procs = []
+def _kill(p: subprocess.Popen) -> tuple[bool, int]:
+    """SIGKILL the labeller alone; (had training workers, how many outlived it by 3 s)."""
+    kids = children(p.pid)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(alive(k) for k in kids):
+        time.sleep(0.05)
+    left = [k for k in kids if alive(k)]
+    for k in left:  # never leave one running, even if the check failed
+        os.kill(k, signal.SIGKILL)
+    return bool(kids), len(left)
+
+
+def kill_round(store: Path, n: int, timing: dict, rng: random.Random, logs: list[Path], concurrent: bool) -> dict:
+    """Start one or two labellers and SIGKILL each: at a uniform time within the reference's wall time, or
+    (probability timing["training_p"]) at a uniform time within its training phase, counted from its first worker."""
+    k0, procs, plan = len(logs), [], []
     for _ in range(2 if concurrent else 1):
         logs.append(store.parent / f"labeller{len(logs)}.log")
         procs.append(start(store, n, logs[-1]))
-    at = sorted((rng.uniform(0.5, wall), i) for i in range(len(procs)))
-    t0, kills, in_flight, orphans, rcs = time.monotonic(), 0, 0, 0, []
-    for t, i in at:
-        p = procs[i]
-        while time.monotonic() - t0 < t and p.poll() is None:
-            time.sleep(0.02)
-        if p.poll() is None:
-            kids = children(p.pid)
-            os.kill(p.pid, signal.SIGKILL)
-            kills += 1
-            in_flight += bool(kids)  # training workers were running when it died
-            p.wait()
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline and any(alive(k) for k in kids):
-                time.sleep(0.05)
-            orphans += sum(alive(k) for k in kids)
-            for k in kids:  # never leave one running, even if the check failed
-                if alive(k):
-                    os.kill(k, signal.SIGKILL)
+        if timing["training_p"] > 0 and rng.random() < timing["training_p"]:  # 0: the uniform-only campaign
+            plan.append(["training", rng.uniform(0.0, timing["wall"] - timing["startup"]), None])
         else:
-            rcs.append(p.returncode)
+            plan.append(["any", 0.0, time.monotonic() + rng.uniform(0.5, timing["wall"])])
+    kills, in_flight, orphans, rcs, todo = 0, 0, 0, [], set(range(len(procs)))
+    while todo:
+        time.sleep(0.05)
+        for i in sorted(todo):
+            p, (mode, delay, at) = procs[i], plan[i]
+            if p.poll() is not None:
+                rcs.append(p.returncode)
+                todo.discard(i)
+            elif at is None:
+                if children(p.pid):
+                    plan[i][2] = time.monotonic() + delay
+            elif time.monotonic() >= at:
+                had, left = _kill(p)
+                kills, in_flight, orphans = kills + 1, in_flight + had, orphans + left
+                todo.discard(i)
     return {"kills": kills, "in_flight": in_flight, "orphans": orphans, "finished_rcs": rcs,
             "logs": [str(x) for x in logs[k0:]]}
 
 
-def trial(work: Path, n: int, wall: float, ref: dict, rng: random.Random, concurrent_p: float) -> dict:
+def trial(work: Path, n: int, timing: dict, ref: dict, rng: random.Random, concurrent_p: float) -> dict:
     store, logs, rounds = work / "label.db", [], []
     for _ in range(rng.choice([1, 2, 3])):
-        rounds.append(kill_round(store, n, wall, rng, logs, rng.random() < concurrent_p))
+        rounds.append(kill_round(store, n, timing, rng, logs, rng.random() < concurrent_p))
     logs.append(work / "final.log")
     final = start(store, n, logs[-1])
     final.wait(timeout=900)
@@ -127,27 +140,34 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=6, help="genomes per store")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--concurrent", type=float, default=0.4, help="probability a round runs two labellers")
+    ap.add_argument("--training", type=float, default=0.5,
+                    help="probability a kill is aimed at the training phase (after the labeller's first worker)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     rng = random.Random(a.seed)
     with tempfile.TemporaryDirectory(prefix="kill_label_") as tmp:
-        t0 = time.monotonic()
         ref_store = Path(tmp) / "ref" / "label.db"
         ref_store.parent.mkdir()
+        t0, startup = time.monotonic(), None
         p = start(ref_store, a.n, ref_store.parent / "ref.log")
-        assert p.wait(timeout=900) == 0, (ref_store.parent / "ref.log").read_text()[-2000:]
-        wall = time.monotonic() - t0
+        while p.poll() is None:
+            time.sleep(0.05)
+            if startup is None and children(p.pid):
+                startup = time.monotonic() - t0  # imports, corpus, fingerprint: before the first worker
+        assert p.returncode == 0, (ref_store.parent / "ref.log").read_text()[-2000:]
+        timing = {"wall": time.monotonic() - t0, "startup": startup or 0.0, "training_p": a.training}
         ref = {g: v for g, (s, v) in store_labels(ref_store).items()}
         trials = []
         while sum(t["kills"] for t in trials) < a.kills:
             work = Path(tmp) / f"t{len(trials)}"
             work.mkdir()
-            trials.append(trial(work, a.n, wall, ref, rng, a.concurrent))
+            trials.append(trial(work, a.n, timing, ref, rng, a.concurrent))
             print(json.dumps(trials[-1]), flush=True)
     by = Counter()
     for t in trials:
         by[t["outcome"]] += t["kills"]
-    summary = {"command": " ".join(sys.argv), "reference_wall_s": round(wall, 1), "genomes": a.n, "args": ARGS,
+    summary = {"command": " ".join(sys.argv), "reference_wall_s": round(timing["wall"], 1),
+               "reference_startup_s": round(timing["startup"], 1), "genomes": a.n, "args": ARGS,
                "trials": len(trials), "kills": sum(t["kills"] for t in trials),
                "kills_by_outcome": {k: by.get(k, 0) for k in ("identical", "refused", "lost")},
                "concurrent_rounds": sum(t["concurrent_rounds"] for t in trials),
