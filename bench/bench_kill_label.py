@@ -2,6 +2,7 @@
 finish the store with one more run, compare with an uninterrupted run.
 
     nice python bench/bench_kill_label.py --kills 20 --seed 0 --out bench/results/kill_label.json
+    nice python bench/bench_kill_label.py --baseline 0c49453   # two labellers, one store: before vs now
 
 A fast protocol (cpu-proxy with protocol.tokens=2048: 2 steps, a label in about a second) keeps it to
 minutes. One uninterrupted reference run labels the genomes first (its own store). Each trial then
@@ -134,6 +135,36 @@ def trial(work: Path, n: int, timing: dict, ref: dict, rng: random.Random, concu
             "tracebacks": tracebacks}
 
 
+def two_labellers(tree: Path, out: Path, n: int) -> dict:
+    """Two labellers started together on one fresh store (same genomes): trainings finished vs labels stored."""
+    out.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    common = [a for a in ARGS if not a.startswith("dispatch.lease_s")]  # an option the old tree does not have
+    args = [sys.executable, "-m", "forge.labelling.cli", f"n={n}", f"store={out / 's.db'}", *common]
+    procs = [subprocess.Popen(args + [f"hydra.run.dir={out / f'h{i}'}"], cwd=tree, env=env, stdout=subprocess.DEVNULL,
+                              stderr=(out / f"err{i}.log").open("w")) for i in (0, 1)]
+    rcs = [p.wait(timeout=900) for p in procs]
+    trained = sum(bool(re.match(r"^\[\d+(/\d+)?\] [0-9a-f]{16} label=", line))
+                  for i in (0, 1) for line in (out / f"err{i}.log").read_text().splitlines())
+    con = sqlite3.connect(out / "s.db")
+    table = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'forge_labels%'")]
+    stored = con.execute(f"SELECT count(*) FROM {table[-1]}").fetchone()[0]
+    con.close()
+    return {"rcs": rcs, "trainings_finished": trained, "labels_stored": stored}
+
+
+def baseline(rev: str, n: int) -> dict:
+    """The two-labeller case on the tree at `rev` (git archive; its conf/ as forge_conf) and on this tree."""
+    with tempfile.TemporaryDirectory(prefix="label_baseline_") as tmp:
+        old = Path(tmp) / "tree"
+        old.mkdir()
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        (old / "forge_conf").symlink_to(old / "conf")  # `pkg://forge_conf` must find that tree's configs
+        return {"rev": rev, "before": two_labellers(old, Path(tmp) / "before", n),
+                "after": two_labellers(ROOT, Path(tmp) / "after", n)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kills", type=int, default=20, help="stop once this many SIGKILLs landed")
@@ -143,7 +174,12 @@ def main() -> None:
     ap.add_argument("--training", type=float, default=0.5,
                     help="probability a kill is aimed at the training phase (after the labeller's first worker)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--baseline", default=None, metavar="REV",
+                    help="only compare two concurrent labellers on the tree at REV (e.g. 0c49453) and on this one")
     a = ap.parse_args()
+    if a.baseline:
+        print(json.dumps(baseline(a.baseline, a.n), indent=2))
+        return
     rng = random.Random(a.seed)
     with tempfile.TemporaryDirectory(prefix="kill_label_") as tmp:
         ref_store = Path(tmp) / "ref" / "label.db"
