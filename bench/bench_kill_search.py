@@ -3,7 +3,8 @@
     python bench/bench_kill_search.py --trials 20 --seed 0 --out bench/results/kill_search.json
 
 One uninterrupted reference run first (same command, its own folder). Then each trial starts the same
-command in a fresh folder, SIGKILLs it at a uniformly random time within the reference's wall time,
+command in a fresh folder, SIGKILLs it at a uniformly random time within the reference's wall time (redrawn, shorter, when the run
+ended first, so that every trial is killed at least once),
 and resumes it (`forge-search resume=DIR`); each resume is itself killed again with probability
 `--rekill` (double and triple kills), up to `--max-kills`, and the last resume runs to completion.
 Every trial ends in one of:
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,8 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ("archive.jsonl", "pareto.jsonl", "history.jsonl")
-ARGS = ["space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "search.pop_size=8", "search.offspring=12",
-        "search.generations=10", "progress=false", "threads=1"]
+GENERATIONS = 40
+ARGS = ["space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "search.pop_size=24", "search.offspring=48",
+        f"search.generations={GENERATIONS}", "progress=false", "threads=1"]  # Table 6 sizes on the tiny space
 
 
 def forge_search(args: list[str]) -> list[str]:
@@ -71,12 +74,18 @@ def finish(args: list[str]) -> dict:
 def trial(k: int, base: Path, ref: Path, t_ref: float, rng: random.Random, rekill: float, max_kills: int) -> dict:
     d = base / f"t{k:02d}"
     fresh = [*ARGS, f"hydra.run.dir={d}"]
-    events = [run_killed(fresh, d, rng.uniform(0.3, t_ref))]
+    horizon = t_ref
+    while True:  # every trial is killed at least once: a run that ended first is redone with a shorter horizon
+        events = [run_killed(fresh, d, rng.uniform(0.3, horizon))]
+        if events[0]["killed"]:
+            break
+        horizon = min(horizon, events[0]["wall_s"])
+        shutil.rmtree(d)
     refused = False
     while True:
         kills = sum(e.get("killed", False) for e in events)
         if kills < max_kills and rng.random() < rekill:
-            events.append(run_killed([f"resume={d}"], d, rng.uniform(0.3, t_ref)))
+            events.append(run_killed([f"resume={d}"], d, rng.uniform(0.3, horizon)))
             continue
         res = finish([f"resume={d}"])
         events.append({"resume": True, **res})
@@ -113,11 +122,16 @@ def main() -> None:
         trials.append(trial(k, base, base / "ref", t_ref, rng, a.rekill, a.max_kills))
         print(json.dumps({key: trials[-1][key] for key in ("trial", "outcome", "kills")}), flush=True)
     counts = {o: sum(t["outcome"] == o for t in trials) for o in ("identical", "refused", "lost")}
-    gens = [e.get("generation_at_kill") for t in trials for e in t["events"] if e.get("killed")]
+    kills = [e for t in trials for e in t["events"] if e.get("killed")]
+    gens = [e.get("generation_at_kill") for e in kills]
+    phases = {"starting (no config.yaml yet)": sum(not e["has_config"] for e in kills),
+              "before the first checkpoint": sum(e["has_config"] and e["generation_at_kill"] is None for e in kills),
+              "mid-search": sum(e["generation_at_kill"] is not None and e["generation_at_kill"] < GENERATIONS for e in kills),
+              "after the last checkpoint": sum(e["generation_at_kill"] == GENERATIONS for e in kills)}
     summary = {"command": " ".join(sys.argv), "forge_search_args": ARGS, "reference_wall_s": round(t_ref, 1),
                "trials": a.trials, "kills": sum(t["kills"] for t in trials),
                "multi_kill_trials": sum(t["kills"] > 1 for t in trials), "outcomes": counts,
-               "killed_before_first_checkpoint": sum(g is None for g in gens),
+               "kills_by_phase": phases,
                "generation_at_kill": sorted(g for g in gens if g is not None),
                "stale_tmp_left": sum(bool(t["stale_tmp_left"]) for t in trials), "detail": trials}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
