@@ -24,7 +24,8 @@ LABEL = [sys.executable, "-m", "forge.labelling.cli"]
 
 
 def _overrides(store: Path, **kw) -> list[str]:
-    o = [f"store={store}", "dispatch.workers=2", "+dispatch.poll_s=0.1", f"corpus.max_bytes={TINY_CORPUS['max_bytes']}",
+    o = [f"store={store}", "dispatch.workers=2", "+dispatch.poll_s=0.1", "dispatch.lease_s=3",  # a resume after a
+         f"corpus.max_bytes={TINY_CORPUS['max_bytes']}",  # kill waits out the killed run's claims: keep them short
          f"corpus.val_fraction={TINY_CORPUS['val_fraction']}"]
     o += [f"protocol.{k}={v}" for k, v in FAST.items()]
     return o + [f"{k}={v}" for k, v in kw.items()]
