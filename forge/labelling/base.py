@@ -15,6 +15,7 @@ from forge.genome import Genome, genome_from_dict
 from forge.labels import Label
 from forge.labelling.store import RETRY, LabelStore
 
+
 class DispatchError(ValueError):
     """A dispatcher that cannot run: missing optional extra, bad option."""
 
@@ -27,7 +28,8 @@ class Trainer(TypingProtocol):
 def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
     """Worker entry (any process, any host): train one genome, return its label as JSON.
 
-    Exceptions are turned into an inf label here, so only a *lost* worker surfaces as a failure.
+    Exceptions become a `failed` label here (retried by the next run), so only a *lost* worker surfaces
+    as a failure in the dispatcher.
     `spec` = {"protocol": {...}, "corpus": {...}} plain dicts; `spec["fault"]` is a test hook.
     """
     from forge.labelling.corpus import build_corpus
