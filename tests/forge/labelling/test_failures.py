@@ -140,12 +140,36 @@ def _claims(url: str) -> None:
     assert (again.status, again.attempts, again.reason) == ("failed", 1, "error: again")
 
 
+def _claimer(url: str, k: int, q) -> None:
+    genomes = [lab.genome for lab in fake_labels(40)]
+    store = LabelStore(url)
+    q.put([g.id for g in (genomes if k % 2 else genomes[::-1]) if isinstance(store.claim(g, "R", lease_s=60), str)])
+
+
+def _racing_claims(url: str) -> None:
+    """Four processes claim the same 40 genomes at once (two in each order, under a protocol nobody used
+    yet): each genome is won exactly once."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(url, k, q)) for k in range(4)]
+    for p in procs:
+        p.start()
+    won = [gid for _ in procs for gid in q.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=30)
+    assert sorted(won) == sorted(lab.genome_id for lab in fake_labels(40))
+
+
 def test_claims_and_leases_sqlite(tmp_path):
     _claims(str(tmp_path / "c.db"))
+    _racing_claims(str(tmp_path / "c.db"))
 
 
 def test_claims_and_leases_postgres(pg_url):  # noqa: F811
     _claims(pg_url)
+    _racing_claims(pg_url)
 
 
 def test_labelling_bad_input_is_a_value_error_naming_what_is_allowed(tmp_path):
