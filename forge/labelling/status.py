@@ -3,13 +3,15 @@ and the last reasons of failed genomes (the ones the next run retries)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 
 from forge.config import to_container
-from forge.labelling.store import LabelStore, labels_table
+from forge.labelling.store import LabelStore, StoreError, labels_table
 
 T = labels_table.c
 
@@ -35,6 +37,10 @@ def _configured_fp(cfg: DictConfig) -> str:
 def status(cfg: DictConfig) -> dict[str, Any]:
     """Count a store's rows per protocol and print them as a table on stderr; returns the same as a dict."""
     store = LabelStore(cfg.store)
+    u = make_url(store.url)
+    if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).is_file():
+        raise StoreError(f"store={u.database}: no such label store (status never creates one); "
+                         "allowed: an existing SQLite file or a PostgreSQL URL")
     rows = store.counts()
     current = _configured_fp(cfg)
     for r in rows:

@@ -110,6 +110,11 @@ def test_status_counts_per_protocol_and_lists_failures(tmp_path, capsys, monkeyp
     assert rows["P"]["last_failures"][0]["reason"].startswith("timeout") and not rows["Q"]["configured"]
     err = capsys.readouterr().err
     assert "timeout: no result" in err and "trained again by the next forge-label run" in err
+    from forge.labelling.store import StoreError
+
+    with pytest.raises(StoreError, match="no such label store"):  # a typo never creates an empty store
+        run(_cfg([f"store={tmp_path / 'typo.db'}", "action=status"]))
+    assert not (tmp_path / "typo.db").exists()
     seen = []
     monkeypatch.setattr("forge.labelling.cli._hydra_main", lambda: seen.append(list(sys.argv)))
     monkeypatch.setattr(sys, "argv", ["forge-label", "status", "store=x.db"])
