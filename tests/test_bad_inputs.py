@@ -247,6 +247,7 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
     from forge.config import UserError, user_errors
 
     monkeypatch.delenv("FORGE_DEBUG", raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # what the outermost user_errors sets; restored after the test
     with pytest.raises(SystemExit) as e, user_errors("forge-x"):
         raise UserError("seed='abc' is not an integer;\n allowed: an integer")
     assert e.value.code == 2
