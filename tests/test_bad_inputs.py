@@ -27,7 +27,6 @@ from forge.labels import Label, write_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-LABELLING_FIXED = True  # H2's labelling-side checks (workers, string labels, store URL) are in forge/labelling
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,6 @@ def _cases(w: str) -> list[Case]:
 
 
 FAST = ("arch-binary-genome", "space-unknown", "arch-seed-key")  # light start-up: no torch, no pymoo
-LABELLING = ("label-workers-0", "label-string-label", "label-bad-store-url", "label-store-not-a-db")
 
 
 def _make_runs(w: Path) -> None:
@@ -238,8 +236,6 @@ def test_no_bad_input_changes_a_file_of_an_existing_run(table):
 @pytest.mark.parametrize("case_id", [c.id for c in _cases("W")])
 def test_bad_input_exits_2_with_one_line(table, case_id):
     case = next(c for c in table["cases"] if c.id == case_id)
-    if case_id in LABELLING and not LABELLING_FIXED:
-        pytest.xfail("labelling-side check not in yet (H2)")
     _check(case, *table["results"][case_id])
 
 
