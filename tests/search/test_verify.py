@@ -198,3 +198,19 @@ def test_refit_with_the_real_surrogate_saves_a_checkpoint_a_search_can_load(make
     rows = [json.loads(x) for x in (run_dir / "pareto.jsonl").read_text().splitlines()]
     mu, _ = pred.predict([genome_from_dict(r["genome"]) for r in rows])
     assert np.all(np.isfinite(mu))
+
+
+def test_cpu_measured_with_a_fake_timer_and_the_workload_override(fake_run, tiny_space, tmp_path):
+    from backends.host import CpuMeasuredBackend
+
+    calls = []
+
+    def timer(fn):
+        calls.append(1)
+        return fn(), 2.0
+
+    parts = _parts(tiny_space, tmp_path / "l.db") | {"measure": CpuMeasuredBackend(warmup=0, repeats=1, timer=timer)}
+    out = run({"run": str(fake_run), "k": 2, "control": 1, "workload": {"prefill": 8, "decode": 3}}, parts)
+    rows = out["picks"] + out["control"]
+    assert all(r["measured_tpot_ms"] == 2.0 and r["measured"]["ttft_ms"] == 2.0 for r in rows)
+    assert len(calls) == len(rows) * (1 + 3)  # one prefill and 3 decode steps per genome: the override is used
