@@ -25,7 +25,7 @@ from search.components import (build_backend, build_evaluator, build_space, buil
                                import_callable)
 from search.picks import control_draw, front_picks
 from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
-from search.state import read_jsonl
+from search.state import read_jsonl, require_complete
 from search.verify_report import figure, interval_of, row_of, summarize
 
 MEASURED = ("cpu-measured", "gpu-measured")
@@ -98,6 +98,7 @@ class Verify:
         self.cfg, parts = dict(cfg), dict(parts or {})
         self.run_dir = Path(str(self.cfg.get("run") or ""))
         self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
+        require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:

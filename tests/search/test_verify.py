@@ -214,3 +214,12 @@ def test_cpu_measured_with_a_fake_timer_and_the_workload_override(fake_run, tiny
     rows = out["picks"] + out["control"]
     assert all(r["measured_tpot_ms"] == 2.0 and r["measured"]["ttft_ms"] == 2.0 for r in rows)
     assert len(calls) == len(rows) * (1 + 3)  # one prefill and 3 decode steps per genome: the override is used
+
+
+def test_an_unfinished_run_is_refused_unless_allow_partial(fake_run, tiny_space, tmp_path):
+    s = json.loads((fake_run / "summary.json").read_text())
+    (fake_run / "summary.json").write_text(json.dumps({**s, "status": "interrupted", "generations_done": 1}))
+    with pytest.raises(ValueError, match="interrupted at generation .*allow_partial=true"):
+        Verify({"run": str(fake_run)}, _parts(tiny_space, tmp_path / "l.db"))
+    out = run({"run": str(fake_run), "k": 2, "control": 0, "allow_partial": True}, _parts(tiny_space, tmp_path / "l.db"))
+    assert len(out["picks"]) == 2
