@@ -130,3 +130,14 @@ def test_every_code_package_has_a_reference_page():
         page = ROOT / "docs" / "reference" / f"{pkg}.md"
         assert page.is_file() and f"::: {pkg}\n" in page.read_text(), f"docs/reference/{pkg}.md lacks '::: {pkg}'"
         assert f"reference/{pkg}.md" in nav, f"mkdocs.yml nav lacks reference/{pkg}.md"
+
+
+def test_readme_is_a_landing_page_whose_links_resolve():
+    """Issue 22: the README stays a landing page (< 12,000 characters); the rest lives in docs/, and every
+    relative link or image in the README points at a file that exists."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text) < 12_000, f"README.md has {len(text):,} characters; move detail into docs/"
+    targets = [t for t in re.findall(r"\]\(([^)\s#]+)", text) if not re.match(r"[a-z]+://", t)]
+    assert "docs/img/pareto.png" in targets and any(t.startswith("docs/") for t in targets)
+    for t in targets:
+        assert (ROOT / t).exists(), f"README links to {t}, which does not exist"
