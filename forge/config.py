@@ -173,8 +173,9 @@ class RunDirGuard:
                 if log.name not in self.saved and log.stat().st_size == 0:
                     log.unlink()
             return
-        if self.run_dir is not None:  # named on the command line and absent before: all of it is this command's
+        if self.run_dir is not None and _only_setup_files(d):  # named, absent before, and no work written yet
             shutil.rmtree(d, ignore_errors=True)
+            return
         for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
             (d / name).unlink(missing_ok=True)
         for log in d.glob("*.log"):
@@ -187,6 +188,13 @@ class RunDirGuard:
             if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
                 break
             folder.rmdir()
+
+
+def _only_setup_files(d: Path) -> bool:
+    """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
+    run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
+    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml"}
+    return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
 
 
 def _snapshot(path: Path) -> tuple[bytes | None, int] | None:

@@ -299,3 +299,19 @@ def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path)
     (fresh / "config.yaml").write_text("x")
     g.undo()
     assert not fresh.exists() and run.is_dir()
+
+
+def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
+    """A fresh named run folder is removed only while it holds setup files; once a checkpoint exists, an error
+    raised later takes back Hydra's files and leaves the computed state."""
+    from forge.config import RunDirGuard
+
+    run = tmp_path / "named"
+    g = RunDirGuard.from_argv([f"hydra.run.dir={run}"])
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    (run / "config.yaml").write_text("seed: 0\n")
+    (run / ".checkpoint.json").write_text("{}")
+    g.undo()
+    assert (run / ".checkpoint.json").is_file() and (run / "config.yaml").is_file()
+    assert not (run / ".hydra" / "config.yaml").exists()
