@@ -1,6 +1,6 @@
 """Fidelity report: every public reference output against ours, as one markdown table (issue 16).
 
-    .venv/bin/python bench/bench_fidelity.py [--out bench/results/fidelity.json]
+    .venv/bin/python bench/bench_fidelity.py [--out bench/results/fidelity.json] [--wide] [--gap]
 
 Rows: rDXE with `backend.conventions=llmforge` and the default (physical) rDXE against the three public
 release outputs (256/256); `roofline-eager` (and, for contrast, the fused `roofline`) against the published
@@ -8,7 +8,8 @@ eager-PyTorch GPU measurements (backends/gpu/published.py); the Timeloop substra
 models, with `conventions=llmforge`: TTFT, TPOT and energy) against `backends/systolic/reference.py`'s
 closed-form reading of the release's per-layer driver hw_exp.py (no mapper) where that module exists. Backends are built through `backends.registry.build_backend` with Hydra-style
 overrides; a backend, option, model or reference that does not exist (yet) gives "n/a" with the reason,
-never a crash.
+never a crash. `--gap` prints only issue 29's table: each substrate's prefill GEMM time, fusion savings and
+TTFT by the reading, against two candidate countings for Simba's and FLAT's gap (docs/concepts/fidelity.md).
 """
 from __future__ import annotations
 
@@ -110,6 +111,30 @@ def substrate_rows(archs: tuple[str, ...] = SUBSTRATE_MODELS) -> tuple[list[dict
     return rows, notes
 
 
+# Issue 29: ours ÷ the release's (withheld) SmolLM2-135M TTFT under conventions=llmforge, as the issue states it.
+ISSUE29_RATIO = {"simba": 1.19, "flat": 1.10}
+
+
+def prefill_gap(archs: tuple[str, ...] = SUBSTRATE_MODELS) -> str:
+    """Issue 29: each substrate's prefill by counting (backends/systolic/mapspace.prefill_savings), ms. The savings
+    the issue's ratios imply are given as a multiple of the compulsory ones; nothing is fitted to them."""
+    from backends.systolic.mapspace import prefill_savings
+
+    out = ["| model | substrate | GEMMs | fusion savings | TTFT | outputs read back: TTFT (÷) "
+           "| least-traffic mapspace: TTFT (÷) | savings the issue's ratio implies |", "| --- " * 8 + "|"]
+    for arch in archs:
+        g = load_genome(data_dir() / "archs" / f"{arch}.yaml")
+        for t in SUBSTRATES:
+            p = prefill_savings(t, g)
+            ttft, rb, cs = p["ttft_ms"], p["ttft_readback_ms"], p["ttft_constrained_ms"]
+            need = ISSUE29_RATIO.get(t) if arch == "smollm2-135m" else None
+            implied = f"{(p['gemm_ms'] - ttft / need) / p['saved_ms']:.2f}× compulsory" if need else ""
+            least = f"{cs:.2f} ({ttft / cs:.3f}×)" if cs == cs else "n/a"
+            out.append(f"| {arch} | {t} | {p['gemm_ms']:.2f} | {p['saved_ms']:.2f} | {ttft:.2f} "
+                       f"| {rb:.2f} ({ttft / rb:.3f}×) | {least} | {implied} |")
+    return "\n".join(out)
+
+
 def eager_kernel_term() -> list[str]:
     """Can a per-kernel launch term be fitted beside the per-layer one from the published eager points? Only if
     their TTFT/TPOT derivatives by `launch_us` and by `layer_us` are not proportional across the points."""
@@ -165,7 +190,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench/results/fidelity.json")
     ap.add_argument("--wide", action="store_true", help="one line per (model, backend) instead of per metric")
+    ap.add_argument("--gap", action="store_true", help="only issue 29's prefill table for simba and flat")
     a = ap.parse_args()
+    if a.gap:
+        print(prefill_gap())
+        return
     rows, notes = collect()
     notes += ["roofline-eager per-kernel term (proportional = not identifiable): " + "; ".join(eager_kernel_term())]
     print(wide(rows) if a.wide else markdown(rows))

@@ -40,7 +40,11 @@ The per-layer driver `hw_exp.py` (`evaluate_layer`, `compute_fusion_savings`, `_
     fusion_traffic       compulsory | mapper: the DRAM traffic those savings count. Release: Timeloop's stats of its
                          mapping; we default to compulsory (outputs written once, inputs read once), which
                          reproduces the TTFT ratio reported against its outputs on gemmini and eyeriss, where
-                         our mapper's re-reads would not (backends/systolic/fusion.py).
+                         our mapper's re-reads would not (backends/systolic/fusion.py). On simba and flat it is
+                         also the least-traffic mapping the release's constraints allow for every prefill GEMM
+                         of SmolLM2-135M and Gemma-3-270M (DRAM loop order simba/constraints.yaml:17, flat_edge/
+                         constraints.yaml:19; backends/systolic/mapspace.py); their remaining TTFT gap to the
+                         release is the mapping its search returned (docs/concepts/fidelity.md, issue 29).
     elementwise_energy   norms, softmax and activation carry energy. Release: no — evaluate_layer (hw_exp.py:434)
                          costs GEMMs only (no norms, softmax, activation, embedding or LM head energy).
     pad_d                round a GEMM's output dim D up to a multiple of pad_d when D > pad_d and ragged, inside

@@ -20,7 +20,8 @@ outputs once and each consumer reads its L × E inputs once; `mapper` — the DR
 mapper picked, as the driver takes Timeloop's stats. With compulsory traffic the savings reproduce the TTFT
 ratio the issue reports against the release's outputs on gemmini and eyeriss (1.37 and 1.41); our mapper's
 re-reads (eyeriss's 128 KB buffer, gemmini's FC2) and FLAT's partial-sum spills would subtract more, and those
-depend on its tile menu rather than on anything the release fixes.
+depend on its tile menu rather than on anything the release fixes (the release's FLAT loop order, E innermost at
+DRAM, never spills partial sums: backends/systolic/mapspace.py).
 """
 from __future__ import annotations
 

@@ -4,23 +4,25 @@ The release's fusion savings (hw_exp.py:352 `_estimate_saved_cycles`) count the 
 Timeloop's mapper picked: the producer's output updates and read-backs, the consumer's input reads. Which
 mappings exist is fixed by the public constraint files (../shared/reference/llmforge-release/hw_eval/arch):
 
-- simba/constraints.yaml:133-142: DRAM permutation [L, D, E] (Timeloop lists loops inner to outer: E is the
+- simba/constraints.yaml:15-24: DRAM permutation [L, D, E] (Timeloop lists loops inner to outer: E is the
   outermost, so E split at DRAM spills partial sums); GlobalBuffer temporal factors D=1, E=1, L=1, so its
   tile is exactly what the levels below hold. simba/arch.yaml:36-42: GlobalBuffer 2048 × 256 b = 65,536
   words for Inputs and Outputs (Weights bypass it); :74-79 PEWeightBuffer 4096 × 64 b = 32,768 words per
   instance, 16 PEs × 4 distributed buffers = 64 instances.
-- flat_edge/constraints.yaml:165-167: DRAM permutation [E, D, L] (E innermost: partial sums stay in the global
+- flat_edge/constraints.yaml:17-19: DRAM permutation [E, D, L] (E innermost: partial sums stay in the global
   buffer while E iterates); flat_edge/arch.yaml:72-79: global_buffer 25600 × 64 b = 204,800 words for Inputs,
   Weights and Outputs.
 
-Per DRAM tiling (L_d, D_d, E_d), each a divisor of its dimension, a tensor is fetched once per iteration of
-every DRAM loop at or outside its innermost split loop that indexes it, and reused across the inner loops that
-do not (Timeloop's temporal reuse); an output's first read is elided. `least_traffic` is the tiling with the
-least DRAM words among those whose tiles fit. It finds the compulsory producer-output and consumer-input
-traffic for every prefill GEMM of SmolLM2-135M, Gemma-3-270M and SmolLM2-360M on both substrates, i.e. what
-`fusion_traffic: compulsory` counts; anything more in the release's savings comes from where its randomized
-search stopped (mapper.yaml: victory_condition 100, flat_edge/mapper.yaml:8: 500; timeout), which no public
-file records (docs/concepts/fidelity.md, "Simba and FLAT prefill").
+Per DRAM tiling (L_d, E_d, D_d), each a divisor of its dimension, a tensor crosses DRAM once per iteration of
+every DRAM loop that does not index it and sits outside a split loop that does; inside all of those it stays put
+(Timeloop's temporal reuse; its permutations list loops inner to outer). An output's first read is elided. Weights
+that bypass the buffer must fit the weight buffers together (`weight_store`, even spread over the 64 assumed).
+`least_traffic` is the fitting tiling with the least DRAM words, a stand-in for the EDP optimum where DRAM
+dominates the energy. On SmolLM2-135M and Gemma-3-270M it has exactly the compulsory producer-output and
+consumer-input traffic that `fusion_traffic: compulsory` counts, on both substrates; only SmolLM2-360M's widest
+GEMMs need more. Anything more in the release's savings comes from where its randomized search stopped
+(hw_eval/mapper/mapper.yaml:16-17: timeout 720, victory_condition 100; flat_edge/mapper.yaml:8-9: 1200, 500),
+which no public file records (docs/concepts/fidelity.md, "Simba and FLAT prefill").
 """
 from __future__ import annotations
 

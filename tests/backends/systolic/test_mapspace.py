@@ -15,7 +15,7 @@ def genome(arch: str):
 
 
 def test_simba_spills_partial_sums_when_e_is_split_at_dram():
-    """simba/constraints.yaml:135 permutation [L, D, E], inner to outer: E outermost."""
+    """simba/constraints.yaml:17 permutation [L, D, E], inner to outer: E outermost."""
     o = RELEASE["simba"].order
     assert fetches(o, {"L": 4, "D": 1, "E": 2}, "output") == 2  # written twice, read back once
     assert fetches(o, {"L": 4, "D": 3, "E": 1}, "input") == 3  # D outside the split L: inputs re-read per D tile
@@ -24,7 +24,7 @@ def test_simba_spills_partial_sums_when_e_is_split_at_dram():
 
 
 def test_flat_keeps_partial_sums_on_chip_whatever_the_split():
-    """flat_edge/constraints.yaml:167 permutation [E, D, L]: E innermost."""
+    """flat_edge/constraints.yaml:19 permutation [E, D, L]: E innermost."""
     o = RELEASE["flat"].order
     assert fetches(o, {"L": 2, "D": 3, "E": 8}, "output") == 1
     assert fetches(o, {"L": 2, "D": 3, "E": 8}, "input") == 3
