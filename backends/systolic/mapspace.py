@@ -12,6 +12,9 @@ mappings exist is fixed by the public constraint files (../shared/reference/llmf
 - flat_edge/constraints.yaml:17-19: DRAM permutation [E, D, L] (E innermost: partial sums stay in the global
   buffer while E iterates); flat_edge/arch.yaml:72-79: global_buffer 25600 × 64 b = 204,800 words for Inputs,
   Weights and Outputs.
+- eyeriss (the check, its release TTFT matched): constraints.yaml:14 DRAM permutation [E, D, L]; arch.yaml:42-49
+  shared_glb 16384 × 64 b = 131,072 words for Inputs and Outputs; weights bypass it to 14 × 12 PEs' weights_spad
+  of 192 × 16 b = 384 words (:53, :62, :87-99), whose temporal factors D=1, so D is only spread over the PEs.
 
 Per DRAM tiling (L_d, E_d, D_d), each a divisor of its dimension, a tensor crosses DRAM once per iteration of
 every DRAM loop that does not index it and sits outside a split loop that does; inside all of those it stays put
@@ -19,10 +22,11 @@ every DRAM loop that does not index it and sits outside a split loop that does; 
 that bypass the buffer must fit the weight buffers together (`weight_store`, even spread over the 64 assumed).
 `least_traffic` is the fitting tiling with the least DRAM words, a stand-in for the EDP optimum where DRAM
 dominates the energy. On SmolLM2-135M and Gemma-3-270M it has exactly the compulsory producer-output and
-consumer-input traffic that `fusion_traffic: compulsory` counts, on both substrates; only SmolLM2-360M's widest
-GEMMs need more. Anything more in the release's savings comes from where its randomized search stopped
-(hw_eval/mapper/mapper.yaml:16-17: timeout 720, victory_condition 100; flat_edge/mapper.yaml:8-9: 1200, 500),
-which no public file records (docs/concepts/fidelity.md, "Simba and FLAT prefill").
+consumer-input traffic that `fusion_traffic: compulsory` counts, on simba and flat; only SmolLM2-360M's widest
+GEMMs need more. It is not the release's counting either: on eyeriss it re-reads FC2's inputs (1.076× less
+SmolLM2-135M TTFT) where compulsory traffic matches the release. What the release's savings count is the mapping
+its randomized search stopped at (hw_eval/mapper/mapper.yaml:16-17: timeout 720, victory_condition 100;
+flat_edge/mapper.yaml:8-9: 1200, 500), which no public file records (docs/concepts/fidelity.md, issue 29).
 """
 from __future__ import annotations
 
@@ -47,11 +51,14 @@ class Mapspace:
     glb: int  # words of the buffer right under DRAM
     glb_holds: tuple[str, ...]
     weight_store: int = 0  # words for weights that bypass that buffer (0: they live in it)
+    d_on_chip: int = 0  # most output columns the weight stores hold at once (0: no limit beyond weight_store)
 
 
 RELEASE = {
     "simba": Mapspace(("L", "D", "E"), 65536, ("input", "output"), weight_store=64 * 32768),
     "flat": Mapspace(("E", "D", "L"), 204800, ("input", "weight", "output")),
+    # the check: eyeriss, whose release TTFT compulsory counting matches (issue 29)
+    "eyeriss": Mapspace(("E", "D", "L"), 131072, ("input", "output"), weight_store=168 * 384, d_on_chip=168),
 }
 
 
@@ -74,13 +81,16 @@ def traffic(ms: Mapspace, L: int, E: int, D: int, f: dict[str, Any]) -> dict[str
     fits = sum(tile[x] for x in ms.glb_holds) <= ms.glb
     if ms.weight_store:
         fits = fits & (tile["weight"] <= ms.weight_store)
+    if ms.d_on_chip:
+        fits = fits & (g["D"] <= ms.d_on_chip)
     n = {x: fetches(ms.order, f, x) for x in INDEX}
     return {"in_rd": L * E * n["input"], "w_rd": E * D * n["weight"], "out_wr": L * D * n["output"],
             "out_rd": L * D * (n["output"] - 1), "fits": fits}
 
 
 def least_traffic(name: str, L: int, E: int, D: int) -> dict[str, int]:
-    """The fitting DRAM tiling with the least DRAM words on substrate `name` (simba | flat), with its factors."""
+    """The fitting DRAM tiling with the least DRAM words on substrate `name` (simba | flat | eyeriss), with its
+    DRAM factors."""
     if name not in RELEASE:
         raise KeyError(f"substrate {name!r} has no release mapspace here; allowed: {', '.join(RELEASE)}")
     return dict(_least(name, int(L), int(E), int(D)))
@@ -103,7 +113,7 @@ def prefill_savings(name: str, g: Genome, prefill: int = 256) -> dict[str, float
     """Genome g's prefill on substrate `name` by the closed-form reading (ms at the release's 1 GHz): GEMM time,
     fusion savings with compulsory traffic (and their producer-output-write part), TTFT; TTFT with every
     producer output read back as often as written (a counting the release does not do on gemmini or eyeriss);
-    on simba and flat, TTFT with the savings of the least-traffic mappings of the release's mapspace."""
+    on the RELEASE substrates, TTFT with the savings of the least-traffic mappings of the release's mapspace."""
     s, t = R.SUBSTRATES[name], R._template(name)
     out = {"gemm_ms": 0.0, "saved_ms": 0.0, "out_wr_ms": 0.0, "constrained_saved_ms": 0.0}
     for i in range(len(g.layers)):

@@ -57,8 +57,17 @@ def test_wider_models_leave_the_compulsory_traffic_on_simba():
     assert r["E_d"] == 2 and r["out_rd"] == 256 * 960
 
 
+def test_least_traffic_is_not_the_releases_counting_on_eyeriss():
+    """Eyeriss's weights live in 384-word PE spads (D spread over 168 PEs): the least-traffic FC2 tiling re-reads
+    its inputs, yet compulsory counting matches the release's eyeriss TTFT, so the stand-in cannot be adopted."""
+    r = least_traffic("eyeriss", 256, 1536, 576)
+    assert r["in_rd"] > 256 * 1536 and r["out_rd"] == 0
+    p = prefill_savings("eyeriss", genome("smollm2-135m"))
+    assert p["ttft_constrained_ms"] < 0.95 * p["ttft_ms"]
+
+
 def test_unknown_substrate_lists_the_allowed_ones():
-    with pytest.raises(KeyError, match="allowed: simba, flat"):
+    with pytest.raises(KeyError, match="allowed: simba, flat, eyeriss"):
         least_traffic("gemmini", 256, 576, 576)
 
 
