@@ -114,8 +114,8 @@ class Verify:
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
+        backend = parts.get("backend") or build_backend(rc)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator()
-        backend = parts.get("backend") or build_backend(rc)
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
                                     rc["objectives"], rc.get("constraints", []))
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])

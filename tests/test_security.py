@@ -80,6 +80,7 @@ def _hostile_copy(finished_run: Path, dest: Path, witness: Path) -> Path:
 
 
 # ---------------------------------------------------------------- 1. code execution from a run folder
+@pytest.mark.slow  # two fresh interpreters (torch, Hydra): ~30 s each on a busy 2-core box
 @pytest.mark.parametrize("app, arg", [("forge-search", "resume"), ("forge-verify", "run")])
 def test_a_run_folder_naming_popen_runs_nothing(finished_run, tmp_path, app, arg):
     witness = tmp_path / "pwned"
@@ -91,6 +92,24 @@ def test_a_run_folder_naming_popen_runs_nothing(finished_run, tmp_path, app, arg
     assert len(lines) == 1 and "subprocess.Popen" in lines[0] and "not an allowed plug-in" in lines[0], p.stderr
     assert not witness.exists()
     assert _tree(hostile) == before  # a refused command changes nothing
+
+
+def test_a_saved_config_naming_popen_is_refused_in_process(finished_run, tmp_path):
+    """What resume and verify do with the hostile folder, in this process: the backend is refused, unimported."""
+    from search.components import build_backend
+    from search.problem import SearchConfigError
+    from search.state import saved_config
+    from search.verify import run as run_verify
+
+    witness = tmp_path / "pwned"
+    hostile = _hostile_copy(finished_run, tmp_path / "shared-run", witness)
+    before = _tree(hostile)
+    plugins.trust({"resume": str(hostile)})  # the live config of `forge-search resume=<dir>`
+    with pytest.raises(SearchConfigError, match="backend 'subprocess.Popen' is not an allowed plug-in"):
+        build_backend(saved_config(hostile))
+    with pytest.raises(SearchConfigError, match="backend 'subprocess.Popen' is not an allowed plug-in"):
+        run_verify({"run": str(hostile), "measure": "none"})
+    assert not witness.exists() and _tree(hostile) == before
 
 
 def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
@@ -188,6 +207,24 @@ def test_a_store_password_is_in_no_file_and_not_on_the_console(finished_run, tmp
     assert "forge:***@127.0.0.1" in (d / "verify" / "verify.json").read_text()
 
 
+def test_the_hydra_callback_masks_what_hydra_saved(tmp_path):
+    from forge.redact import MaskSecrets
+
+    run, sweep = tmp_path / "many" / "0", tmp_path / "many"
+    (run / ".hydra").mkdir(parents=True)
+    escaped = URL.replace(":", "\\:")  # how a multirun writes each override
+    (run / ".hydra" / "overrides.yaml").write_text(f"- +store={escaped}\n")
+    (run / ".hydra" / "config.yaml").write_text(f"store: {URL}\n")
+    (sweep / "multirun.yaml").write_text(f"hydra:\n  overrides:\n    task:\n    - store={URL}\n")
+    cfg = OmegaConf.create({"hydra": {"output_subdir": ".hydra", "runtime": {"output_dir": str(run)},
+                                      "sweep": {"dir": str(sweep)}, "mode": "RunMode.MULTIRUN"}})
+    MaskSecrets().on_job_start(cfg)
+    texts = [p.read_text() for p in tmp_path.rglob("*.yaml")]
+    assert len(texts) == 3 and not any(PASSWORD in t for t in texts)
+    assert yaml.safe_load((run / ".hydra" / "config.yaml").read_text())["store"].startswith("postgresql+psycopg://forge:***@")
+
+
+@pytest.mark.slow  # three fresh interpreters
 def test_hydra_files_of_a_run_and_a_multirun_never_keep_a_password(tmp_path):
     """Any command started with such a URL (here forge-arch, the quickest): .hydra/*.yaml, multirun.yaml."""
     p = _cli("forge-arch", "arch=smollm2-135m", f"+store={URL}", "hydra.run.dir=one", cwd=tmp_path)
