@@ -112,7 +112,7 @@ def check(kind: str, path: Any) -> str:
     name = _norm(path) if isinstance(path, str) else None
     if name is None or name not in allowed(kind):
         ours = ", ".join(sorted({*shipped().get(kind, ()), *_registered.get(kind, ())})) or "none"
-        raise PluginError(f"{kind} {path!r} is not an allowed plug-in (a saved run, store, genome file or export "
+        raise PluginError(f"{path!r} is not an allowed {kind} plug-in (a saved run, store, genome file or export "
                           f"never names code to run); allowed: {ours}, or your own class named in the config you "
                           f"launch (plugins.{kind}=[module.Class])")
     return name

@@ -89,7 +89,7 @@ def test_a_run_folder_naming_popen_runs_nothing(finished_run, tmp_path, app, arg
     p = _cli(app, f"{arg}={hostile}", "measure=none" if app == "forge-verify" else "progress=false", cwd=tmp_path)
     assert p.returncode == 2, p.stderr[-2000:]
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "subprocess.Popen" in lines[0] and "not an allowed plug-in" in lines[0], p.stderr
+    assert len(lines) == 1 and "'subprocess.Popen' is not an allowed backend plug-in" in lines[0], p.stderr
     assert not witness.exists()
     assert _tree(hostile) == before  # a refused command changes nothing
 
@@ -105,9 +105,9 @@ def test_a_saved_config_naming_popen_is_refused_in_process(finished_run, tmp_pat
     hostile = _hostile_copy(finished_run, tmp_path / "shared-run", witness)
     before = _tree(hostile)
     plugins.trust({"resume": str(hostile)})  # the live config of `forge-search resume=<dir>`
-    with pytest.raises(SearchConfigError, match="backend 'subprocess.Popen' is not an allowed plug-in"):
+    with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed backend plug-in"):
         build_backend(saved_config(hostile))
-    with pytest.raises(SearchConfigError, match="backend 'subprocess.Popen' is not an allowed plug-in"):
+    with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed backend plug-in"):
         run_verify({"run": str(hostile), "measure": "none"})
     assert not witness.exists() and _tree(hostile) == before
 
@@ -124,15 +124,15 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
     from forge.space import load_space
 
     space = load_space("iha-tiny")
-    with pytest.raises(SearchConfigError, match="surrogate 'subprocess.Popen'"):
+    with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed surrogate plug-in"):
         build_evaluator({"evaluator": {"predictor": popen}}, space)
-    with pytest.raises(SearchConfigError, match="dispatch 'subprocess.Popen'"):
+    with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed dispatch plug-in"):
         build_evaluator({"evaluator": {"kind": "train", "trainer": popen}}, space)
     nested = {"_target_": "forge.labelling.dispatch.LocalTrainer", "workers": popen}
     with pytest.raises(SearchConfigError, match="subprocess.Popen"):
         build_trainer({"dispatch": nested, "protocol": {"name": "x"}, "corpus": {"kind": "stdlib"}})
     co = {"every": 1, "trainer": {"_target_": "forge.labelling.dispatch.LocalTrainer"}, "finetune": "os.system"}
-    with pytest.raises(SearchConfigError, match="finetune 'os.system' is not an allowed plug-in"):
+    with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
         build_coevolution({"search": {"coevolve": co}, "evaluator": {}}, space, tmp_path)
     assert not witness.exists()
 
@@ -277,8 +277,8 @@ def test_plugins_resolve_shipped_refuse_others_before_importing_them():
         plugins.resolve("backend", "this.s")  # importing `this` prints the Zen: it must never be imported
     assert "this" not in sys.modules
     msg = str(e.value)
-    assert "\n" not in msg and "'this.s' is not an allowed plug-in" in msg and "RooflineBackend" in msg
-    with pytest.raises(plugins.PluginError, match="backend None"):
+    assert "\n" not in msg and "'this.s' is not an allowed backend plug-in" in msg and "RooflineBackend" in msg
+    with pytest.raises(plugins.PluginError, match="None is not an allowed backend plug-in"):
         plugins.resolve("backend", None)
 
 

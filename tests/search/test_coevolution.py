@@ -87,7 +87,7 @@ def test_coevolution_config(tmp_path, tiny_space):
     with pytest.raises(SearchConfigError, match="cannot be imported"):
         build_coevolution(cfg, tiny_space, tmp_path)
     cfg["search"]["coevolve"]["finetune"] = "os.system"  # named by a saved run, not listed: refused unimported
-    with pytest.raises(SearchConfigError, match="finetune 'os.system' is not an allowed plug-in"):
+    with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
         build_coevolution(cfg, tiny_space, tmp_path)
 
 
