@@ -79,6 +79,7 @@ step "forge-search (tiny budget) -> forge-report -> forge-export format=hf"
 forge-search search.pop_size=4 search.offspring=4 search.generations=2 progress=false hydra.run.dir=run >search.log 2>&1 \
   || { tail -20 search.log; exit 1; }
 forge-report runs='[run]' hydra.run.dir=report >report.log 2>&1 || { tail -20 report.log; exit 1; }
+grep -q '<title>Forge</title>' report/report.html || { echo "FAIL: report.html not rendered from the wheel's template"; exit 1; }
 forge-export run=run format=hf out=exported hydra.run.dir=export >export.log 2>&1 || { tail -20 export.log; exit 1; }
 python - <<'EOF'
 import glob, torch

@@ -14,11 +14,13 @@ from rich.table import Table
 from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
+from forge import plugins
 from forge.config import forge_main
 from forge.io import atomic_write_json
 
 
 def run(cfg: Any) -> dict[str, Any]:
+    plugins.trust(cfg)  # the user's own config: a backend class named in it is theirs to run
     mode = str(cfg.get("mode", "cost"))
     if mode not in ("cost", "calibrate"):
         raise BackendError(f"mode={mode} is unknown; allowed: cost | calibrate")

@@ -1,7 +1,8 @@
 """Build any backend from its config (`conf/backend/<name>.yaml`, chosen by `_target_`) and resolve the workload.
 
 Nothing here knows the individual backends: a new `conf/backend/*.yaml` (rdxe, a user's accelerator)
-plugs in without code changes.
+plugs in without code changes. `_target_` resolves through `forge.plugins`: a saved run's config can name
+only a registered backend class, never arbitrary code.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from backends.interface import FORMAT_KEYS, Backend, BackendError, Workload
 from forge.config import conf_dir, group_names, to_container
+from forge.plugins import PluginError, resolve
 
 BITS = ("weight_bits", "act_bits", "kv_bits")
 
@@ -36,13 +38,10 @@ def build_backend(spec: Any, **overrides: Any) -> Backend:
     target = cfg.get("_target_")
     if not target:
         raise BackendError(f"backend config has no _target_; allowed backends: {', '.join(list_backends())}")
-    from hydra.utils import get_class
-
-    try:
-        cls = get_class(target)
-    except Exception as e:  # noqa: BLE001 - hydra wraps import errors in several types
-        raise BackendError(f"backend _target_ {target!r} cannot be imported ({e}); "
-                           f"allowed backends: {', '.join(list_backends())}") from None
+    try:  # only Forge's own backends or a class the user named in the config they launched (forge.plugins)
+        cls = resolve("backend", target)
+    except PluginError as e:
+        raise BackendError(str(e)) from None
     _check_kwargs(cls, cfg)
     kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
     return cls(**kwargs)

@@ -4,7 +4,8 @@ genome (typed frozen genome, YAML/JSON, stable id) · importers (genome files: o
 per-model YAML) · space (grids, sampling, repair, integer codec) · arrays (struct-of-arrays populations) ·
 workload (the one source of operators, parameters, FLOPs and bytes) · model (the IHA PyTorch model) ·
 labels (the label format) · config, io, parallel (Hydra paths, atomic writes, spawned workers) ·
-cli (`forge-arch`, `forge-space`).
+plugins (the allowlist of classes a config may name: a run folder is data, never code) · redact (URL
+passwords masked in everything written or printed) · cli (`forge-arch`, `forge-space`).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search`.

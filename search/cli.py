@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from forge import plugins
 from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
 from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
@@ -33,6 +34,7 @@ def output_dir(cfg: Any) -> Path:
 def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution."""
     c = to_container(cfg)
+    plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:

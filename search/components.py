@@ -2,7 +2,8 @@
 
 Plug-ins come from Hydra nodes with `_target_` (conf/backend/*.yaml, a trainer from conf/dispatch),
 or from plain names: `evaluator.predictor` is a checkpoint name/path for
-`surrogate.predictor.load_predictor` (or a `_target_` node, which the tests use for fakes).
+`surrogate.predictor.load_predictor` (or a `_target_` node, which the tests use for fakes). Every `_target_`
+and import path resolves through `forge.plugins`, so a resumed or verified run's saved config names no code.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from backends.interface import Workload
+from forge import plugins
 from forge.config import group_names, group_yaml
 from forge.genome import Genome
 from forge.importers import load_genome
@@ -23,15 +25,20 @@ def _group_names(group: str) -> str:
 
 
 def instantiate_node(node: Any, what: str) -> Any:
-    """`_target_` node → object (through Hydra); a bare string names a config in conf/<what>/."""
-    from hydra.utils import instantiate
-
+    """`_target_` node → object (through Hydra, allowed plug-ins only); a bare string names a config in conf/<what>/."""
     if isinstance(node, str):
         node = _group_yaml(what, node)
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise SearchConfigError(f"{what} = {node!r} is invalid; allowed: one of {_group_names(what)} "
                                 "or a mapping with _target_")
-    return instantiate(dict(node), _convert_="all")
+    return _instantiate(what, node, _convert_="all")
+
+
+def _instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
+    try:
+        return plugins.instantiate(kind, node, **kwargs)
+    except plugins.PluginError as e:
+        raise SearchConfigError(str(e)) from None
 
 
 def build_space(cfg: Mapping[str, Any]) -> SearchSpace:
@@ -86,10 +93,8 @@ def load_surrogate(node: Any, space: SearchSpace) -> Any:
 
 def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None = None) -> Any:
     """A Trainer: an explicit `_target_` node, else conf/dispatch (`dispatch`) with `protocol` and `corpus`."""
-    from hydra.utils import instantiate
-
     if isinstance(node, Mapping) and "_target_" in node:
-        return instantiate(dict(node), _convert_="all")
+        return _instantiate("dispatch", node, _convert_="all")
     disp = node if isinstance(node, str) else cfg.get("dispatch")
     if isinstance(disp, str):
         disp = _group_yaml("dispatch", disp)
@@ -97,7 +102,7 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
         raise SearchConfigError("training needs dispatch, protocol and corpus configs; allowed: dispatch="
                                 f"{_group_names('dispatch')}, protocol={_group_names('protocol')}, "
                                 f"corpus={_group_names('corpus')}")
-    factory = instantiate(dict(disp), _partial_=True, _convert_="all")
+    factory = _instantiate("dispatch", disp, _partial_=True, _convert_="all")
     return factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
                    store=str(store) if store is not None else None)
 
@@ -109,15 +114,12 @@ def _group_yaml(group: str, name: str) -> dict[str, Any]:
     return node
 
 
-def import_callable(spec: str) -> Any:
-    """'package.module.func' or 'package.module:func' → the function."""
-    import importlib
-
-    mod, _, name = spec.replace(":", ".").rpartition(".")
+def import_callable(spec: str, kind: str = "finetune") -> Any:
+    """'package.module.func' or 'package.module:func' → the function, if an allowed `kind` plug-in."""
     try:
-        return getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError, ValueError):
-        raise SearchConfigError(f"callable {spec!r} cannot be imported; allowed: 'package.module.function'") from None
+        return plugins.resolve(kind, spec)
+    except plugins.PluginError as e:
+        raise SearchConfigError(str(e)) from None
 
 
 def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path) -> Any:
@@ -132,10 +134,13 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     if ev.get("kind", "surrogate") != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
     ft_spec = co.get("finetune") or "surrogate.fit.finetune"
-    load = import_callable("surrogate.predictor.load_predictor") if ft_spec == "surrogate.fit.finetune" else None
+    finetune = import_callable(ft_spec)  # checked before anything is built
+    from surrogate.predictor import load_predictor
+
+    load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
     base = ev.get("predictor", f"forgeformer-{space.name}")
     return CoEvolution(every, build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db"),
-                       import_callable(ft_spec), base, replay_labels(co.get("replay"), space.name),
+                       finetune, base, replay_labels(co.get("replay"), space.name),
                        batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),
                        epochs=int(co.get("epochs", 10)), lr=float(co.get("lr", 1e-4)),
                        batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load)

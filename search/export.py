@@ -7,11 +7,16 @@
 weight file (the genome is then YAML). Weights are random (seeded GPT-2 init) unless trained ones
 exist: `<weights>/<genome id>.safetensors|.pt`, or a label whose provenance names a `checkpoint`.
 `load_exported(dir)` rebuilds the model from the exported files (tested with a forward pass).
+
+`pareto.jsonl` is data: each folder is named from the id recomputed from the row's genome (a row whose stored
+id differs is refused), and an `out=` folder that already holds an export is refused unless `overwrite=true`,
+which then replaces each exported genome's folder whole (never a mix of two exports).
 """
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -230,13 +235,44 @@ def run(cfg: Any) -> dict[str, Any]:
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
+    ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
+    check_overwrite(out, ids, bool(c.get("overwrite", False)))
     weights = Path(c["weights"]) if c.get("weights") else None
-    done = [export_one(r, out / r["id"], fmt, int(c.get("seed", 0)), weights, labels, card) for r in chosen]
+    for gid in ids:  # overwrite=true: each genome's folder is replaced whole, never mixed with an older export
+        shutil.rmtree(out / gid, ignore_errors=True)
+    done = [export_one(r, out / gid, fmt, int(c.get("seed", 0)), weights, labels, card) for gid, r in zip(ids, chosen)]
     summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
     atomic_write_json(out / "export_summary.json", summary)
     return summary
+
+
+def checked_id(row: dict[str, Any], run_dir: Path) -> str:
+    """The id recomputed from the row's genome: what names its folder. A row whose stored id differs (a
+    hand-edited or hostile pareto.jsonl, e.g. id `../../x`) is refused before anything is written."""
+    try:
+        gid = genome_from_dict(row["genome"]).id
+    except (KeyError, TypeError) as e:
+        raise ExportError(f"{run_dir / 'pareto.jsonl'}: a row has no valid genome ({type(e).__name__}: {e}); "
+                          "allowed: the rows forge-search wrote") from None
+    if row.get("id") != gid:
+        raise ExportError(f"{run_dir / 'pareto.jsonl'}: row id {row.get('id')!r} does not match its genome "
+                          f"(recomputed id {gid}); allowed: the rows forge-search wrote")
+    return gid
+
+
+def holds_export(out: Path, ids: Sequence[str] = ()) -> bool:
+    """Whether a folder already holds a forge-export (its summary, a genome folder with export.json, or a
+    folder of one of `ids`)."""
+    return out.is_dir() and ((out / "export_summary.json").is_file() or any(out.glob("*/export.json"))
+                             or any((out / gid).exists() for gid in ids))
+
+
+def check_overwrite(out: Path, ids: Sequence[str], overwrite: bool) -> None:
+    if not overwrite and holds_export(out, ids):
+        raise ExportError(f"out={out} already holds an export; allowed: an empty or new folder, or overwrite=true "
+                          "(replaces the exported genomes' folders)")
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:

@@ -8,12 +8,13 @@
 - `fingerprint.png`: per substrate, the per-layer fields of the top-50 non-dominated genomes (lowest
   loss first) interpolated on a relative-depth grid, mean ± std, identity-attention layers masked from
   the attention fields (Figure 8);
-and `report.html` with every image inlined as base64 and a table of the runs.
+and `report.html` (titled Forge) with every image inlined as base64 and tables of the runs, the final
+hypervolumes and the fingerprints, rendered through an autoescaping Jinja2 template (`search/templates/`):
+every value from a summary.json is shown as text, never as markup.
 """
 from __future__ import annotations
 
 import base64
-import html
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -177,29 +178,52 @@ def _f(x: Any) -> float:
     return float(x) if x is not None else float("nan")
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img src="data:image/png;base64,{data}" style="max-width:100%"><figcaption>{path.name}</figcaption></figure>'
+CAPTIONS = {"hv.png": "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
+            "hv_loss_params.png": "Hypervolume (val_loss, params) against generation, mean ± std over seeds",
+            "fingerprint.png": "Per-substrate fingerprints: per-layer fields of the lowest-loss Pareto genomes "
+                               "against relative depth"}
 
 
-def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
+def _num(x: Any, digits: int = 4) -> str:
+    """A number at fixed precision; anything else (a hand-edited summary) as its text, escaped by the template."""
+    return f"{x:.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else ("–" if x is None else str(x))
+
+
+def _figure(path: Path) -> dict[str, str]:
+    caption = CAPTIONS.get(path.name, f"Pareto projections ({path.stem}): loss against energy, TTFT and TPOT, "
+                                      "coloured by generation, the Pareto archive circled")
+    return {"data": base64.b64encode(path.read_bytes()).decode(), "caption": caption}
+
+
+def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any]) -> str:
+    """The page, through an autoescaping Jinja2 template shipped in search/templates/ (values are text)."""
+    from jinja2 import Environment, PackageLoader
+
+    env = Environment(loader=PackageLoader("search", "templates"), autoescape=True)
     head = ["run", "recipe", "seed", "generations", "evaluations", "archive", "≈best loss", "HV", "HV(loss,params)",
             "wall s"]
     rows = []
     for r in runs:
         s = r["summary"]
-        cells = [r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                 s.get("archive_size"), (s.get("loss_interval") or {}).get("n_indistinguishable", "–"),
-                 f"{s.get('hypervolume', 0):.4f}", f"{s.get('hypervolume_loss_params', 0):.4f}",
-                 f"{s.get('wall_s', 0):.1f}"]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    table = "<table border=1 cellpadding=3><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
-    body = (f"<h1>Forge-DSE report</h1><p>{len(runs)} run(s). HV: objectives divided by the anchor genome's "
-            f"values, reference point {runs[0]['summary'].get('hv_anchor', {}).get('ref', 2.0)} per objective.</p>"
-            f"<h2>Final hypervolume</h2><pre>{html.escape(json.dumps(stats, indent=1))}</pre>{table}"
-            + "".join(_img(p) for p in images))
-    atomic_write_text(path, f"<!doctype html><html><head><meta charset='utf-8'><title>Forge-DSE report</title></head>"
-                            f"<body style='font-family:sans-serif'>{body}</body></html>\n")
+        rows.append([r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
+                     s.get("archive_size"), (s.get("loss_interval") or {}).get("n_indistinguishable", "–"),
+                     _num(s.get("hypervolume", 0)), _num(s.get("hypervolume_loss_params", 0)),
+                     _num(s.get("wall_s", 0), 1)])
+    hvp = stats.get("hv_loss_params", {})
+    hv_rows = [{"recipe": k, "hv_mean": _num(v.get("mean")), "hv_std": _num(v.get("std")),
+                "hvp_mean": _num(hvp.get(k, {}).get("mean")), "hvp_std": _num(hvp.get(k, {}).get("std")),
+                "seeds": v.get("seeds")} for k, v in sorted(stats.get("hv", {}).items())]
+    fps = [{"backend": k, "depth": _num(v.get("depth_mean"), 1), "n": v.get("n_genomes")}
+           for k, v in sorted(stats.get("fingerprint", {}).items())]
+    anchor = runs[0]["summary"].get("hv_anchor") if runs else None
+    ref = anchor.get("ref", 2.0) if isinstance(anchor, dict) else 2.0
+    return env.get_template("report.html").render(
+        runs=runs, ref=ref, run_head=head, run_rows=rows, hv_rows=hv_rows, fingerprint_rows=fps,
+        figures=[_figure(p) for p in images])
+
+
+def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
+    atomic_write_text(path, render_html(runs, images, stats))
 
 
 def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12) -> dict[str, Any]:

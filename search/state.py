@@ -20,7 +20,7 @@ from forge.io import atomic_write_json, atomic_write_text
 CHECKPOINT = "state/checkpoint.json"
 CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
-RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json")
+RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
 
 
 class ResumeError(ValueError):

@@ -17,10 +17,12 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from forge import plugins
 from forge.config import group_yaml
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json
 from forge.labels import Label
+from forge.redact import mask
 from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable)
 from search.picks import control_draw, front_picks
@@ -112,8 +114,8 @@ class Verify:
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
+        backend = parts.get("backend") or build_backend(rc)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator()
-        backend = parts.get("backend") or build_backend(rc)
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
                                     rc["objectives"], rc.get("constraints", []))
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])
@@ -178,7 +180,7 @@ class Verify:
             "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
                "front_size": len(self.rows), "loss": self._loss_note(),
-               "cost": self.cost_note, "latency": self.latency, "store": str(self.store),
+               "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),
                "summary": summarize(P, C, self.latency, measured is not None, self.level, method),
                "picks": P, "control": C}
         if self.cfg.get("refit"):
@@ -237,6 +239,7 @@ def _mae(a: np.ndarray, y: np.ndarray) -> float | None:
 def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     from forge.config import to_container
 
+    plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
     return Verify(to_container(cfg), parts).run()
 
 

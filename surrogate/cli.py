@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from forge import plugins
 from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
@@ -48,8 +49,6 @@ def _model_cfg(cfg: DictConfig) -> Any:
 
 
 def _train(cfg: DictConfig) -> dict:
-    from hydra.utils import instantiate
-
     data = _labels(cfg)
     space = space_from_config(to_container(cfg.space))
     if cfg.get("out"):  # checked before the fit: a finished training is never lost at save time
@@ -60,7 +59,7 @@ def _train(cfg: DictConfig) -> dict:
     kw = {"seed": cfg.seed}
     if "ForgeFormer" in str(mcfg.get("_target_", "")):
         kw.update(space=space.name, L_max=space.L_max)
-    model = instantiate(mcfg, **kw).fit(train, val)
+    model = plugins.instantiate("surrogate", mcfg, **kw).fit(train, val)
     res: dict[str, Any] = {"mode": "train", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
                            "n_train": len(train), "n_val": len(val), "n_test": len(test) if test else 0}
     if test is not None:
@@ -144,6 +143,7 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
 
 def run(cfg: DictConfig) -> dict:
     """Dispatch on `cfg.mode`; writes and returns the summary."""
+    plugins.trust(cfg)  # the user's own config: a model class named in it is theirs to run
     if cfg.mode not in MODES:
         raise ValueError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
     torch.set_num_threads(int(cfg.get("threads", 2)))

@@ -1,6 +1,6 @@
 """Train every model on the same seeded architecture-level splits and tabulate the metrics (Table 1).
 
-Models are built from `conf/surrogate/<name>.yaml` with `hydra.utils.instantiate`; each has
+Models are built from `conf/surrogate/<name>.yaml` with `forge.plugins.instantiate` (Hydra's, allowlisted); each has
 `fit(train, val)` and `predict(genomes)`. All models see the same training rows; the validation carve
 is only used for epoch selection by the neural models (the forest and the law ignore it). Splits are
 independent units of work, so `workers` runs them in parallel processes without changing the table.
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from forge import plugins
 from forge.config import conf_dir
 from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
@@ -54,7 +54,7 @@ def model_config(name: str) -> Any:
 
 
 def build(name: str, seed: int, overrides: dict | None = None) -> Any:
-    return instantiate(model_config(name), seed=seed, **(overrides or {}))
+    return plugins.instantiate("surrogate", model_config(name), seed=seed, **(overrides or {}))
 
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,

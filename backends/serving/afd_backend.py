@@ -60,10 +60,9 @@ def build_inner(spec: Any) -> Any:
     import inspect
 
     from backends.registry import backend_config
-    from hydra.utils import get_class
 
     cfg = backend_config(spec) if isinstance(spec, str) else dict(spec)
     backend = build_backend(cfg)  # validates _target_ and options with the registry's messages
-    if "breakdown_max" in inspect.signature(get_class(cfg["_target_"])).parameters:
+    if "breakdown_max" in inspect.signature(type(backend)).parameters:
         return build_backend(cfg, breakdown_max=1 << 30)
     return backend

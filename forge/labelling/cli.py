@@ -20,6 +20,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from forge import plugins
 from forge.config import CONFIG_PATH, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
@@ -95,7 +96,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
-    factory = hydra.utils.instantiate(cfg.dispatch, _partial_=True, _convert_="all")
+    plugins.trust(cfg)  # the user's own config: a dispatch class named in it is theirs to run
+    factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new), retry=str(cfg.get("retry", "failed")))
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched

@@ -27,6 +27,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from forge.genome import Genome
 from forge.labels import Label, read_labels, write_labels
+from forge.redact import mask
 from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
 
 RESULTS = ("done", "diverged")           # a label: never retrained
@@ -83,7 +84,7 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
     try:
         u = make_url(url)
     except ArgumentError as e:
-        raise StoreError(f"store URL {url!r} is not a valid SQLAlchemy URL ({e}); allowed: {ALLOWED_URLS}") from None
+        raise StoreError(f"store URL {mask(url)!r} is not a valid SQLAlchemy URL ({e}); allowed: {ALLOWED_URLS}") from None
     try:
         if u.get_backend_name() == "sqlite":
             if u.database and u.database != ":memory:":
@@ -93,11 +94,11 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
             event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
             return eng
         if u.get_backend_name() != "postgresql":
-            raise StoreError(f"store URL {u.render_as_string()!r}: database {u.get_backend_name()!r} is not "
+            raise StoreError(f"store URL {mask(url)!r}: database {u.get_backend_name()!r} is not "
                              f"supported; allowed: {ALLOWED_URLS}")
         return create_engine(u, connect_args={"connect_timeout": int(timeout_s)}, pool_pre_ping=True)
     except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
-        raise StoreError(f"store URL {u.render_as_string()!r}: its database driver is missing ({e}); for "
+        raise StoreError(f"store URL {mask(url)!r}: its database driver is missing ({e}); for "
                          "PostgreSQL install the extra: pip install 'forge-nas[postgres]'") from None
 
 
@@ -128,7 +129,7 @@ class LabelStore:
         self.__init__(d["url"], d["timeout_s"])
 
     def __repr__(self) -> str:
-        return f"LabelStore({make_url(self.url).render_as_string()!r})"
+        return f"LabelStore({mask(self.url)!r})"
 
     @property
     def engine(self) -> Engine:

@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 from rich.console import Console
 
+from forge import plugins
 from forge.config import forge_main, output_dir
 from forge.io import atomic_write_json
 
@@ -21,6 +22,7 @@ COMMANDS = ("afd", "pools")
 
 def run(cfg: Any) -> dict[str, Any]:
     """Dispatch on cfg.command; writes summary.json (and a plot) into the run directory."""
+    plugins.trust(cfg)  # the user's own config: a backend class named in it is theirs to run
     cmd = str(cfg.get("command", "afd"))
     if cmd not in COMMANDS:
         raise ValueError(f"command = {cmd!r} is unknown; allowed: {', '.join(COMMANDS)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from forge import plugins
 from search.coevolution import CoEvolution, first_front, pick
 from search.components import build_coevolution
 from search.problem import SearchConfigError
@@ -78,10 +79,15 @@ def test_coevolution_config(tmp_path, tiny_space):
     cfg = tiny_cfg(evaluator={"kind": "surrogate", "predictor": "x"})
     cfg["search"]["coevolve"] = {"every": 5, "replay": "r.jsonl", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"},
                                  "finetune": "tests.search.fakes.fake_finetune"}
+    cfg["plugins"] = {"finetune": ["tests.search.fakes.fake_finetune", "no.such.function"]}
+    plugins.trust(cfg)  # the test's own config: its trainer and its listed fine-tune functions are allowed
     co = build_coevolution(cfg, tiny_space, tmp_path)
     assert co.every == 5 and isinstance(co.trainer, FakeTrainer) and co.finetune is fake_finetune
     cfg["search"]["coevolve"]["finetune"] = "no.such.function"
     with pytest.raises(SearchConfigError, match="cannot be imported"):
+        build_coevolution(cfg, tiny_space, tmp_path)
+    cfg["search"]["coevolve"]["finetune"] = "os.system"  # named by a saved run, not listed: refused unimported
+    with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
         build_coevolution(cfg, tiny_space, tmp_path)
 
 

@@ -112,10 +112,12 @@ def test_beta_needs_mc_passes():
 
 
 def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_space, tmp_path):
+    from forge import plugins
     from search.components import build_evaluator
 
-    ev = build_evaluator({"evaluator": {"kind": "train", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}},
-                         tiny_space, tmp_path / "labels.db")
+    cfg = {"evaluator": {"kind": "train", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}}
+    plugins.trust(cfg)  # the test's own config, as a command's run(cfg) declares it
+    ev = build_evaluator(cfg, tiny_space, tmp_path / "labels.db")
     p = ForgeProblem(tiny_space, ev, FakeBackend(), Workload(), OBJ, ["val_loss < 3.8"])
     X = tiny_space.sample_x(24, np.random.default_rng(6))
     out = {}

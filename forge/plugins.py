@@ -1,0 +1,142 @@
+"""The plug-in allowlist: which classes (or functions) a config may name by import path.
+
+A run folder, a label store, a genome file or an export is *data*: researchers share them, so a `_target_`
+read back from one must never pick the code Forge runs. What is trusted:
+
+- Forge's own plug-ins: every `_target_` in the shipped config groups (`conf/<kind>/*.yaml`, one kind per
+  group in `KINDS`), plus the few named in `BUILTIN`;
+- what the user names in the config of the command they launched: `trust(cfg)`, called by each command's
+  `run(cfg)` on its live Hydra config before it reads anything from disk, allows every `_target_` written in
+  it and every path listed under `plugins: {<kind>: [module.Class, ...]}` (for example
+  `forge-search resume=DIR '+plugins.backend=[mypkg.MyBackend]'` to continue a run made with your own backend);
+- `register(kind, path)` from Python (a notebook, a plug-in package).
+
+Everything else is refused with one line naming the path and what is allowed, *before* its module is imported.
+
+    cls = resolve("backend", node["_target_"])               # the class, or PluginError
+    trainer = instantiate("dispatch", node, _partial_=True)  # hydra.utils.instantiate, every nested _target_ checked
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from collections import defaultdict
+from typing import Any, Iterator, Mapping
+
+from forge.config import UserError, conf_dir, to_container
+
+KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
+BUILTIN = {"finetune": ("surrogate.fit.finetune",)}  # named by a plain string key (search.coevolve.finetune)
+ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
+
+_registered: dict[str, set[str]] = defaultdict(set)
+_live: dict[str, set[str]] = {}
+
+
+class PluginError(UserError):
+    """A config names a class or function that is not an allowed plug-in."""
+
+
+def _norm(path: str) -> str:
+    return str(path).replace(":", ".").strip()
+
+
+def targets(node: Any) -> Iterator[str]:
+    """Every `_target_` in a (nested) config, in document order."""
+    if isinstance(node, Mapping):
+        if isinstance(node.get("_target_"), str):
+            yield node["_target_"]
+        for v in node.values():
+            yield from targets(v)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            yield from targets(v)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped() -> dict[str, frozenset[str]]:
+    """kind → the `_target_`s of Forge's own config group `conf/<kind>/` (and `BUILTIN`)."""
+    import yaml
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for kind in KINDS:
+        for path in sorted((conf_dir() / kind).rglob("*.yaml")):
+            out[kind].update(_norm(t) for t in targets(yaml.safe_load(path.read_text()) or {}))
+    for kind, paths in BUILTIN.items():
+        out[kind].update(paths)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def register(kind: str, path: str) -> None:
+    """Allow `path` (module.Class or module.function) as a `kind` plug-in for the rest of this process."""
+    _registered[kind].add(_norm(path))
+
+
+def trust(cfg: Any) -> None:
+    """Declare `cfg` the live config of the command being run (the user's own): its `_target_`s and its
+    `plugins:` lists are allowed until the next `trust`. Never call it on a config read from disk."""
+    _live.clear()  # a refused config leaves nothing of the previous command's allowed
+    c = _plain(cfg) or {}
+    live: dict[str, set[str]] = defaultdict(set)
+    live[ANY].update(_norm(t) for t in targets({k: v for k, v in dict(c).items() if k != "plugins"}))
+    plugins = c.get("plugins") or {}
+    if not isinstance(plugins, Mapping):
+        raise PluginError(f"plugins = {plugins!r} is invalid; allowed: a mapping kind -> [module.Class, ...] "
+                          f"with kind in {', '.join(kinds())}")
+    for kind, paths in plugins.items():
+        paths = [paths] if isinstance(paths, str) else paths
+        if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
+            raise PluginError(f"plugins.{kind} = {paths!r} is invalid; allowed: a list of import paths")
+        live[str(kind)].update(_norm(p) for p in paths)
+    _live.update(live)
+
+
+def kinds() -> list[str]:
+    return sorted({*shipped(), *_registered, *_live} - {ANY})
+
+
+def _plain(cfg: Any) -> Any:
+    """A config as plain containers, interpolations left as written (a live config may name Hydra's runtime)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def allowed(kind: str) -> list[str]:
+    """Every path a `kind` plug-in may name now, sorted."""
+    return sorted({*shipped().get(kind, ()), *_registered.get(kind, ()), *_live.get(kind, ()), *_live.get(ANY, ())})
+
+
+def check(kind: str, path: Any) -> str:
+    """`path` normalized if it is an allowed `kind` plug-in; else PluginError naming it and what is allowed."""
+    name = _norm(path) if isinstance(path, str) else None
+    if name is None or name not in allowed(kind):
+        ours = ", ".join(sorted({*shipped().get(kind, ()), *_registered.get(kind, ())})) or "none"
+        raise PluginError(f"{path!r} is not an allowed {kind} plug-in (a saved run, store, genome file or export "
+                          f"never names code to run); allowed: {ours}, or your own class named in the config you "
+                          f"launch (plugins.{kind}=[module.Class])")
+    return name
+
+
+def resolve(kind: str, path: Any) -> Any:
+    """The class (or function) at `path`, imported only once `check` allows it."""
+    name = check(kind, path)
+    module, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise PluginError(f"{kind} {name!r} cannot be imported ({type(e).__name__}: {e}); "
+                          f"allowed: {', '.join(allowed(kind))}") from None
+
+
+def instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate(node, **kwargs)` once its `_target_` is an allowed `kind` and every nested
+    `_target_` (which Hydra would instantiate recursively) is allowed as some kind."""
+    from hydra.utils import instantiate as hydra_instantiate
+
+    node = dict(to_container(node))
+    check(kind, node.get("_target_"))
+    for t in list(targets({k: v for k, v in node.items() if k != "_target_"})):
+        if not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
+            check(kind, t)  # raises, naming the nested path
+    return hydra_instantiate(node, **kwargs)
