@@ -26,13 +26,12 @@ a GELU MLP) are all-zero rows. The per-genome `describe()` is derived from the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from forge.arrays import PopArrays
 from forge.genome import Genome
-from forge.precision import PrecisionGenes
 
 OP_NAMES = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", "attn_value", "o_proj",
             "norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")
@@ -57,11 +56,6 @@ class Precision:
     @classmethod
     def from_bits(cls, weight_bits: float = 16, act_bits: float = 16, kv_bits: float = 16) -> "Precision":
         return cls(weight_bits / 8, act_bits / 8, kv_bits / 8)
-
-    @classmethod
-    def from_formats(cls, weights: str, acts: str, kv: str) -> "Precision":
-        """Bytes of format names (forge.precision; MX shared scales included)."""
-        return cls(*PrecisionGenes(weights, acts, kv).bytes())
 
 
 @dataclass
@@ -251,6 +245,18 @@ def kv_cache_bytes(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision
     return layer_ops(pop, 1, 1, batch, prec).total("kv_write_bytes") * np.asarray(context, dtype=float)
 
 
+WORKLOAD_TOTALS = ("kv_bytes", "weight_bytes", "peak_memory_bytes")
+
+
+def workload_totals(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision = Precision()) -> dict[str, np.ndarray]:
+    """Model totals that depend on the workload (P,) each: the KV cache of `batch` sequences of `context`
+    tokens, the weight bytes, and their sum, the memory a decode holds at its last token (activations,
+    a few rows of d_model, left out). A genome's own precision genes override `prec`, as in the backends."""
+    kv = kv_cache_bytes(pop, context, batch, prec)
+    w = weight_storage(pop, prec)
+    return {"kv_bytes": kv, "weight_bytes": w, "peak_memory_bytes": w + kv}
+
+
 def max_batch(pop: PopArrays, context: Any, memory_bytes: float, prec: Precision = Precision(),
               embedding: bool = True, cap: int = 1 << 16) -> np.ndarray:
     """The largest batch whose weights plus KV cache of `context` tokens fit `memory_bytes` (P,) int.
@@ -286,7 +292,3 @@ def describe(genome: Genome, phase: str = "prefill", tokens: int = 256, context:
                 rec.update({f: float(getattr(table, f)[0, i, j]) for f in OP_FIELDS})
                 out.append(rec)
     return out
-
-
-def population_arrays(genomes: Sequence[Genome]) -> PopArrays:
-    return PopArrays.from_genomes(genomes)

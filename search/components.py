@@ -73,14 +73,22 @@ def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None
                                 f"it was trained for {have}; allowed: a checkpoint trained on this space")
 
 
-def load_surrogate(node: Any, space: SearchSpace) -> Any:
-    if isinstance(node, Mapping):
-        pred = instantiate_node(node, "surrogate")
+def load_surrogate(node: Any, space: SearchSpace | None) -> Any:
+    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name, or a checkpoint name/path; checked
+    against `space` when one is given."""
+    from surrogate.interface import as_loss_predictor
+
+    if isinstance(node, Mapping):  # a user's surrogate from config: anything with predict (surrogate.interface)
+        try:
+            pred = as_loss_predictor(instantiate_node(node, "surrogate"))
+        except TypeError as e:
+            raise SearchConfigError(f"evaluator.predictor: {e}; allowed: a class with predict(genomes)") from None
     else:
         from surrogate.predictor import load_predictor
 
         pred = load_predictor(str(node))
-    check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
+    if space is not None:
+        check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
     return pred
 
 

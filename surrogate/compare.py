@@ -44,17 +44,44 @@ class ForgeFormerModel:
     def predict(self, genomes) -> np.ndarray:
         return self.predictor.predict(genomes)[0]
 
+    def as_predictor(self) -> Any:
+        """The search side (surrogate.interface): the trained ForgeFormerPredictor itself."""
+        return self.predictor
+
+    def save(self, stem: str | Path) -> Path:
+        return self.predictor.save(stem)
+
 
 def model_config(name: str) -> Any:
+    """conf/surrogate/<name>.yaml, or a YAML file of the user's with a `_target_` (any TrainableSurrogate)."""
     path = conf_dir() / "surrogate" / f"{name}.yaml"
+    if not path.is_file() and str(name).endswith((".yaml", ".yml")) and Path(name).is_file():
+        path = Path(name)
     if not path.is_file():
         avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
-        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)}")
+        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)} or a YAML file with _target_")
     return OmegaConf.load(path)
 
 
+def build_model(mcfg: Any, **context: Any) -> Any:
+    """Instantiate a surrogate config, passing each of `context` (seed, space, L_max) only when its class
+    takes that argument: no model is special-cased by name."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    try:
+        params = inspect.signature(get_class(str(mcfg["_target_"]))).parameters
+    except (ValueError, TypeError, ImportError, KeyError) as e:
+        raise ValueError(f"surrogate _target_ {mcfg.get('_target_')!r} cannot be built ({e}); allowed: a class "
+                         "with fit(train, val) and predict(genomes)") from None
+    open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kw = {k: v for k, v in context.items() if k in params or (k == "seed" and open_kw)}
+    return instantiate(mcfg, **kw)
+
+
 def build(name: str, seed: int, overrides: dict | None = None) -> Any:
-    return instantiate(model_config(name), seed=seed, **(overrides or {}))
+    return build_model(OmegaConf.merge(model_config(name), overrides or {}), seed=seed)
 
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
@@ -92,9 +119,11 @@ def _split_job(data: LabelSet, models: list[str], s: int, test_frac: float, over
         metrics = evaluate(test.y, model.predict(test.genomes))
         res["runs"][name] = {**metrics, "n_test": len(test)}
         res["fit_s"][name] = round(time.perf_counter() - t0, 2)
-        if save_dir is not None and getattr(model, "predictor", None) is not None:
-            model.predictor.meta.update(metrics=metrics, test={"seed": s, "test_frac": test_frac, "n_test": len(test)})
-            model.predictor.save(Path(save_dir) / f"{name}-seed{s}")
+        if save_dir is not None and callable(getattr(model, "save", None)):
+            if getattr(model, "predictor", None) is not None:  # the sidecar records its held-out split
+                model.predictor.meta.update(metrics=metrics, test={"seed": s, "test_frac": test_frac,
+                                                                   "n_test": len(test)})
+            model.save(Path(save_dir) / f"{Path(name).stem}-seed{s}")
         line = f"seed {s} {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in METRICS)
         if log is not None:
             log(line)
