@@ -56,7 +56,7 @@ class ParetoArchive:
     def update(self, entries: Sequence[dict[str, Any]], F: np.ndarray) -> int:
         """Merge feasible candidates (first occurrence of each new id) and keep the first front; returns #added."""
         have, new, rows = self.ids, [], []
-        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), -1)):
+        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), len(self.objectives))):
             if e["id"] not in have and np.all(np.isfinite(f)):
                 have.add(e["id"])
                 new.append(e)

@@ -89,3 +89,27 @@ def test_export_card_lists_the_objectives(tmp_path, make_search):
     card = (tmp_path / "x" / out["exported"][0]["id"] / "MODEL_CARD.md").read_text()
     assert "Objectives: val_loss (min), params (min), n_attn_layers (max)." in card
     assert json.loads((tmp_path / "x" / out["exported"][0]["id"] / "export.json").read_text())["metrics"]["params"] > 0
+
+
+def test_a_user_surrogate_and_objectives_work_from_the_cli_config(tmp_path):
+    """`objectives=[val_loss,ttft_ms,params]` plus a KV-bytes objective, composed as the CLI composes them,
+    with a user's surrogate class as evaluator.predictor (config only)."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from search.cli import run
+
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=["space=iha-tiny", "search.pop_size=6", "search.offspring=8",
+                                                 "search.generations=2", "progress=false", f"out_dir={tmp_path}",
+                                                 "objectives=[val_loss,ttft_ms,params,kv_bytes]"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.evaluator.predictor = {"_target_": "tests.search.user_plugins.UserSurrogate", "slope": 0.2}
+    summary = run(cfg)
+    assert summary["status"] == "complete" and summary["objectives"] == ["val_loss", "ttft_ms", "params", "kv_bytes"]
+    rows = read_jsonl(tmp_path / "archive.jsonl")
+    from forge.genome import genome_from_dict
+
+    g = genome_from_dict(rows[0]["genome"])
+    assert rows[0]["metrics"]["mu"] == pytest.approx(5.0 - 0.2 * g.n_active)
+    assert rows[0]["metrics"]["loss_lo"] == "nan"  # no calibration: the interval is unknown, not zero
