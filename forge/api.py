@@ -39,7 +39,7 @@ def _pandas() -> Any:
 def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     """conf/<app>.yaml composed as its CLI would: a string for a config group (`backend="gemmini"`) is a
     group choice; any other value (lists, numbers, mappings such as `search={"generations": 3}`) is merged
-    into the composed config. `overrides` are command-line overrides, passed through unchanged."""
+    into the composed config, except a mapping with `_target_`, which replaces the node (a plug-in). `overrides` are command-line overrides, passed through unchanged."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
@@ -50,7 +50,7 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     with open_dict(cfg):
         for k, v in values.items():
             if v is not None and not (k in GROUPS and isinstance(v, str)):
-                OmegaConf.update(cfg, k, v, merge=isinstance(v, Mapping))
+                OmegaConf.update(cfg, k, v, merge=isinstance(v, Mapping) and "_target_" not in v)
     return cfg
 
 
@@ -89,6 +89,13 @@ class SearchResult:
         from search.state import read_jsonl
 
         return rows_frame(read_jsonl(self.run_dir / "archive.jsonl"))
+
+    def genomes(self, which: str = "front") -> list[Genome]:
+        """The front's (or, with which="archive", every evaluated) genomes, in the frame's order."""
+        from forge.genome import genome_from_dict
+
+        frame = self.front if which == "front" else self.archive
+        return [genome_from_dict(g) for g in frame["genome"]]
 
     @property
     def hypervolume(self) -> float:
