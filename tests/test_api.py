@@ -78,4 +78,8 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch):
     assert (kv.front["peak_memory_bytes"] > kv.front["kv_bytes"]).all()
     assert Path(ns["exported"]["out"], ns["exported"]["exported"][0]["id"], "MODEL_CARD.md").is_file()
     assert Path(ns["report"]["report"]).is_file()
-    assert list(ns["costs"]["name"]) == ["smollm2-135m", "gpt2"] and len(ns["loss"]) == 3
+    assert list(ns["costs"]["name"]) == ["smollm2-135m", "gpt2"] and (ns["costs"]["ttft_ms"] > 0).all()
+    loss, front = ns["loss"], res.front.head(3)
+    assert list(loss["id"]) == list(front["id"])  # forge.predict gives what the search's evaluator gave
+    assert loss["mu"].to_numpy() == pytest.approx(front["val_loss"].to_numpy())
+    assert loss["loss_hi"].to_numpy() == pytest.approx(front["loss_hi"].to_numpy())
