@@ -226,12 +226,14 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: bool = True) -> np.ndarray:
+def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: bool = True,
+                   layers: OpTable | None = None) -> np.ndarray:
     """Bytes of all weights per genome (P,): layers, final norm, LM head, and the input embedding table
     (and learned positions) when `embedding`. PLENA Table XI's "Weight Storage" leaves the input
-    embedding out (LLaMA-3.3-70B: 129.46 GiB at 16 bit = every parameter but its 1.05 B embedding rows)."""
+    embedding out (LLaMA-3.3-70B: 129.46 GiB at 16 bit = every parameter but its 1.05 B embedding rows).
+    `layers`: this population's `layer_ops(pop, 1, 1, 1, prec)` when the caller has it already."""
     one = np.ones(pop.P)
-    lay = layer_ops(pop, 1, 1, one, prec).total("weight_bytes")
+    lay = (layers if layers is not None else layer_ops(pop, 1, 1, one, prec)).total("weight_bytes")
     head = head_ops(pop, 1, 1, one, prec)
     w = lay + head.op("final_norm")["weight_bytes"][:, 0] + head.op("lm_head")["weight_bytes"][:, 0]
     if embedding:
@@ -252,8 +254,9 @@ def workload_totals(pop: PopArrays, context: Any, batch: Any = 1, prec: Precisio
     """Model totals that depend on the workload (P,) each: the KV cache of `batch` sequences of `context`
     tokens, the weight bytes, and their sum, the memory a decode holds at its last token (activations,
     a few rows of d_model, left out). A genome's own precision genes override `prec`, as in the backends."""
-    kv = kv_cache_bytes(pop, context, batch, prec)
-    w = weight_storage(pop, prec)
+    layers = layer_ops(pop, 1, 1, np.ones(pop.P), prec)  # one operator table for both (KV is linear in batch)
+    kv = layers.total("kv_write_bytes") * np.asarray(context, dtype=float) * np.asarray(batch, dtype=float)
+    w = weight_storage(pop, prec, layers=layers)
     return {"kv_bytes": kv, "weight_bytes": w, "peak_memory_bytes": w + kv}
 
 
