@@ -139,9 +139,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     ev = dict(cfg.get("evaluator") or {})
     if ev.get("kind", "surrogate") != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    ft_spec = co.get("finetune") or "surrogate.fit.finetune"
-    load = import_callable("surrogate.predictor.load_predictor") if ft_spec == "surrogate.fit.finetune" else None
     base = ev.get("predictor", f"forgeformer-{space.name}")
+    # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
+    ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
+    load = import_callable("surrogate.predictor.load_predictor") if ft_spec == "surrogate.fit.finetune" else None
     return CoEvolution(every, build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db"),
                        import_callable(ft_spec), base, replay_labels(co.get("replay"), space.name),
                        batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),

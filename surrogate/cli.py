@@ -15,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
-from surrogate.compare import build_model, compare, model_config, write_markdown
+from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import load_labelset, train_val_test
+from surrogate.generic import build_model
 from surrogate.metrics import evaluate
 
 MODES = ("train", "eval", "compare", "finetune", "calibrate")

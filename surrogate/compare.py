@@ -19,6 +19,7 @@ from forge.config import conf_dir
 from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
+from surrogate.generic import build_model
 from surrogate.metrics import METRICS, evaluate, summarize
 from surrogate.training import Recipe
 
@@ -61,23 +62,6 @@ def model_config(name: str) -> Any:
         avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
         raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)} or a YAML file with _target_")
     return OmegaConf.load(path)
-
-
-def build_model(mcfg: Any, **context: Any) -> Any:
-    """Instantiate a surrogate config, passing each of `context` (seed, space, L_max) only when its class
-    takes that argument: no model is special-cased by name."""
-    import inspect
-
-    from hydra.utils import get_class
-
-    try:
-        params = inspect.signature(get_class(str(mcfg["_target_"]))).parameters
-    except (ValueError, TypeError, ImportError, KeyError) as e:
-        raise ValueError(f"surrogate _target_ {mcfg.get('_target_')!r} cannot be built ({e}); allowed: a class "
-                         "with fit(train, val) and predict(genomes)") from None
-    open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    kw = {k: v for k, v in context.items() if k in params or (k == "seed" and open_kw)}
-    return instantiate(mcfg, **kw)
 
 
 def build(name: str, seed: int, overrides: dict | None = None) -> Any:

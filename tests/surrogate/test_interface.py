@@ -17,6 +17,21 @@ from tests.search.user_plugins import UserSurrogate
 USER = "tests.search.user_plugins.UserSurrogate"
 
 
+@pytest.fixture
+def make_search_any():
+    """A 4-generation iha-tiny search on the fake backend with the given predictor and co-evolution."""
+    from backends.interface import Workload
+    from search.problem import LossEvaluator
+    from search.runner import Search
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend
+
+    def make(run_dir, predictor, coevolution):
+        return Search(tiny_cfg(), run_dir, load_space("iha-tiny"), LossEvaluator(predictor), FakeBackend(),
+                      Workload(), coevolution)
+    return make
+
+
 def _cfg(*overrides):
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         return compose(config_name="forge-surrogate", overrides=["threads=1", *overrides])
@@ -62,3 +77,22 @@ def test_a_registered_format_loads_by_path(tmp_path, monkeypatch):
     monkeypatch.setattr("surrogate.predictor.LOADERS", dict(LOADERS))
     register_format("test/user-v1", lambda stem: UserSurrogate(json.loads(stem.with_suffix(".json").read_text())["slope"]))
     assert load_predictor(tmp_path / "mine").slope == 0.3
+
+
+def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
+    """search.coevolve with evaluator.predictor = a user's class node: refitted on the real labels and hot-swapped."""
+    from search.components import build_coevolution
+    from surrogate.generic import refit
+
+    node = {"_target_": USER, "slope": 0.2}
+    cfg = {"seed": 0, "evaluator": {"kind": "surrogate", "predictor": node},
+           "search": {"coevolve": {"every": 2, "batch": 4, "n_mc": 2, "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}}}
+    co = build_coevolution(cfg, load_space("iha-tiny"), tmp_path)
+    assert co.finetune is refit and co.base == node
+    s = make_search_any(tmp_path, as_loss_predictor(UserSurrogate(slope=0.2)), co)
+    s.run()
+    ev = s.problem.evaluator
+    assert ev.version == 2 and isinstance(ev.predictor, PointPredictor)
+    real = [json.loads(line)["label"] for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    finite = [x for x in real if isinstance(x, float)]
+    assert ev.predictor.model.base == pytest.approx(np.mean(finite))  # fitted on the buffer of real labels
