@@ -39,7 +39,8 @@ def _pandas() -> Any:
 def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     """conf/<app>.yaml composed as its CLI would: a string for a config group (`backend="gemmini"`) is a
     group choice; any other value (lists, numbers, mappings such as `search={"generations": 3}`) is merged
-    into the composed config, except a mapping with `_target_`, which replaces the node (a plug-in). `overrides` are command-line overrides, passed through unchanged."""
+    into the composed config, except a mapping with `_target_`, which replaces the node (a plug-in).
+    `overrides` are command-line overrides, passed through unchanged."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict

@@ -4,8 +4,9 @@
 predictor call and one backend call per generation. Every result is cached by genome id (the loss
 also by surrogate version, since co-evolution hot-swaps the predictor). Objectives and constraints
 are named and directed (`search.objectives`): the loss, a model or workload total from `forge.workload`,
-a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as `val_loss < 3.8` or
-`ttft_ms <= 20`; hardware-infeasible genomes get one extra violated constraint and are dominated out.
+a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
+`val_loss < 3.8` or `ttft_ms <= 20`; hardware-infeasible genomes get one extra violated constraint and
+are dominated out.
 """
 from __future__ import annotations
 

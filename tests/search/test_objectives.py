@@ -72,7 +72,8 @@ def test_hypervolume_of_a_maximized_objective_grows_with_the_value():
     from search.archive import Hypervolume
 
     hv = Hypervolume(np.array([1.0, 10.0]), 2.0, signs=[1.0, -1.0])
-    assert hv(np.array([[1.0, -20.0]])) > hv(np.array([[1.0, -10.0]])) > hv(np.array([[1.0, -6.0]])) > hv(np.array([[1.0, -4.0]])) == 0.0
+    values = [hv(np.array([[1.0, -v]])) for v in (20.0, 10.0, 6.0, 4.0)]  # anchor 10, ref 2: 5 is the edge
+    assert values[0] > values[1] > values[2] > values[3] == 0.0
 
 
 def test_unknown_objective_names_what_is_allowed(tmp_path, make_search):

@@ -85,8 +85,9 @@ def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
     from surrogate.generic import refit
 
     node = {"_target_": USER, "slope": 0.2}
+    trainer = {"_target_": "tests.search.fakes.FakeTrainer"}
     cfg = {"seed": 0, "evaluator": {"kind": "surrogate", "predictor": node},
-           "search": {"coevolve": {"every": 2, "batch": 4, "n_mc": 2, "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}}}
+           "search": {"coevolve": {"every": 2, "batch": 4, "n_mc": 2, "trainer": trainer}}}
     co = build_coevolution(cfg, load_space("iha-tiny"), tmp_path)
     assert co.finetune is refit and co.base == node
     s = make_search_any(tmp_path, as_loss_predictor(UserSurrogate(slope=0.2)), co)
