@@ -11,7 +11,7 @@ search, backends and surrogate); `import forge` stays light because `forge/__ini
     res.front            # pandas DataFrame: one row per Pareto member, metrics and loss interval as columns
     res.export(select="knee", out="exported/")
 
-Results come back as pandas DataFrames (`pip install "forge-dse[api]"`).
+Results come back as pandas DataFrames (`pip install "forge-nas[api]"`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _pandas() -> Any:
         import pandas
     except ImportError:
         raise UserError("the Python API returns pandas DataFrames and pandas is not installed; allowed: "
-                        "pip install 'forge-dse[api]' (or pip install pandas)") from None
+                        "pip install 'forge-nas[api]' (or pip install pandas)") from None
     return pandas
 
 
