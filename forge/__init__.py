@@ -9,6 +9,19 @@ passwords masked in everything written or printed) · cli (`forge-arch`, `forge-
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search`.
+
+`forge.search`, `forge.cost`, `forge.predict` and `forge.load` are the Python API (`forge/api.py`, the one
+façade above every package), loaded on first use so `import forge` stays light.
 """
 
 __version__ = "0.2.0"  # the one place the version lives (pyproject reads it; CHANGELOG.md names it)
+
+API = ("search", "cost", "predict", "load", "SearchResult")
+
+
+def __getattr__(name: str):
+    if name in API:
+        import importlib
+
+        return getattr(importlib.import_module("forge.api"), name)
+    raise AttributeError(f"module 'forge' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -46,10 +47,39 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=json_default) + "\n")
 
 
-def _json_default(o: Any) -> Any:
+# ---------------------------------------------------------------- the one JSON number encoding
+# Strict JSON has no inf/nan: every writer stores a non-finite float as the string "inf", "-inf" or "nan"
+# (`json_num`) and every reader turns those strings back into floats (`as_float`). Files written before
+# this helper stored a NaN co-evolution label as "inf"; those still read (as inf, which is what they said).
+NONFINITE = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf,
+             "nan": math.nan}
+
+
+def json_num(x: Any) -> float | str:
+    """A float for JSON: finite as is, else "inf" / "-inf" / "nan" (the one encoding every writer uses)."""
+    x = float(x)
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def as_float(x: Any, missing: float = math.nan) -> float:
+    """A JSON number or one of `json_num`'s strings as a float; `missing` for None, text or anything else."""
+    if isinstance(x, str):
+        return NONFINITE.get(x.strip().lower(), missing)
+    if isinstance(x, bool) or x is None:
+        return missing
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return missing
+
+
+def json_default(o: Any) -> Any:
+    """`json.dumps(default=...)` for numpy scalars and arrays and paths."""
     import numpy as np
 
     if isinstance(o, np.generic):
@@ -59,6 +89,11 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def json_line(obj: Any) -> str:
+    """One JSONL line (sorted keys, numpy-aware), without the newline."""
+    return json.dumps(obj, sort_keys=True, default=json_default)
 
 
 def check_writable(path: str | Path, what: str = "output") -> Path:

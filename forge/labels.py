@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from forge.genome import Genome, GenomeError, genome_from_dict
-from forge.io import atomic_write_text, read_text
+from forge.io import NONFINITE, atomic_write_text, json_num, read_text
 
 STATUSES = ("done", "diverged", "failed")
 
@@ -64,8 +64,7 @@ class Label:
         return math.isfinite(self.label)
 
     def to_json(self) -> str:
-        lab: Any = self.label if math.isfinite(self.label) else ("inf" if self.label > 0 or math.isnan(self.label) else "-inf")
-        return json.dumps({"genome_id": self.genome_id, "genome": self.genome.to_dict(), "label": lab,
+        return json.dumps({"genome_id": self.genome_id, "genome": self.genome.to_dict(), "label": json_num(self.label),
                            "status": self.status, "reason": self.reason, "attempts": self.attempts,
                            "protocol_fp": self.protocol_fp, "provenance": self.provenance}, sort_keys=True)
 
@@ -86,8 +85,8 @@ def _label_value(v: Any) -> float:
     number such as "3.1" is refused (it is a corrupted or hand-edited file, not a label)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "+inf", "-inf", "nan", "infinity", "-infinity"):
-        return float(v)
+    if isinstance(v, str) and v.strip().lower() in NONFINITE:
+        return NONFINITE[v.strip().lower()]
     raise ValueError(f"label {v!r} is not a number; allowed: a JSON number, or \"inf\" for a failed/diverged run")
 
 

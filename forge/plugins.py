@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 from forge.config import UserError, conf_dir, to_container
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
-BUILTIN = {"finetune": ("surrogate.fit.finetune",)}  # named by a plain string key (search.coevolve.finetune)
+BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit")}  # named by a plain string key (search.coevolve.finetune)
 ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
 
 _registered: dict[str, set[str]] = defaultdict(set)
@@ -79,6 +79,9 @@ def trust(cfg: Any) -> None:
     c = _plain(cfg) or {}
     live: dict[str, set[str]] = defaultdict(set)
     live[ANY].update(_norm(t) for t in targets({k: v for k, v in dict(c).items() if k != "plugins"}))
+    for entry in c.get("objectives") or []:  # a user metric function: `objectives=[{name, fn: pkg.mod.f}]`
+        if isinstance(entry, Mapping) and isinstance(entry.get("fn"), str):
+            live["objective"].add(_norm(entry["fn"]))
     plugins = c.get("plugins") or {}
     if not isinstance(plugins, Mapping):
         raise PluginError(f"plugins = {plugins!r} is invalid; allowed: a mapping kind -> [module.Class, ...] "
@@ -89,6 +92,12 @@ def trust(cfg: Any) -> None:
             raise PluginError(f"plugins.{kind} = {paths!r} is invalid; allowed: a list of import paths")
         live[str(kind)].update(_norm(p) for p in paths)
     _live.update(live)
+
+
+def trust_file(node: Any) -> None:
+    """A config file the user named in the command they launched (`models=[mine.yaml]`, a space YAML): its
+    `_target_`s are theirs to run, as if written in the live config. Never for a file found inside a run folder."""
+    _live.setdefault(ANY, set()).update(_norm(t) for t in targets(_plain(node) or {}))
 
 
 def kinds() -> list[str]:

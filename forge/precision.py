@@ -127,7 +127,7 @@ class PrecisionGenes:
 # ---------------------------------------------------------------------------------------- the penalty
 # PLENA Table VI: WikiText-2 perplexity of LLaMA-2 7B/13B/70B and LLaMA-3 8B/70B at FP16 and at the
 # cumulative settings W4A16KV16 → W4A4KV16 → W4A4KV4 (None = not reported; * = reproduced by the authors).
-TABLE_VI_MODELS = ("llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b")
+# Columns: llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b.
 TABLE_VI_BASE = (5.47, 4.83, 3.31, 6.13, 2.85)
 TABLE_VI = {  # family: rows W4, W4A4, W4A4KV4, one value per model
     "mxint": ((5.59, 4.98, 3.40, 6.45, 3.25), (5.82, 5.14, 3.56, 6.99, 3.87), (5.87, 5.18, 3.58, 7.17, 4.09)),  # PLENA

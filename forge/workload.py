@@ -26,13 +26,12 @@ a GELU MLP) are all-zero rows. The per-genome `describe()` is derived from the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from forge.arrays import PopArrays
 from forge.genome import Genome
-from forge.precision import PrecisionGenes
 
 OP_NAMES = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", "attn_value", "o_proj",
             "norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")
@@ -57,11 +56,6 @@ class Precision:
     @classmethod
     def from_bits(cls, weight_bits: float = 16, act_bits: float = 16, kv_bits: float = 16) -> "Precision":
         return cls(weight_bits / 8, act_bits / 8, kv_bits / 8)
-
-    @classmethod
-    def from_formats(cls, weights: str, acts: str, kv: str) -> "Precision":
-        """Bytes of format names (forge.precision; MX shared scales included)."""
-        return cls(*PrecisionGenes(weights, acts, kv).bytes())
 
 
 @dataclass
@@ -232,12 +226,14 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: bool = True) -> np.ndarray:
+def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: bool = True,
+                   layers: OpTable | None = None) -> np.ndarray:
     """Bytes of all weights per genome (P,): layers, final norm, LM head, and the input embedding table
     (and learned positions) when `embedding`. PLENA Table XI's "Weight Storage" leaves the input
-    embedding out (LLaMA-3.3-70B: 129.46 GiB at 16 bit = every parameter but its 1.05 B embedding rows)."""
+    embedding out (LLaMA-3.3-70B: 129.46 GiB at 16 bit = every parameter but its 1.05 B embedding rows).
+    `layers`: this population's `layer_ops(pop, 1, 1, 1, prec)` when the caller has it already."""
     one = np.ones(pop.P)
-    lay = layer_ops(pop, 1, 1, one, prec).total("weight_bytes")
+    lay = (layers if layers is not None else layer_ops(pop, 1, 1, one, prec)).total("weight_bytes")
     head = head_ops(pop, 1, 1, one, prec)
     w = lay + head.op("final_norm")["weight_bytes"][:, 0] + head.op("lm_head")["weight_bytes"][:, 0]
     if embedding:
@@ -249,6 +245,19 @@ def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: boo
 def kv_cache_bytes(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision = Precision()) -> np.ndarray:
     """KV-cache bytes of `batch` sequences of `context` tokens (P,): n_kv·(d_qk + d_v) per attention layer."""
     return layer_ops(pop, 1, 1, batch, prec).total("kv_write_bytes") * np.asarray(context, dtype=float)
+
+
+WORKLOAD_TOTALS = ("kv_bytes", "weight_bytes", "peak_memory_bytes")
+
+
+def workload_totals(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision = Precision()) -> dict[str, np.ndarray]:
+    """Model totals that depend on the workload (P,) each: the KV cache of `batch` sequences of `context`
+    tokens, the weight bytes, and their sum, the memory a decode holds at its last token (activations,
+    a few rows of d_model, left out). A genome's own precision genes override `prec`, as in the backends."""
+    layers = layer_ops(pop, 1, 1, np.ones(pop.P), prec)  # one operator table for both (KV is linear in batch)
+    kv = layers.total("kv_write_bytes") * np.asarray(context, dtype=float) * np.asarray(batch, dtype=float)
+    w = weight_storage(pop, prec, layers=layers)
+    return {"kv_bytes": kv, "weight_bytes": w, "peak_memory_bytes": w + kv}
 
 
 def max_batch(pop: PopArrays, context: Any, memory_bytes: float, prec: Precision = Precision(),
@@ -286,7 +295,3 @@ def describe(genome: Genome, phase: str = "prefill", tokens: int = 256, context:
                 rec.update({f: float(getattr(table, f)[0, i, j]) for f in OP_FIELDS})
                 out.append(rec)
     return out
-
-
-def population_arrays(genomes: Sequence[Genome]) -> PopArrays:
-    return PopArrays.from_genomes(genomes)

@@ -21,6 +21,7 @@ from pymoo.indicators.hv import HV
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from forge.genome import Genome, LayerGene
+from forge.io import as_float
 from forge.space import SearchSpace
 
 
@@ -36,10 +37,12 @@ class ParetoArchive:
     """Feasible non-dominated entries: {'id', 'genome', 'metrics', 'generation', ...} plus their F rows."""
 
     objectives: list[str]
+    signs: Any = None  # +1 minimized, -1 maximized (F holds sign × value)
     entries: list[dict[str, Any]] = field(default_factory=list)
     F: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        self.signs = np.ones(len(self.objectives)) if self.signs is None else np.asarray(self.signs, float)
         if self.F is None:
             self.F = np.zeros((0, len(self.objectives)))
 
@@ -53,7 +56,7 @@ class ParetoArchive:
     def update(self, entries: Sequence[dict[str, Any]], F: np.ndarray) -> int:
         """Merge feasible candidates (first occurrence of each new id) and keep the first front; returns #added."""
         have, new, rows = self.ids, [], []
-        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), -1)):
+        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), len(self.objectives))):
             if e["id"] not in have and np.all(np.isfinite(f)):
                 have.add(e["id"])
                 new.append(e)
@@ -71,16 +74,10 @@ class ParetoArchive:
         return [dict(e) for e in self.entries]
 
     @classmethod
-    def from_rows(cls, objectives: list[str], rows: Sequence[dict[str, Any]]) -> "ParetoArchive":
-        F = np.array([[float(r["metrics"][o]) for o in objectives] for r in rows], dtype=float)
-        return cls(list(objectives), [dict(r) for r in rows], F.reshape(len(rows), len(objectives)))
-
-
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return float("nan")
+    def from_rows(cls, objectives: list[str], rows: Sequence[dict[str, Any]], signs: Any = None) -> "ParetoArchive":
+        F = np.array([[as_float(r["metrics"][o]) for o in objectives] for r in rows], dtype=float)
+        F = F.reshape(len(rows), len(objectives)) * (1.0 if signs is None else np.asarray(signs, float))
+        return cls(list(objectives), signs, [dict(r) for r in rows], F)
 
 
 def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None]:
@@ -90,8 +87,8 @@ def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None
     if not rows:
         return np.zeros(0, dtype=bool), 0
     m = [r.get("metrics", r) for r in rows]
-    lo, hi = (np.array([_num(x.get(k)) for x in m]) for k in ("loss_lo", "loss_hi"))
-    best = int(np.argmin([_num(x.get("val_loss")) for x in m]))
+    lo, hi = (np.array([as_float(x.get(k)) for x in m]) for k in ("loss_lo", "loss_hi"))
+    best = int(np.argmin([as_float(x.get("val_loss")) for x in m]))
     if not (np.isfinite(lo[best]) and np.isfinite(hi[best])):
         return np.zeros(len(rows), dtype=bool), None
     mask = (lo <= hi[best]) & (hi >= lo[best])
@@ -116,13 +113,18 @@ def default_anchor(space: SearchSpace) -> Genome:
 
 @dataclass
 class Hypervolume:
-    """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator)."""
+    """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator).
+
+    A maximized objective (sign −1, F = −value) is normalized as anchor / value, so it too is 1 at the
+    anchor and `ref` means "`ref` times worse than the anchor"."""
 
     anchor: np.ndarray
     ref: float = 2.0
+    signs: Any = None
 
     def __post_init__(self) -> None:
         self.anchor = np.asarray(self.anchor, float)
+        self.maxi = np.asarray(self.signs if self.signs is not None else np.ones(len(self.anchor))) < 0
         if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
             raise ValueError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
                              "set search.hv.anchor_values or pick another anchor genome")
@@ -130,7 +132,12 @@ class Hypervolume:
 
     def __call__(self, F: np.ndarray) -> float:
         F = np.asarray(F, float).reshape(-1, len(self.anchor))
-        F = F[np.all(np.isfinite(F), axis=1)] / self.anchor
+        F = F[np.all(np.isfinite(F), axis=1)]
+        if self.maxi.any():
+            with np.errstate(divide="ignore"):
+                F = np.where(self.maxi, self.anchor / np.where(-F > 0, -F, 0.0), F)
+            F = F[np.all(np.isfinite(F), axis=1)]
+        F = F / np.where(self.maxi, 1.0, self.anchor)
         if len(F) == 0:
             return 0.0
         return float(self._hv(F))

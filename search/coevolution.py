@@ -7,18 +7,44 @@ really trained through the dispatcher; non-finite labels are dropped; the predic
 from the frozen base checkpoint on the whole label buffer with ρ:1 replay of its original corpus,
 and hot-swapped so the next generation is evaluated by it. Every event is logged with the
 surrogate's error on the picks before and after the refit.
+
+The plug-in sees the search through two narrow things only: the survived population (`Population`:
+genomes, F, CV) and the evaluator's surrogate slot (`SurrogateSlot`: the current predictor, its version,
+`swap`), plus the run folder it logs into; never the whole `Search`.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
 from search.problem import _seed_torch
 from search.state import append_jsonl
+
+
+class SurrogateSlot(Protocol):
+    """What co-evolution needs of the evaluator (`search.problem.LossEvaluator` is one)."""
+
+    predictor: Any
+    version: int
+
+    def swap(self, predictor: Any) -> None:
+        """Use `predictor` from now on and bump `version` (cached losses of older versions are not reused)."""
+
+
+@dataclass(frozen=True)
+class Population:
+    """The survived population of one generation: its genomes, objective rows F and violations CV."""
+
+    genomes: Sequence[Any]
+    F: np.ndarray
+    CV: np.ndarray
 
 
 def first_front(F: np.ndarray, CV: np.ndarray) -> np.ndarray:
@@ -65,32 +91,30 @@ class CoEvolution:
     def due(self, g: int) -> bool:
         return self.every > 0 and g > 0 and g % self.every == 0
 
-    def fire(self, g: int, search: Any) -> dict[str, Any]:
-        problem, ev = search.problem, search.problem.evaluator
-        pop = search.algo.pop
-        genomes = problem.genomes(pop.get("X"))
+    def fire(self, g: int, pop: Population, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
+        genomes = list(pop.genomes)
         _seed_torch(self.seed + 104729 * g)
-        mu, sigma = (np.asarray(a, float) for a in ev.predictor.predict(genomes, n_mc=self.n_mc))
-        front = first_front(pop.get("F"), pop.get("CV"))
+        mu, sigma = (np.asarray(a, float) for a in slot.predictor.predict(genomes, n_mc=self.n_mc))
+        front = first_front(pop.F, pop.CV)
         have = {lab.genome.id for lab in self.buffer} | {i for e in self.events for i in e["picked"]}
         exploit, explore = pick(mu, sigma, front, self.b, np.array([x.id in have for x in genomes]))
         idx = np.concatenate([exploit, explore]).astype(int)
         picks = [genomes[i] for i in idx]
         labels = self.trainer.train(picks) if picks else []
-        append_jsonl(search.run_dir / "labels.jsonl",
+        append_jsonl(Path(run_dir) / "labels.jsonl",
                      [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
         fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
         self.buffer += [lab for _, lab in fin]
-        event = self._refit(g, search, mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
+        event = self._refit(g, slot, Path(run_dir), mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
         event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
-                     explore=[genomes[i].id for i in explore], labels=[_num(lab.label) for lab in labels],
+                     explore=[genomes[i].id for i in explore], labels=[json_num(lab.label) for lab in labels],
                      dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx])
         self.events.append(event)
-        append_jsonl(search.run_dir / "coevolution.jsonl", [event])
+        append_jsonl(Path(run_dir) / "coevolution.jsonl", [event])
         return event
 
-    def _refit(self, g: int, search: Any, mu_picks: np.ndarray, fin: list[Label], k: list[int]) -> dict[str, Any]:
-        ev = search.problem.evaluator
+    def _refit(self, g: int, ev: SurrogateSlot, run_dir: Path, mu_picks: np.ndarray, fin: list[Label],
+               k: list[int]) -> dict[str, Any]:
         y = np.array([lab.label for lab in fin])
         event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": _mae(mu_picks[k], y)}
         if not self.buffer:
@@ -101,7 +125,7 @@ class CoEvolution:
         after = np.asarray(new.predict([lab.genome for lab in fin], n_mc=0)[0], float) if fin else np.zeros(0)
         ev.swap(new)  # hot-swap: the next generation is evaluated by the refitted surrogate
         if hasattr(new, "save"):
-            stem = search.run_dir / "state" / f"surrogate-v{ev.version}"
+            stem = run_dir / "state" / f"surrogate-v{ev.version}"
             new.save(stem)
             self.predictor_path = str(stem)
         event.update(mae_after=_mae(after, y), surrogate_version=ev.version, refit=True)
@@ -112,7 +136,7 @@ class CoEvolution:
         return {"buffer": [json.loads(lab.to_json()) for lab in self.buffer], "events": self.events,
                 "predictor_path": self.predictor_path}
 
-    def restore(self, st: dict[str, Any], search: Any) -> None:
+    def restore(self, st: dict[str, Any], slot: SurrogateSlot) -> None:
         self.buffer = [Label.from_json(json.dumps(d)) for d in st["buffer"]]
         self.events, self.predictor_path = list(st["events"]), st.get("predictor_path")
         version = max([e["surrogate_version"] for e in self.events], default=0)
@@ -123,17 +147,13 @@ class CoEvolution:
         else:  # no saved weights: refit again (deterministic: same buffer, same seed)
             g = self.events[-1]["generation"]
             pred = self.finetune(self.base, list(self.buffer), self.replay, seed=self.seed + g, **self.ft_args)
-        ev = search.problem.evaluator
-        ev.predictor, ev.version = pred, version
+        slot.swap(pred)
+        slot.version = version  # the version the checkpoint recorded (cached losses are keyed by it)
 
     def summary(self) -> dict[str, Any]:
         return {"every": self.every, "events": len(self.events), "labels": len(self.buffer),
                 "dropped": sum(e["dropped"] for e in self.events),
                 "mae_before": [e["mae_before"] for e in self.events], "mae_after": [e["mae_after"] for e in self.events]}
-
-
-def _num(x: float) -> float | str:
-    return float(x) if np.isfinite(x) else "inf"
 
 
 def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:

@@ -80,14 +80,22 @@ def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None
                                 f"it was trained for {have}; allowed: a checkpoint trained on this space")
 
 
-def load_surrogate(node: Any, space: SearchSpace) -> Any:
-    if isinstance(node, Mapping):
-        pred = instantiate_node(node, "surrogate")
+def load_surrogate(node: Any, space: SearchSpace | None) -> Any:
+    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name, or a checkpoint name/path; checked
+    against `space` when one is given."""
+    from surrogate.interface import as_loss_predictor
+
+    if isinstance(node, Mapping):  # a user's surrogate from config: anything with predict (surrogate.interface)
+        try:
+            pred = as_loss_predictor(instantiate_node(node, "surrogate"))
+        except TypeError as e:
+            raise SearchConfigError(f"evaluator.predictor: {e}; allowed: a class with predict(genomes)") from None
     else:
         from surrogate.predictor import load_predictor
 
         pred = load_predictor(str(node))
-    check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
+    if space is not None:
+        check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
     return pred
 
 
@@ -133,12 +141,13 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     ev = dict(cfg.get("evaluator") or {})
     if ev.get("kind", "surrogate") != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    ft_spec = co.get("finetune") or "surrogate.fit.finetune"
+    base = ev.get("predictor", f"forgeformer-{space.name}")
+    # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
+    ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
     finetune = import_callable(ft_spec)  # checked before anything is built
     from surrogate.predictor import load_predictor
 
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
-    base = ev.get("predictor", f"forgeformer-{space.name}")
     return CoEvolution(every, build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db"),
                        finetune, base, replay_labels(co.get("replay"), space.name),
                        batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),

@@ -17,6 +17,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from forge.io import as_float as _f
 from search.archive import loss_overlap
 from search.export import ExportError, select
 from search.state import read_jsonl
@@ -25,13 +26,6 @@ from search.state import read_jsonl
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
            ("tpot_ms", "TPOT ms", 1.0, "sig"), ("energy_per_token_uj", "energy µJ/tok", 1.0, "sig"))
 MAX_ROWS = 30  # longer fronts print their best members and the knee; pareto.jsonl holds them all
-
-
-def _f(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _fmt(x: Any, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
@@ -51,9 +45,9 @@ def front_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (_f(r["metrics"].get("val_loss")), r["id"]))
 
 
-def _knee(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> str | None:
+def _knee(rows: Sequence[dict[str, Any]], objectives: Sequence[str], maximize: Sequence[str] = ()) -> str | None:
     try:
-        return select(list(rows), "knee", list(objectives))[0]["id"] if rows and objectives else None
+        return select(list(rows), "knee", list(objectives), maximize)[0]["id"] if rows and objectives else None
     except (ExportError, KeyError):
         return None
 
@@ -63,12 +57,13 @@ def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: 
     iv = summary.get("loss_interval") or {}
     level = iv.get("level")
     same, n_same = loss_overlap(rows)
-    knee = _knee(rows, summary.get("objectives") or [])
+    knee = _knee(rows, summary.get("objectives") or [], summary.get("maximize") or [])
+    cols = [*COLUMNS, *extra_columns(summary)]
     t = Table(title=f"Pareto front: {len(rows)} member{'s' * (len(rows) != 1)} ({summary.get('status', '?')}, "
                     f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
               box=box.SIMPLE_HEAD)
     pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
-    for head in ("#", "", "id", f"loss μ ± {pct}", *(c[1] for c in COLUMNS)):
+    for head in ("#", "", "id", f"loss μ ± {pct}", *(c[1] for c in cols)):
         t.add_column(head, justify="left" if head in ("", "id") else "right", no_wrap=True)
     shown = [j for j, r in enumerate(rows) if j < limit or r["id"] == knee]
     for j in shown:
@@ -77,11 +72,20 @@ def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: 
         half = f" ± {(hi - lo) / 2:.3f}" if math.isfinite(lo) and math.isfinite(hi) else " ± ?"
         mark = " ".join(x for x, on in (("knee", rows[j]["id"] == knee), ("≈", bool(same[j]))) if on)
         t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + half,
-                  *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in COLUMNS),
+                  *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in cols),
                   style="bold" if rows[j]["id"] == knee else None)
     t.caption = _caption(len(rows), len(shown), n_same, iv)
     t.caption_justify = "left"
     return t
+
+
+def extra_columns(summary: dict[str, Any]) -> list[tuple[str, str, float, str]]:
+    """A column for every objective or constrained metric the fixed columns do not show (by its name,
+    ↑ when maximized), so a new objective shows up in the table with no other change."""
+    shown = {"val_loss", *(c[0] for c in COLUMNS)}
+    cons = [str(c).split()[0] for c in summary.get("constraints") or []]
+    names = [n for n in dict.fromkeys([*(summary.get("objectives") or []), *cons]) if n not in shown]
+    return [(n, n + (" ↑" if n in (summary.get("maximize") or []) else ""), 1.0, "sig") for n in names]
 
 
 def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
-from forge.io import atomic_write_json, atomic_write_text, check_writable
+from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
@@ -41,19 +41,25 @@ def _objectives(run: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
     return sorted(rows[0]["metrics"]) if rows else []
 
 
+def _maximized(run: Path) -> list[str]:
+    return list(_summary(run).get("maximize") or [])
+
+
 def _col(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
-    return np.array([float(r["metrics"].get(name, np.inf)) for r in rows])
+    return np.array([as_float(r["metrics"].get(name), np.inf) for r in rows])
 
 
-def select(rows: list[dict[str, Any]], spec: str, objectives: list[str]) -> list[dict[str, Any]]:
-    """pareto (all), knee (closest to the ideal after min-max normalization), min:<obj>, budget:<obj><=<v>."""
+def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
+           maximize: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """pareto (all), knee (closest to the ideal after min-max normalization; `maximize` names objectives
+    whose ideal is their largest value), min:<obj>, budget:<obj><=<v>."""
     if not rows:
         raise ExportError("the run's Pareto archive is empty; nothing to export")
     names = sorted(set(objectives) | set(rows[0]["metrics"]))
     if spec == "pareto":
         return list(rows)
     if spec == "knee":
-        F = np.column_stack([_col(rows, o) for o in objectives])
+        F = np.column_stack([_col(rows, o) * (-1.0 if o in maximize else 1.0) for o in objectives])
         lo, hi = F.min(0), F.max(0)
         Z = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
         return [rows[int(np.argmin(np.linalg.norm(Z, axis=1)))]]
@@ -78,7 +84,7 @@ def chosen_design(run: str | Path, spec: str = "knee") -> dict[str, Any]:
     rows = read_jsonl(run / "pareto.jsonl") if (run / "pareto.jsonl").is_file() else []
     if not rows:
         return {}
-    r = select(rows, spec, _objectives(run, rows))[0]
+    r = select(rows, spec, _objectives(run, rows), _maximized(run))[0]
     design = dict(r.get("design") or {})
     prec = (r.get("genome") or {}).get("precision")
     if prec and "precision" not in design:
@@ -143,6 +149,11 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     return info
 
 
+def _directed(objectives: Sequence[str], maximize: Sequence[str]) -> list[str]:
+    """Objective names with their direction, as the card lists them."""
+    return [f"{o} ({'max' if o in maximize else 'min'})" for o in objectives]
+
+
 def loss_line(info: dict[str, Any]) -> str:
     """The predicted loss with its calibrated interval and where the calibration came from (or why none)."""
     m, iv = info["metrics"], info.get("loss_interval") or {}
@@ -166,6 +177,7 @@ IHA decoder found by forge-search (run `{info.get('run')}`, generation {info.get
 Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
 
 ## Objectives and metrics (as evaluated during the search)
+Objectives: {', '.join(info.get('objectives') or ['not recorded'])}.
 {loss_line(info)}
 
 | metric | value |
@@ -229,9 +241,10 @@ def run(cfg: Any) -> dict[str, Any]:
         require_transformers()
     status = require_complete(run_dir, bool(c.get("allow_partial", False)), "run")
     rows = read_jsonl(run_dir / "pareto.jsonl")
-    chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows))
+    chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows), _maximized(run_dir))
     run_cfg = _run_config(run_dir)
     card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
+            "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}

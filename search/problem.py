@@ -3,9 +3,10 @@
 `_evaluate` is vectorized over the whole offspring batch (LLMForge Algorithm 3, line 13): one
 predictor call and one backend call per generation. Every result is cached by genome id (the loss
 also by surrogate version, since co-evolution hot-swaps the predictor). Objectives and constraints
-are named; a name is the loss, a model total from `forge.workload.model_totals`, a core backend
-metric or any numeric backend extra. Constraints are strings such as `val_loss < 3.8` or
-`ttft_ms <= 20`; hardware-infeasible genomes get one extra violated constraint and are dominated out.
+are named and directed (`search.objectives`): the loss, a model or workload total from `forge.workload`,
+a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
+`val_loss < 3.8` or `ttft_ms <= 20`; hardware-infeasible genomes get one extra violated constraint and
+are dominated out.
 """
 from __future__ import annotations
 
@@ -21,20 +22,15 @@ from pymoo.core.problem import Problem
 
 from backends.interface import Backend, CostTable, Workload
 from forge.genome import Genome
+from forge.io import json_num
 from forge.precision import QuantPenalty
 from forge.space import SearchSpace
-from forge.workload import model_totals
+from forge.workload import WORKLOAD_TOTALS, model_totals, workload_totals
+from search.objectives import (CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, SearchConfigError,
+                               parse_objectives)
 
-LOSS = "val_loss"
-MODEL_METRICS = ("params", "non_embedding_params", "kv_bytes_per_token", "flops_per_token",
-                 "n_active_layers", "n_attn_layers")
-CORE_COST = ("ttft_ms", "tpot_ms", "energy_per_token_uj")
 DESIGN_KEYS = ("shape", "precision", "batch")  # backend extras recorded with each Pareto row (as text)
 BIG_F, BIG_G = 1e12, 1e9  # finite stand-ins for inf (pymoo's sorting and crowding need finite numbers)
-
-
-class SearchConfigError(ValueError):
-    """Bad search configuration; the message names the key and what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +150,13 @@ class ForgeProblem(Problem):
     """Minimize the configured objectives subject to the configured constraints over the genome codec."""
 
     def __init__(self, space: SearchSpace, evaluator: Any, backend: Backend, workload: Workload,
-                 objectives: Sequence[str], constraints: Sequence[str | Constraint]):
+                 objectives: Sequence[Any], constraints: Sequence[str | Constraint]):
         self.space, self.evaluator, self.backend, self.workload = space, evaluator, backend, workload
-        self.objectives = list(objectives)
+        self.specs: list[Objective] = parse_objectives(objectives)
+        self.objectives = [o.name for o in self.specs]
+        self.signs = np.array([o.sign for o in self.specs])
+        self.user = {o.name: o for o in self.specs if o.fn is not None}
         self.constraints = [c if isinstance(c, Constraint) else parse_constraint(c) for c in constraints]
-        if not self.objectives:
-            raise SearchConfigError("objectives is empty; allowed: a list such as [val_loss, ttft_ms]")
         xl, xu = space.bounds()
         super().__init__(n_var=space.n_var, n_obj=len(self.objectives), n_ieq_constr=len(self.constraints) + 1,
                          xl=xl, xu=xu, vtype=int)
@@ -168,6 +165,7 @@ class ForgeProblem(Problem):
         self._cost: dict[str, dict[str, float]] = {}
         self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
+        self._user: dict[str, dict[str, float]] = {}  # user-function objectives by genome id
         self.timers: dict[str, float] = defaultdict(float)
         self.n_evaluated = 0  # genomes passed through _evaluate (the evaluation budget)
         self.validate_names()
@@ -182,7 +180,7 @@ class ForgeProblem(Problem):
 
     def validate_names(self) -> None:
         needed = set(self.objectives) | {c.name for c in self.constraints}
-        known = {LOSS, *MODEL_METRICS, *CORE_COST}
+        known = {LOSS, *MODEL_METRICS, *WORKLOAD_TOTALS, *CORE_COST, *self.user}
         unknown = sorted(needed - known)
         if unknown:
             valid = sorted(known | set(self.extras()))
@@ -190,8 +188,6 @@ class ForgeProblem(Problem):
             if bad:
                 raise SearchConfigError(f"objective/constraint {bad[0]!r} is unknown for backend "
                                         f"{getattr(self.backend, 'name', '?')}; allowed: {', '.join(valid)}")
-        if len(set(self.objectives)) != len(self.objectives):
-            raise SearchConfigError(f"objectives {self.objectives} repeat a name; allowed: distinct names")
 
     # ------------------------------------------------------------ decode / ids
     def genomes(self, X: np.ndarray, values: dict[str, np.ndarray] | None = None) -> list[Genome]:
@@ -226,9 +222,30 @@ class ForgeProblem(Problem):
         out = self._loss_metrics(genomes, ids)
         out.update(self._cost_metrics(genomes, ids))
         t0 = time.perf_counter()
-        out.update({k: np.asarray(v, float) for k, v in model_totals(self.space.arrays_from_values(values)).items()})
+        out.update(self.totals(self.space.arrays_from_values(values)))
         self.timers["model_totals"] += time.perf_counter() - t0
+        if self.user:
+            out.update(self._user_metrics(genomes, ids))
         return genomes, out
+
+    def totals(self, arrays: Any) -> dict[str, np.ndarray]:
+        """Model totals, plus the workload totals when an objective or constraint names one."""
+        out = {k: np.asarray(v, float) for k, v in model_totals(arrays).items()}
+        needed = set(self.objectives) | {c.name for c in self.constraints}
+        if needed & set(WORKLOAD_TOTALS):
+            w = self.workload
+            batch = 1 if w.batch_max else w.batch
+            out.update(workload_totals(arrays, w.prefill + w.decode, batch, w.precision))
+        return out
+
+    def _user_metrics(self, genomes: list[Genome], ids: list[str]) -> dict[str, np.ndarray]:
+        """User-function objectives, computed once per genome id."""
+        todo = {i: g for g, i in zip(genomes, ids) if i not in self._user}
+        if todo:
+            cols = {n: o.values(list(todo.values())) for n, o in self.user.items()}
+            for j, i in enumerate(todo):
+                self._user[i] = {n: float(c[j]) for n, c in cols.items()}
+        return {n: np.array([self._user[i][n] for i in ids], dtype=float) for n in self.user}
 
     def _loss_metrics(self, genomes: list[Genome], ids: list[str]) -> dict[str, np.ndarray]:
         v = self.evaluator.version
@@ -253,7 +270,7 @@ class ForgeProblem(Problem):
             first = {i: g for g, i in zip(genomes, ids)}
             table: CostTable = self.backend.evaluate([first[i] for i in todo], self.workload)
             names = [n for n in dict.fromkeys([*CORE_COST, *self.objectives, *(c.name for c in self.constraints)])
-                     if n not in (LOSS, *MODEL_METRICS)]
+                     if n not in (*NOT_BACKEND, *self.user)]
             cols = {n: table.objective(n) for n in names}
             for j, i in enumerate(todo):
                 self._cost[i] = {n: float(cols[n][j]) for n in names} | {"feasible": float(table.feasible[j])}
@@ -268,7 +285,7 @@ class ForgeProblem(Problem):
 
     def fg(self, m: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(F, G) from metrics; non-finite values become large finite ones (still dominated/violated)."""
-        F = np.column_stack([m[o] for o in self.objectives]).astype(float)
+        F = np.column_stack([m[o] for o in self.objectives]).astype(float) * self.signs
         G = [c.g(m[c.name]) for c in self.constraints] + [np.where(m["feasible"] > 0, 0.0, 1.0)]
         G = np.column_stack(G).astype(float)
         F = np.where(np.isfinite(F), F, BIG_F)
@@ -284,19 +301,13 @@ class ForgeProblem(Problem):
         """One JSON-able row: objectives, constraint values, μ/σ and the loss interval, feasibility, the backend's reason."""
         keys = dict.fromkeys([*self.objectives, *(c.name for c in self.constraints), LOSS, "mu", "sigma",
                               "loss_lo", "loss_hi", "params", *CORE_COST])
-        vals = {k: _num(m[k][j]) for k in keys if k in m}
+        vals = {k: json_num(m[k][j]) for k in keys if k in m}
         feasible = bool(m["feasible"][j] > 0) and all(float(c.g(m[c.name][j:j + 1])[0]) <= 0 for c in self.constraints)
         design = dict(self._design.get(genome.id, {}))
         if genome.precision is not None:
             design["precision"] = str(genome.precision)
         rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
         return rec | ({"design": design} if design else {})
-
-
-def _num(x: Any) -> float | str:
-    """JSON-safe float: inf/nan become strings."""
-    x = float(x)
-    return x if np.isfinite(x) else ("inf" if x > 0 else ("-inf" if x < 0 else "nan"))
 
 
 class IdDuplicateElimination(DuplicateElimination):

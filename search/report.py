@@ -3,8 +3,8 @@
 `runs` lists run directories or multirun folders (every `summary.json` below them is a run). It draws
 - `hv.png` / `hv_loss_params.png`: hypervolume against generation, mean ± std over seeds per recipe
   (algorithm × space × backend), the Figure 7 comparison;
-- `pareto_<run>.png`: loss against energy, TTFT and TPOT of every evaluated genome, coloured by
-  generation, with the Pareto archive outlined (Figure 10);
+- `pareto_<run>.png`: loss against each other objective of the run (by default energy, TTFT and TPOT)
+  of every evaluated genome, coloured by generation, with the Pareto archive outlined (Figure 10);
 - `fingerprint.png`: per substrate, the per-layer fields of the top-50 non-dominated genomes (lowest
   loss first) interpolated on a relative-depth grid, mean ± std, identity-attention layers masked from
   the attention fields (Figure 8);
@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.io import as_float as _f
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
@@ -91,11 +92,13 @@ def plot_hv(runs: list[dict[str, Any]], key: str, path: Path) -> dict[str, Any]:
 def plot_pareto(run: dict[str, Any], path: Path) -> None:
     plt = _plt()
     rows = [r for r in run["archive"] if r.get("feasible")]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+    cols = plot_columns(run["summary"])
+    fig, axes = plt.subplots(1, len(cols), figsize=(13 * len(cols) / 3, 3.8), layout="constrained", squeeze=False)
+    axes = axes[0]
     par = {r["id"] for r in run["pareto"]}
     loss = np.array([_f(r["metrics"].get("val_loss")) for r in rows])
     gen = np.array([r["generation"] for r in rows])
-    for ax, c in zip(axes, COST):
+    for ax, c in zip(axes, cols):
         x = np.array([_f(r["metrics"].get(c)) for r in rows])
         sc = ax.scatter(x, loss, c=gen, s=10, cmap="viridis")
         on = np.array([r["id"] in par for r in rows], bool)
@@ -112,6 +115,13 @@ def plot_pareto(run: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{run['label']} seed {run['summary'].get('seed')}", fontsize=9)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_columns(summary: dict[str, Any]) -> list[str]:
+    """The x axes of the Pareto plot: the run's objectives other than the loss (COST order first, so the
+    default run draws what it always drew), or COST when the run has no other objective."""
+    objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
+    return [c for c in COST if c in objs] + [o for o in objs if o not in COST] or list(COST)
 
 
 def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -19,9 +19,10 @@ from typing import Any, Callable
 import numpy as np
 from pymoo.core.population import Population
 
-from forge.io import atomic_write_json, atomic_write_text
+from forge.io import as_float, atomic_write_json, atomic_write_text, json_line
 from search.algorithms import make_algorithm, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
+from search.coevolution import Population as Survivors
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
 from search.state import CHECKPOINT, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
@@ -40,7 +41,7 @@ class Search:
         self.G, self.seed = int(s.get("generations", 40)), int(cfg.get("seed", 0))
         self.problem = ForgeProblem(space, evaluator, backend, workload, cfg["objectives"], cfg.get("constraints", []))
         self.algo = make_algorithm(space, self.problem, s, self.seed, seed_genome(s.get("sampling"), space))
-        self.archive = ParetoArchive(list(cfg["objectives"]))
+        self.archive = ParetoArchive(self.problem.objectives, self.problem.signs)
         self.coevo, self.progress = coevolution, progress
         self.history: list[dict[str, Any]] = []
         self.records: dict[str, dict[str, Any]] = {}  # id -> record at evaluation time
@@ -63,8 +64,9 @@ class Search:
             _, full = self.problem.metrics(X)
         else:
             full = {**self.problem._cost_metrics([genome], [genome.id])}
-            from forge.workload import model_totals
-            full.update(model_totals(self.space.to_arrays(X)))
+            full.update(self.problem.totals(self.space.to_arrays(X)))
+            if self.problem.user:
+                full.update(self.problem._user_metrics([genome], [genome.id]))
         for k, v in full.items():
             if k not in m and k != "reason":
                 m[k] = float(np.asarray(v)[0])
@@ -73,12 +75,12 @@ class Search:
     def _hypervolumes(self, hv: dict[str, Any]) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
         m = self._anchor_metrics(hv)
         ref = float(hv.get("ref", 2.0))
-        return (Hypervolume([m[o] for o in self.problem.objectives], ref),
+        return (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
                 Hypervolume([m[LOSS], m["params"]], ref), m)
 
     def hv_values(self) -> tuple[float, float]:
         rows = self.archive.entries
-        F2 = np.array([[_f(r["metrics"].get(LOSS)), _f(r["metrics"].get("params"))] for r in rows]).reshape(-1, 2)
+        F2 = np.array([[as_float(r["metrics"].get(k), np.inf) for k in (LOSS, "params")] for r in rows]).reshape(-1, 2)
         return self.hv(self.archive.F), self.hv2(F2)
 
     # ------------------------------------------------------------ one generation
@@ -99,7 +101,8 @@ class Search:
         self._timed("survival", algo.advance, infills=off)
         self._timed("archive", self._update_archive, pool)
         if self.coevo is not None and self.coevo.due(g):
-            self._timed("coevolution", self.coevo.fire, g, self)
+            pop = Survivors(self.problem.genomes(algo.pop.get("X")), algo.pop.get("F"), algo.pop.get("CV"))
+            self._timed("coevolution", self.coevo.fire, g, pop, self.problem.evaluator, self.run_dir)
         self.gen = g
         self._timed("log", self._log_generation, g, len(off))
         self._timed("checkpoint", self.checkpoint)
@@ -121,7 +124,7 @@ class Search:
         keep = [j for j in range(len(pool)) if feas[j]]
         self.archive.update([self.records[ids[j]] for j in keep], pool.get("F")[keep])
         atomic_write_text(self.run_dir / "pareto.jsonl",
-                          "".join(_dumps(r) + "\n" for r in self.archive.to_rows()))
+                          "".join(json_line(r) + "\n" for r in self.archive.to_rows()))
 
     def _log_generation(self, g: int, n_new: int) -> None:
         hv, hv2 = self.hv_values()
@@ -169,14 +172,14 @@ class Search:
             truncate_jsonl(self.run_dir / name, self.gen)
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
-        self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"])
+        self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
         cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE)}
         self.problem._loss.update(cached)
         self._flushed.update(cached)
         if self.coevo is not None and st.get("coevolution"):
-            self.coevo.restore(st["coevolution"], self)
+            self.coevo.restore(st["coevolution"], self.problem.evaluator)
         self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
         self.wall_before = float(st["wall_s"])
 
@@ -222,6 +225,7 @@ class Search:
                    "hv_loss_params_per_generation": [h["hv_loss_params"] for h in self.history],
                    "evaluations": self.problem.n_evaluated, "archive_size": len(self.archive),
                    "wall_s": self.wall(), "phase_s": self.all_timers(), "objectives": self.problem.objectives,
+                   **({"maximize": maxi} if (maxi := [o.name for o in self.problem.specs if o.sign < 0]) else {}),
                    "constraints": [str(c) for c in self.problem.constraints],
                    "hv_anchor": {"genome": self.anchor_genome.to_dict(), "values": self.anchor,
                                  "ref": self.hv.ref}, "algorithm": self.cfg["search"].get("algorithm", "nsga"),
@@ -255,11 +259,3 @@ def _term_as_interrupt():
             signal.signal(signal.SIGTERM, old)
 
 
-def _f(x: Any) -> float:
-    return float(x) if x is not None else float("inf")
-
-
-def _dumps(r: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(r, sort_keys=True)

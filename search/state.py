@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from forge.io import atomic_write_json, atomic_write_text
+from forge.io import atomic_write_json, atomic_write_text, json_line
 
 CHECKPOINT = "state/checkpoint.json"
 CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
@@ -134,7 +134,7 @@ def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         for r in rows:
-            f.write(json.dumps(r, sort_keys=True, default=_default) + "\n")
+            f.write(json_line(r) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -162,20 +162,6 @@ def truncate_jsonl(path: Path, last_generation: int) -> None:
     if not Path(path).is_file():
         return
     keep = [r for r in read_jsonl(path, tolerate_torn_tail=True) if int(r.get("generation", -1)) <= last_generation]
-    atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
+    atomic_write_text(path, "".join(json_line(r) + "\n" for r in keep))
 
 
-def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    return rng.bit_generator.state
-
-
-def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
-    rng.bit_generator.state = state
-
-
-def _default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")

@@ -14,17 +14,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.io import as_float
 from search.archive import Hypervolume
 
 HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control
 
 
 def _f(x: Any, missing: float = math.inf) -> float:
-    """A JSON number ("inf"/"nan" strings included) as a float; `missing` for None or text."""
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return missing
+    """Missing values count as inf here (a pick with no real loss ranks last)."""
+    return as_float(x, missing)
 
 
 def row_of(role: str, rec: dict[str, Any], real: float, lo: float, hi: float, latency: str,

@@ -18,6 +18,7 @@ from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import load_labelset, train_val_test
+from surrogate.generic import build_model
 from surrogate.metrics import evaluate
 
 MODES = ("train", "eval", "compare", "finetune", "calibrate")
@@ -55,24 +56,29 @@ def _train(cfg: DictConfig) -> dict:
         check_writable(Path(f"{cfg.out}.safetensors"), "out")
     train, val, test = train_val_test(data, cfg.seed, cfg.test_frac)
     test = test if len(test) else None
-    mcfg = _model_cfg(cfg)
-    kw = {"seed": cfg.seed}
-    if "ForgeFormer" in str(mcfg.get("_target_", "")):
-        kw.update(space=space.name, L_max=space.L_max)
-    model = plugins.instantiate("surrogate", mcfg, **kw).fit(train, val)
+    model = build_model(_model_cfg(cfg), seed=cfg.seed, space=space.name, L_max=space.L_max).fit(train, val)
     res: dict[str, Any] = {"mode": "train", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
                            "n_train": len(train), "n_val": len(val), "n_test": len(test) if test else 0}
     if test is not None:
         res["metrics"] = evaluate(test.y, model.predict(test.genomes))
     if cfg.get("out"):
-        if getattr(model, "predictor", None) is None:
-            raise ValueError("out= saves a Forge-Former checkpoint; the chosen model has none")
-        model.predictor.meta["metrics"] = res.get("metrics", {})
-        model.predictor.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
-        if test is not None:  # the interval calibration on the same held-out rows as mode=calibrate
-            model.predictor.conformal = _conformal(cfg, model.predictor, test)
-        res["checkpoint"] = str(model.predictor.save(cfg.out))
+        res["checkpoint"] = str(_save(cfg, model, res, test))
     return res
+
+
+def _save(cfg: DictConfig, model: Any, res: dict, test: Any) -> Path:
+    """`out=`: the model's own `save(stem)` (surrogate.interface); a Forge-Former's sidecar also records the
+    held-out metrics and split and its conformal interval, calibrated on those held-out rows."""
+    if not callable(getattr(model, "save", None)):
+        raise ValueError(f"out= saves the trained model, and {type(model).__name__} has no save(stem); allowed: "
+                         "a surrogate with save (forgeformer*), or no out=")
+    p = getattr(model, "predictor", None)
+    if p is not None and hasattr(p, "meta"):
+        p.meta["metrics"] = res.get("metrics", {})
+        p.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
+        if test is not None:  # the interval calibration on the same held-out rows as mode=calibrate
+            p.conformal = _conformal(cfg, p, test)
+    return model.save(cfg.out)
 
 
 def _eval(cfg: DictConfig) -> dict:

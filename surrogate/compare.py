@@ -19,6 +19,7 @@ from forge.config import conf_dir
 from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
+from surrogate.generic import build_model
 from surrogate.metrics import METRICS, evaluate, summarize
 from surrogate.training import Recipe
 
@@ -44,17 +45,30 @@ class ForgeFormerModel:
     def predict(self, genomes) -> np.ndarray:
         return self.predictor.predict(genomes)[0]
 
+    def as_predictor(self) -> Any:
+        """The search side (surrogate.interface): the trained ForgeFormerPredictor itself."""
+        return self.predictor
+
+    def save(self, stem: str | Path) -> Path:
+        return self.predictor.save(stem)
+
 
 def model_config(name: str) -> Any:
+    """conf/surrogate/<name>.yaml, or a YAML file of the user's with a `_target_` (any TrainableSurrogate)."""
     path = conf_dir() / "surrogate" / f"{name}.yaml"
+    if not path.is_file() and str(name).endswith((".yaml", ".yml")) and Path(name).is_file():
+        path = Path(name)
+        node = OmegaConf.load(path)
+        plugins.trust_file(node)  # the user named this file on their command line
+        return node
     if not path.is_file():
         avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
-        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)}")
+        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)} or a YAML file with _target_")
     return OmegaConf.load(path)
 
 
 def build(name: str, seed: int, overrides: dict | None = None) -> Any:
-    return plugins.instantiate("surrogate", model_config(name), seed=seed, **(overrides or {}))
+    return build_model(OmegaConf.merge(model_config(name), overrides or {}), seed=seed)
 
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
@@ -92,9 +106,11 @@ def _split_job(data: LabelSet, models: list[str], s: int, test_frac: float, over
         metrics = evaluate(test.y, model.predict(test.genomes))
         res["runs"][name] = {**metrics, "n_test": len(test)}
         res["fit_s"][name] = round(time.perf_counter() - t0, 2)
-        if save_dir is not None and getattr(model, "predictor", None) is not None:
-            model.predictor.meta.update(metrics=metrics, test={"seed": s, "test_frac": test_frac, "n_test": len(test)})
-            model.predictor.save(Path(save_dir) / f"{name}-seed{s}")
+        if save_dir is not None and callable(getattr(model, "save", None)):
+            if getattr(model, "predictor", None) is not None:  # the sidecar records its held-out split
+                model.predictor.meta.update(metrics=metrics, test={"seed": s, "test_frac": test_frac,
+                                                                   "n_test": len(test)})
+            model.save(Path(save_dir) / f"{Path(name).stem}-seed{s}")
         line = f"seed {s} {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in METRICS)
         if log is not None:
             log(line)

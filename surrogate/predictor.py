@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ def _space_of(data: LabelSet, name: str, L_max: int) -> dict[str, Any]:
 
 @dataclass
 class ForgeFormerPredictor:
-    """Implements `surrogate.interface.Predictor` for one space; an ensemble averages its members."""
+    """The search-side `surrogate.interface.LossPredictor` for one space; an ensemble averages its members."""
 
     members: list[ForgeFormer]
     norm: MinMax
@@ -209,7 +209,7 @@ def _read_sidecar(stem: Path) -> dict[str, Any]:
         raise CheckpointError(f"{stem}.json: unreadable sidecar: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
-                              f"allowed: {FORMAT}")
+                              f"allowed: {', '.join([FORMAT, *LOADERS])}")
     fs = meta.get("field_set")
     if fs not in FIELD_SETS or meta.get("fields") != list(field_names(fs)):
         raise CheckpointError(f"{stem}.json: field layout {meta.get('fields')} does not match this code's "
@@ -219,9 +219,26 @@ def _read_sidecar(stem: Path) -> dict[str, Any]:
     return meta
 
 
-def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> ForgeFormerPredictor:
-    """Load a checkpoint written by `save` (safetensors + JSON only; nothing unpickled)."""
+LOADERS: dict[str, Callable[[Path], Any]] = {}  # other checkpoint formats: sidecar "format" → loader(stem)
+
+
+def register_format(fmt: str, loader: Callable[[Path], Any]) -> None:
+    """Make `load_predictor` (and so `evaluator.predictor=<name>`) load checkpoints whose sidecar says
+    `format: fmt`. The file only names its format; the code that reads it is registered here, never named
+    by the file."""
+    LOADERS[str(fmt)] = loader
+
+
+def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> Any:
+    """Load a checkpoint by name or path: Forge-Former's (safetensors + JSON only; nothing unpickled) or
+    any format registered with `register_format`."""
     stem = resolve_checkpoint(path_or_name)
+    try:
+        fmt = json.loads(stem.with_suffix(".json").read_text()).get("format")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        fmt = None
+    if fmt != FORMAT and fmt in LOADERS:
+        return LOADERS[fmt](stem)
     meta = _read_sidecar(stem)
     try:
         tensors = load_file(str(stem.with_suffix(".safetensors")))

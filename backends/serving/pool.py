@@ -25,7 +25,6 @@ import numpy as np
 
 FIELDS = ("servers", "devices", "links", "hbm_gb", "global_buffer_mb", "cores", "local_buffer_kb", "lanes",
           "array_height", "vector_width")
-POOLS = ("prefill", "decode")
 
 
 class PoolError(ValueError):

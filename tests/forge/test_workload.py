@@ -103,3 +103,17 @@ def test_csv_params_reproduced(shared_csv):
     bad = idx[rel > 1e-3]
     assert len(bad) == 48 and bad.min() == 1969 and bad.max() <= 2024
     assert rel[idx < 1969].max() < 1e-3
+
+
+def test_workload_totals_equal_the_memory_functions():
+    """kv_bytes / weight_bytes / peak_memory_bytes (the workload-total objectives) are the analyzer's own
+    kv_cache_bytes and weight_storage, from one operator table."""
+    from forge.workload import kv_cache_bytes, weight_storage, workload_totals
+
+    pop = PopArrays.from_genomes(load_space("iha-paper").sample(16, np.random.default_rng(3)))
+    prec = Precision(1.0, 2.0, 0.5)
+    t = workload_totals(pop, 4096, 3, prec)
+    np.testing.assert_allclose(t["kv_bytes"], kv_cache_bytes(pop, 4096, 3, prec))
+    np.testing.assert_allclose(t["weight_bytes"], weight_storage(pop, prec))
+    np.testing.assert_allclose(t["peak_memory_bytes"], t["weight_bytes"] + t["kv_bytes"])
+    assert (t["kv_bytes"] > 0).any()
