@@ -26,6 +26,22 @@ LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # the da
 PREC_KEYS = ("weight_bytes", "act_bytes", "kv_bytes")
 
 
+class GenomeBatch(list):
+    """A list of genomes that also carries their PopArrays, built once from the encoded rows: the search
+    hands it to the surrogate and the backend, which read `.arrays` instead of stacking the genomes again.
+    Anything that only iterates genomes sees a plain list."""
+
+    def __init__(self, genomes, arrays: "PopArrays") -> None:
+        super().__init__(genomes)
+        self.arrays = arrays
+
+
+def population(genomes: Sequence[Genome]) -> "PopArrays":
+    """The genomes' PopArrays: a GenomeBatch's own, else stacked (`PopArrays.from_genomes`)."""
+    arrays = getattr(genomes, "arrays", None)
+    return arrays if isinstance(arrays, PopArrays) else PopArrays.from_genomes(genomes)
+
+
 @dataclass
 class PopArrays:
     active: np.ndarray  # (P, L) 0/1

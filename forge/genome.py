@@ -125,12 +125,16 @@ class LayerGene:
         return d
 
     def canonical(self) -> dict[str, int]:
-        d = {}
-        for gene in LAYER_GENES.values():
-            v = 0 if gene.attention and not self.attn else int(self.get(gene.name))  # identity: no such field
-            if gene.legacy or v != gene.default:
-                d[gene.name] = v
-        return d
+        """Cached: layers are immutable and the decoder shares equal ones between genomes."""
+        d = self.__dict__.get("_canonical")
+        if d is None:
+            d = {}
+            for gene in LAYER_GENES.values():
+                v = 0 if gene.attention and not self.attn else int(self.get(gene.name))  # identity: no such field
+                if gene.legacy or v != gene.default:
+                    d[gene.name] = v
+            self.__dict__["_canonical"] = d
+        return dict(d)
 
 
 def _check_gene(gene: Gene, value: Any) -> Any:

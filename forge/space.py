@@ -262,20 +262,27 @@ class SearchSpace:
         """`values(X)` → Genomes (one per row), built without re-validation: codec values are on-grid and
         repaired, so every check `LayerGene` would run holds by construction (the hot path of a search)."""
         n, L = v["active"].shape
-        legacy = {k: v[k].tolist() for k in LEGACY if k not in ("active", "attn")}
-        flags = {k: v[k].astype(bool).tolist() for k in ("active", "attn")}
-        extra = [(g.name, v[g.name].tolist(), g.default) for g in extra_genes() if g.name in v]
+        names = [k for k in LEGACY if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
+        slots = list(zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn"))))
+        cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
+        flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
         template = self.genome((LayerGene(1, 1, 1, 1, 1),))
         out = []
         for p in range(n):
-            layers = tuple(LayerGene.trusted({k: col[p][i] for k, col in (*legacy.items(), *flags.items())},
-                                             tuple((k, c[p][i]) for k, c, d in extra if c[p][i] != d))
-                           for i in range(L))
+            layers = tuple(flat[p * L:(p + 1) * L])
             prec = None
             if "precision" in v:
                 prec = PrecisionGenes(*(self.precision[t][int(i)] for t, i in zip(TENSORS, v["precision"][p])))
             out.append(template.trusted_copy(layers, prec))
         return out
+
+    @staticmethod
+    def _layer(names: list[str], t: tuple) -> LayerGene:
+        """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
+        vals = dict(zip(names, t))
+        legacy = {k: vals.pop(k) for k in LEGACY if k in vals}
+        extra = tuple(sorted((k, x) for k, x in vals.items() if x != LAYER_GENES[k].default))
+        return LayerGene.trusted({**legacy, "active": bool(t[-2]), "attn": bool(t[-1])}, extra)
 
     def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None) -> Genome:
         return Genome(d_model=self.d_model, block_size=self.block_size, layers=tuple(layers),

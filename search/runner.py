@@ -120,8 +120,13 @@ class Search:
         feas = np.asarray(pool.get("feas")).reshape(-1)
         keep = [j for j in range(len(pool)) if feas[j]]
         self.archive.update([self.records[ids[j]] for j in keep], pool.get("F")[keep])
-        atomic_write_text(self.run_dir / "pareto.jsonl",
-                          "".join(_dumps(r) + "\n" for r in self.archive.to_rows()))
+        self._write_front(durable=False)
+
+    def _write_front(self, durable: bool) -> None:
+        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) every generation,
+        made durable once at the end and on resume, so a generation costs no fsync for it."""
+        atomic_write_text(self.run_dir / "pareto.jsonl", "".join(_dumps(r) + "\n" for r in self.archive.to_rows()),
+                          durable)
 
     def _log_generation(self, g: int, n_new: int) -> None:
         hv, hv2 = self.hv_values()
@@ -131,7 +136,7 @@ class Search:
                "hv_loss_params": hv2, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
                "best": best, "surrogate_version": self.problem.evaluator.version}
         self.history.append(row)
-        append_jsonl(self.run_dir / "history.jsonl", [row])
+        append_jsonl(self.run_dir / "history.jsonl", [row], sync=False)  # the checkpoint holds it (see load)
 
     # ------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -167,9 +172,11 @@ class Search:
         self.gen, self.history = int(st["generation"]), list(st["history"])
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
+        atomic_write_text(self.run_dir / "history.jsonl", "".join(_dumps(r) + "\n" for r in self.history))
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"])
+        self._write_front(durable=True)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
         cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE)}
@@ -204,6 +211,8 @@ class Search:
                         break
             except KeyboardInterrupt:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
+        if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
+            self._write_front(durable=True)
         return self.write_summary(status, stopped_by)
 
     def _interval_summary(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from forge.arrays import PopArrays
+from forge.arrays import PopArrays, population
 from forge.genes import LAYER_GENES
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
@@ -112,7 +112,7 @@ def featurize(genomes: Sequence[Genome], field_set: str = "paper", L_max: int = 
     names = field_names(field_set)
     if not genomes:
         return Packed(np.zeros((0, L_max, len(names))), np.zeros((0, L_max), dtype=bool))
-    pop = PopArrays.from_genomes(genomes)
+    pop = population(genomes)  # a search's GenomeBatch brings its arrays (no second stacking)
     derived = str(field_set).split("+")[0] == "derived"
     extra = {**(_layer_costs(pop) if derived else {}), **{g: pop.genes[g] for g in token_genes(field_set)}}
     cols, mask = _pack(pop, L_max, extra or None)
