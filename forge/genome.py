@@ -119,10 +119,13 @@ class LayerGene:
         return LayerGene.build(**{**self.to_dict(), **values})
 
     def to_dict(self) -> dict[str, Any]:
-        """Full form: the seven genes always, a registered gene only off its default."""
-        d = {k: (bool(v) if k in ("active", "attn") else int(v)) for k in LEGACY for v in (getattr(self, k),)}
-        d.update(self.extra)
-        return d
+        """Full form: the seven genes always, a registered gene only off its default (cached like `canonical`)."""
+        d = self.__dict__.get("_full")
+        if d is None:
+            d = {k: (bool(v) if k in ("active", "attn") else int(v)) for k in LEGACY for v in (getattr(self, k),)}
+            d.update(self.extra)
+            self.__dict__["_full"] = d
+        return dict(d)
 
     def canonical(self) -> dict[str, int]:
         """Cached: layers are immutable and the decoder shares equal ones between genomes."""

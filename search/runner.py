@@ -110,7 +110,8 @@ class Search:
         for j, genome in enumerate(genomes):
             rec = self.problem.record(genome, m, j)
             rec.update(generation=g, surrogate_version=self.problem.evaluator.version)
-            rec["genome"] = genome.with_layers(genome.active_layers).to_dict()
+            rec["genome"] = full = genome.to_dict()  # = genome.with_layers(active_layers).to_dict(), unvalidated
+            full["layers"] = [lay for lay in full["layers"] if lay["active"]]
             self.records[rec["id"]] = rec
             rows.append(rec)
         append_jsonl(self.run_dir / "archive.jsonl", rows)
