@@ -129,6 +129,10 @@ class LayerGene:
 
     def canonical(self) -> dict[str, int]:
         """Cached: layers are immutable and the decoder shares equal ones between genomes."""
+        return dict(self._canon())
+
+    def _canon(self) -> dict[str, int]:
+        """The cached canonical dict itself (callers must not change it)."""
         d = self.__dict__.get("_canonical")
         if d is None:
             d = {}
@@ -137,7 +141,7 @@ class LayerGene:
                 if gene.legacy or v != gene.default:
                     d[gene.name] = v
             self.__dict__["_canonical"] = d
-        return dict(d)
+        return d
 
 
 def _check_gene(gene: Gene, value: Any) -> Any:
@@ -222,7 +226,7 @@ class Genome:
         """Functional form: globals + active layers only (identity-attention fields blanked).
 
         The precision key exists only when set, so a genome without precision genes hashes as before."""
-        d = {**self.globals_dict(), "layers": [g.canonical() for g in self.active_layers]}
+        d = {**self.globals_dict(), "layers": [g._canon() for g in self.active_layers]}
         if self.precision is not None:
             d["precision"] = self.precision.to_dict()
         return d

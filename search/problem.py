@@ -171,6 +171,7 @@ class ForgeProblem(Problem):
         self._ids: dict[bytes, str] = {}
         self._last: tuple[Any, list[Genome], dict[str, np.ndarray]] | None = None  # the batch just evaluated
         self._attention = set(attention_genes())
+        self._keys: dict[bytes, bytes] = {}  # row bytes -> network key (see keys)
         self._cost: dict[str, dict[str, float]] = {}
         self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
@@ -224,8 +225,15 @@ class ForgeProblem(Problem):
         """One key per row, equal exactly when the ids are (the same network), read from the encoded rows
         without decoding: active slots in order, attention genes blanked on identity layers, plus the
         precision genes. Grid indices stand for values one to one, so this is the id's canonical form."""
-        sp = self.space
         X = np.asarray(X, dtype=np.int64)
+        rows = [r.tobytes() for r in X]
+        miss = [j for j, b in enumerate(rows) if b not in self._keys]
+        if miss:
+            self._keys.update(zip((rows[j] for j in miss), self._row_keys(X[miss])))
+        return [self._keys[b] for b in rows]
+
+    def _row_keys(self, X: np.ndarray) -> list[bytes]:
+        sp = self.space
         X3 = X[:, :sp.n_layer_var].reshape(len(X), sp.L_max, sp.n_genes).copy()
         att = [j for j, k in enumerate(sp.codec_genes) if k in self._attention]
         X3[:, :, att] *= X3[:, :, 1:2]

@@ -152,10 +152,12 @@ class Search:
 
     def _flush_loss_cache(self) -> None:
         """Append losses cached this generation to state/loss_cache.jsonl, so a resume never re-predicts
-        (a different batch composition could change the last bits of a float prediction)."""
+        (a different batch composition could change the last bits of a float prediction). Not fsynced: a
+        killed process loses nothing the OS holds; only a power loss could drop its tail, which a resume then
+        re-predicts."""
         new = [k for k in self.problem._loss if k not in self._flushed]
         append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i,
-                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new])
+                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new], sync=False)
         self._flushed.update(new)
 
     def checkpoint(self) -> None:
