@@ -24,7 +24,7 @@ from search.algorithms import make_algorithm, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
-from search.state import CHECKPOINT, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+from search.state import CHECKPOINT, append_jsonl, compact_json, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
 
 LOSS_CACHE = "state/loss_cache.jsonl"
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
@@ -47,6 +47,7 @@ class Search:
         self.timers: dict[str, float] = defaultdict(float)
         self.gen, self.wall_before = -1, 0.0
         self._flushed: set[tuple[int, str]] = set()
+        self._json: dict[tuple, str] = {}  # record key -> its JSON (see _encoded)
         self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
 
     # ------------------------------------------------------------ hypervolume
@@ -162,7 +163,18 @@ class Search:
 
     def checkpoint(self) -> None:
         self._flush_loss_cache()
-        save_checkpoint(self.run_dir, self.state())
+        state = self.state()
+        records = {k: [self._encoded(r) for r in state.pop(k)] for k in ("archive", "pop_records")}
+        save_checkpoint(self.run_dir, state, records)
+
+    def _encoded(self, rec: dict[str, Any]) -> str:
+        """A record's JSON, cached: records never change once logged (same id, generation and surrogate
+        version = the same evaluation), and the population and archive repeat them generation after generation."""
+        key = (rec["id"], rec.get("generation"), rec.get("surrogate_version"))
+        text = self._json.get(key)
+        if text is None:
+            text = self._json[key] = compact_json(rec)
+        return text
 
     def load(self) -> None:
         """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it.
