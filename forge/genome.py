@@ -9,6 +9,10 @@ The id is a hash of the *canonical* form: globals plus the active layers in orde
 fields of identity-attention layers blanked. Pruned slots and the meaningless attention fields of
 identity layers therefore never change the id, so two genomes share an id exactly when they build the
 same network. The id is the cache key everywhere (surrogate, backends, label store, search archive).
+
+Which per-layer genes exist is the registry's to say (forge.genes): validation, the canonical form and the
+files iterate over it. A gene registered after the original seven (e.g. `window`) is stored only off its
+default, so genomes, label stores and checkpoints written before it load unchanged and keep their ids.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Search spaces: per-field grids, uniform sampling, repair and the integer codec for pymoo.
 
-A genome is encoded as a flat integer vector of L_max × 7 grid *indices*, layer-major:
-`[active, attn, i_nh, i_nkv, i_dqk, i_dv, i_dmlp]` per slot. Repair works on that matrix, vectorized:
+A genome is encoded as a flat integer vector of L_max × n_genes grid *indices*, layer-major:
+`[active, attn, i_nh, i_nkv, i_dqk, i_dv, i_dmlp]` per slot, then one index per registered gene the space
+lists a grid for (forge.genes; `window: [0, 64, ...]` adds `i_window`), so a space without one keeps 7. Repair works on that matrix, vectorized:
 it clips and rounds to the grid, snaps n_kv to the nearest divisor of n_h present in the n_kv grid
 (ties go to the smaller divisor: fewer KV heads, cheaper), and re-activates slot 0 when every layer
 is pruned. Repair is idempotent by construction (each step maps valid input to itself).
@@ -9,6 +10,9 @@ is pruned. Repair is idempotent by construction (each step maps valid input to i
 `precision: {weights: [...], acts: [...], kv: [...]}` (format names, forge.precision) makes precision a
 search variable: three more genes after the layer slots, `[i_w, i_a, i_kv]` indices into those lists,
 decoded into `Genome.precision`. Without it the codec and every genome are exactly as before.
+
+A yaml's `_target_` names the space class (`space_class`): SearchSpace or a user's subclass.
+Decoding builds genomes without re-validating them (the codec only yields valid, repaired values).
 
 `attention: gqa` restricts the space to grouped-query attention: n_h must divide d_model and
 d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and derived on decode.
