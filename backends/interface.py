@@ -138,6 +138,8 @@ def as_population(genomes: Any) -> "PopArrays":
 
     if isinstance(genomes, PopArrays):
         return genomes
+    if isinstance(getattr(genomes, "arrays", None), PopArrays):  # forge.arrays.GenomeBatch from the search
+        return genomes.arrays
     genomes = list(genomes)
     if not genomes:
         raise BackendError("evaluate() got an empty population; allowed: a non-empty list of Genomes or a PopArrays")

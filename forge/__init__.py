@@ -1,7 +1,7 @@
 """Forge core: what every other part uses, and it imports none of them.
 
-genome (typed frozen genome, YAML/JSON, stable id) · importers (genome files: ours and LLMForge's CSV and
-per-model YAML) · space (grids, sampling, repair, integer codec) · arrays (struct-of-arrays populations) ·
+genes (the registry: each per-layer gene declared once) · genome (typed frozen genome, YAML/JSON, stable id) · importers (genome files: ours and LLMForge's CSV and
+per-model YAML) · space (grids, sampling, repair, integer codec; chosen by `_target_`) · arrays (struct-of-arrays populations) ·
 workload (the one source of operators, parameters, FLOPs and bytes) · model (the IHA PyTorch model) ·
 labels (the label format) · config, io, parallel (Hydra paths, atomic writes, spawned workers) ·
 plugins (the allowlist of classes a config may name: a run folder is data, never code) · redact (URL

@@ -5,6 +5,10 @@ its attention is the identity, and every field is zeroed on pruned layers, so a 
 over layers without looking at the masks again. Globals are (P,) arrays, so one population may mix
 baselines of different widths and vocabularies.
 
+Per-layer fields follow the gene registry (forge.genes): the original seven are dataclass fields, every
+registered gene beyond them (e.g. `window`, 0 = full attention) sits in `genes` and reads as an attribute
+too (`pop.window`), its default filling arrays built without it. Masking iterates the registry.
+
 `weight_bytes`, `act_bytes`, `kv_bytes` are (P,) bytes per element from each genome's precision genes
 (shared MX scales included), NaN where a genome has none: the analyzer then uses the workload's.
 """
@@ -15,10 +19,27 @@ from typing import Sequence
 
 import numpy as np
 
+from forge.genes import LAYER_GENES, extra_genes
 from forge.genome import Genome
 
-LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
+LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # the dataclass's per-layer fields
 PREC_KEYS = ("weight_bytes", "act_bytes", "kv_bytes")
+
+
+class GenomeBatch(list):
+    """A list of genomes that also carries their PopArrays, built once from the encoded rows: the search
+    hands it to the surrogate and the backend, which read `.arrays` instead of stacking the genomes again.
+    Anything that only iterates genomes sees a plain list."""
+
+    def __init__(self, genomes, arrays: "PopArrays") -> None:
+        super().__init__(genomes)
+        self.arrays = arrays
+
+
+def population(genomes: Sequence[Genome]) -> "PopArrays":
+    """The genomes' PopArrays: a GenomeBatch's own, else stacked (`PopArrays.from_genomes`)."""
+    arrays = getattr(genomes, "arrays", None)
+    return arrays if isinstance(arrays, PopArrays) else PopArrays.from_genomes(genomes)
 
 
 @dataclass
@@ -42,11 +63,22 @@ class PopArrays:
     weight_bytes: np.ndarray | None = None  # (P,) float, NaN = the workload's precision
     act_bytes: np.ndarray | None = None
     kv_bytes: np.ndarray | None = None
+    genes: dict[str, np.ndarray] | None = None  # (P, L) per registered gene beyond the seven (e.g. window)
 
     def __post_init__(self) -> None:
         for k in PREC_KEYS:
             if getattr(self, k) is None:
                 setattr(self, k, np.full(self.active.shape[0], np.nan))
+        self.genes = dict(self.genes or {})
+        for g in extra_genes():
+            if g.name not in self.genes:
+                self.genes[g.name] = np.full(self.active.shape, int(g.default), dtype=np.int64)
+
+    def __getattr__(self, name: str) -> np.ndarray:  # pop.window and any other registered gene
+        genes = self.__dict__.get("genes")
+        if genes is not None and name in genes:
+            return genes[name]
+        raise AttributeError(name)
 
     @property
     def P(self) -> int:
@@ -63,9 +95,12 @@ class PopArrays:
         kw = {f.name: getattr(self, f.name) for f in fields(self)}
         kw["active"] = act.astype(np.int64)
         kw["attn"] = att.astype(np.int64)
-        for k in ("n_h", "n_kv", "d_qk", "d_v"):
-            kw[k] = np.where(att, kw[k], 0).astype(np.int64)
-        kw["d_mlp"] = np.where(act, kw["d_mlp"], 0).astype(np.int64)
+        kw["genes"] = dict(self.genes)
+        for gene in LAYER_GENES.values():
+            if gene.name in ("active", "attn"):
+                continue
+            where = kw if gene.name in LAYER_KEYS else kw["genes"]
+            where[gene.name] = np.where(att if gene.attention else act, where[gene.name], 0).astype(np.int64)
         return PopArrays(**kw)
 
     @property
@@ -78,18 +113,20 @@ class PopArrays:
         return replace(self, **kw)
 
     def take(self, idx: np.ndarray) -> "PopArrays":
-        return PopArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        kw = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "genes"}
+        return PopArrays(**{k: v[idx] for k, v in kw.items()}, genes={k: v[idx] for k, v in self.genes.items()})
 
     @classmethod
     def from_genomes(cls, genomes: Sequence[Genome], L: int | None = None) -> "PopArrays":
         """Stack genomes, padding each to L layer slots with pruned layers."""
         L = L or max(len(g.layers) for g in genomes)
         P = len(genomes)
-        lay = {k: np.zeros((P, L), dtype=np.int64) for k in LAYER_KEYS}
+        names = tuple(LAYER_GENES)
+        lay = {k: np.zeros((P, L), dtype=np.int64) for k in names}
         for p, g in enumerate(genomes):
             for i, gene in enumerate(g.layers):
-                for k in LAYER_KEYS:
-                    lay[k][p, i] = int(getattr(gene, k))
+                for k in names:
+                    lay[k][p, i] = int(gene.get(k))
         glob = dict(
             d_model=np.array([g.d_model for g in genomes], dtype=np.int64),
             block_size=np.array([g.block_size for g in genomes], dtype=np.int64),
@@ -104,4 +141,5 @@ class PopArrays:
         prec = np.array([g.precision.bytes() if g.precision is not None else (np.nan,) * 3 for g in genomes],
                         dtype=float).reshape(P, 3)
         glob.update({k: prec[:, j] for j, k in enumerate(PREC_KEYS)})
-        return cls(**lay, **glob).masked()
+        genes = {k: lay.pop(k) for k in names if k not in LAYER_KEYS}
+        return cls(**lay, **glob, genes=genes).masked()

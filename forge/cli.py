@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
+from forge.genes import LAYER_GENES
 from forge.genome import Genome, GenomeError
 from forge.importers import load_genome
 from forge.io import atomic_write_json
@@ -58,9 +59,10 @@ def _print_arch(s: dict[str, Any]) -> None:
     c.print(f"params {s['params']:,}  non-embedding {s['non_embedding_params']:,}  active layers "
             f"{s['n_active_layers']} ({s['n_attn_layers']} with attention)  KV {s['kv_bytes_per_token']:,} B/token (bf16)  "
             f"{s['flops_per_token'] / 1e6:,.1f} MFLOP/token")
-    t = Table("#", "n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")
+    cols = [g.name for g in LAYER_GENES.values() if g.grid and (g.legacy or any(g.name in lay for lay in s["layers"]))]
+    t = Table("#", *cols, "attn")
     for i, g in enumerate(s["layers"]):
-        t.add_row(str(i), *(str(g[k]) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")), "yes" if g["attn"] else "identity")
+        t.add_row(str(i), *(str(g.get(k, LAYER_GENES[k].default)) for k in cols), "yes" if g["attn"] else "identity")
     c.print(t)
 
 

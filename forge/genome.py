@@ -9,26 +9,29 @@ The id is a hash of the *canonical* form: globals plus the active layers in orde
 fields of identity-attention layers blanked. Pruned slots and the meaningless attention fields of
 identity layers therefore never change the id, so two genomes share an id exactly when they build the
 same network. The id is the cache key everywhere (surrogate, backends, label store, search archive).
+
+Which per-layer genes exist is the registry's to say (forge.genes): validation, the canonical form and the
+files iterate over it. A gene registered after the original seven (e.g. `window`) is stored only off its
+default, so genomes, label stores and checkpoints written before it load unchanged and keep their ids.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import operator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
 
+from forge.genes import LAYER_GENES, LEGACY, Gene
 from forge.precision import PrecisionError, PrecisionGenes
 
 MLP_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 BIAS_KINDS = ("none", "qkv", "all")
 POS_KINDS = ("rope", "learned")
-LAYER_FIELDS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
-ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
 
 
 class GenomeError(ValueError):
@@ -69,7 +72,10 @@ def _check_choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class LayerGene:
-    """One layer slot. `active=False` prunes it; `attn=False` makes its attention the identity."""
+    """One layer slot. `active=False` prunes it; `attn=False` makes its attention the identity.
+
+    The seven fields are the original genes; a gene registered later (forge.genes, e.g. `window`) is read
+    as an attribute too and stored in `extra` only where it differs from its default."""
 
     n_h: int
     n_kv: int
@@ -78,21 +84,86 @@ class LayerGene:
     d_mlp: int
     active: bool = True
     attn: bool = True
+    extra: tuple[tuple[str, int], ...] = ()  # (name, value) of registered genes off their default, sorted
 
     def __post_init__(self) -> None:
-        for name in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp"):
-            object.__setattr__(self, name, _check_int(f"layer.{name}", getattr(self, name)))
-        object.__setattr__(self, "active", _check_bool("layer.active", self.active))
-        object.__setattr__(self, "attn", _check_bool("layer.attn", self.attn))
-        if self.n_h % self.n_kv:
-            raise _fail("layer.n_kv", self.n_kv, f"a divisor of n_h={self.n_h}")
+        for gene in LAYER_GENES.values():
+            if gene.legacy:
+                object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name)))
+        object.__setattr__(self, "extra", _check_extra(self.extra))
+        for gene in LAYER_GENES.values():
+            if gene.divides and self.get(gene.divides) % self.get(gene.name):
+                raise _fail(f"layer.{gene.name}", self.get(gene.name), f"a divisor of {gene.divides}={self.get(gene.divides)}")
+
+    @classmethod
+    def build(cls, **values: Any) -> "LayerGene":
+        """From every gene by name (registered extras included), validated."""
+        extra = {k: values.pop(k) for k in list(values) if k not in LEGACY}
+        return cls(**values, extra=tuple(extra.items()))
+
+    @classmethod
+    def trusted(cls, values: dict[str, Any], extra: tuple = ()) -> "LayerGene":
+        """Without validation: for values the space's codec produced (on-grid, repaired) only."""
+        g = object.__new__(cls)
+        g.__dict__.update(values)
+        g.__dict__["extra"] = extra
+        return g
+
+    def __getattr__(self, name: str) -> Any:  # registered genes beyond the seven fields
+        gene = LAYER_GENES.get(name)
+        if gene is None or name in LEGACY or name == "extra":
+            raise AttributeError(name)
+        return dict(self.__dict__.get("extra", ())).get(name, gene.default)
+
+    def get(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def replace(self, **values: Any) -> "LayerGene":
+        """A copy with some genes (any registered name) changed."""
+        return LayerGene.build(**{**self.to_dict(), **values})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Full form: the seven genes always, a registered gene only off its default (cached like `canonical`)."""
+        d = self.__dict__.get("_full")
+        if d is None:
+            d = {k: (bool(v) if k in ("active", "attn") else int(v)) for k in LEGACY for v in (getattr(self, k),)}
+            d.update(self.extra)
+            self.__dict__["_full"] = d
+        return dict(d)
 
     def canonical(self) -> dict[str, int]:
-        d = {k: int(getattr(self, k)) for k in LAYER_FIELDS}
-        if not self.attn:  # identity attention: its shape fields do not exist in the network
-            for k in ATTN_FIELDS:
-                d[k] = 0
+        """Cached: layers are immutable and the decoder shares equal ones between genomes."""
+        return dict(self._canon())
+
+    def _canon(self) -> dict[str, int]:
+        """The cached canonical dict itself (callers must not change it)."""
+        d = self.__dict__.get("_canonical")
+        if d is None:
+            d = {}
+            for gene in LAYER_GENES.values():
+                v = 0 if gene.attention and not self.attn else int(self.get(gene.name))  # identity: no such field
+                if gene.legacy or v != gene.default:
+                    d[gene.name] = v
+            self.__dict__["_canonical"] = d
         return d
+
+
+def _check_gene(gene: Gene, value: Any) -> Any:
+    where = f"layer.{gene.name}"
+    return _check_bool(where, value) if gene.kind == "bool" else _check_int(where, value, gene.lo)
+
+
+def _check_extra(extra: Any) -> tuple[tuple[str, int], ...]:
+    items = dict(extra).items() if not isinstance(extra, dict) else extra.items()
+    out = []
+    for k, v in items:
+        gene = LAYER_GENES.get(k)
+        if gene is None or gene.legacy:
+            raise _fail(f"layer.{k}", v, "a registered gene: " + ", ".join(LAYER_GENES))
+        v = _check_gene(gene, v)
+        if v != gene.default:
+            out.append((k, v))
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
@@ -145,6 +216,13 @@ class Genome:
     def n_active(self) -> int:
         return sum(g.active for g in self.layers)
 
+    def shown_genes(self) -> tuple[str, ...]:
+        """Per-layer genes worth a column in a table: the five shape genes, plus any registered gene that
+        some active layer sets off its default (so tables of older genomes look exactly as before)."""
+        extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.legacy
+                 and any(lay.get(g.name) != g.default for lay in self.active_layers)]
+        return tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy) + tuple(extra)
+
     def globals_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in GLOBAL_FIELDS}
 
@@ -152,23 +230,26 @@ class Genome:
         """Functional form: globals + active layers only (identity-attention fields blanked).
 
         The precision key exists only when set, so a genome without precision genes hashes as before."""
-        d = {**self.globals_dict(), "layers": [g.canonical() for g in self.active_layers]}
+        d = {**self.globals_dict(), "layers": [g._canon() for g in self.active_layers]}
         if self.precision is not None:
             d["precision"] = self.precision.to_dict()
         return d
 
     @property
     def id(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Cached on first use (the genome is frozen; `replace` builds a new object)."""
+        cached = self.__dict__.get("_id")
+        if cached is None:
+            blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+            cached = self.__dict__["_id"] = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return cached
 
     # ----------------------------------------------------------- round-trip
     def to_dict(self) -> dict[str, Any]:
         """Full form (pruned slots kept), for YAML/JSON files and search state."""
         d: dict[str, Any] = {"name": self.name} if self.name else {}
         d.update(self.globals_dict())
-        d["layers"] = [{k: (bool(v) if k in ("active", "attn") else int(v))
-                        for k, v in asdict(g).items()} for g in self.layers]
+        d["layers"] = [g.to_dict() for g in self.layers]
         if self.precision is not None:
             d["precision"] = self.precision.to_dict()
         return d
@@ -186,6 +267,14 @@ class Genome:
     def with_layers(self, layers: Iterable[LayerGene]) -> "Genome":
         return replace(self, layers=tuple(layers))
 
+    def trusted_copy(self, layers: tuple[LayerGene, ...], precision: Any = None) -> "Genome":
+        """These globals with other layers, without validation (the space's decoder: values it produced)."""
+        g = object.__new__(Genome)
+        g.__dict__.update(self.__dict__)
+        g.__dict__.pop("_id", None)
+        g.__dict__["layers"], g.__dict__["precision"] = layers, precision
+        return g
+
     def with_precision(self, precision: Any) -> "Genome":
         """The same network at other formats (None strips them: what the surrogate sees)."""
         return replace(self, precision=precision)
@@ -195,17 +284,20 @@ GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "
 
 
 def _layer_from_dict(i: int, d: Any, template: dict[str, Any] | None = None) -> LayerGene:
+    """A layer mapping; a registered gene it lacks takes its default (files older than the gene load)."""
+    names = tuple(LAYER_GENES)
     if not isinstance(d, dict):
-        raise _fail(f"layers[{i}]", d, "a mapping with keys " + ", ".join(LAYER_FIELDS))
+        raise _fail(f"layers[{i}]", d, "a mapping with keys " + ", ".join(names))
     d = {**(template or {}), **d}
-    unknown = set(d) - set(LAYER_FIELDS)
+    unknown = set(d) - set(names)
     if unknown:
-        raise _fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(LAYER_FIELDS))
-    missing = [k for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp") if k not in d]
+        raise _fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(names))
+    required = [g.name for g in LAYER_GENES.values() if g.default is None]
+    missing = [k for k in required if k not in d]
     if missing:
-        raise GenomeError(f"layers[{i}] is missing field(s) {missing}; required: n_h, n_kv, d_qk, d_v, d_mlp")
+        raise GenomeError(f"layers[{i}] is missing field(s) {missing}; required: {', '.join(required)}")
     try:
-        return LayerGene(**d)
+        return LayerGene.build(**d)
     except GenomeError as e:  # re-label with the layer index so the user finds it
         raise GenomeError(str(e).replace("layer.", f"layers[{i}].", 1)) from None
 

@@ -13,8 +13,11 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
+def atomic_write_bytes(path: str | Path, data: bytes, durable: bool = True) -> None:
+    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half.
+
+    `durable=False` skips the fsync (still atomic for readers and against a killed process): for files
+    rewritten every step from state that is itself durable elsewhere (a search's pareto.jsonl)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -23,7 +26,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -42,8 +46,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
                         f"allowed: a UTF-8 text {what}") from None
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode(), durable)
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:

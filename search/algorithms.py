@@ -52,7 +52,7 @@ def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, An
     algo = cls(pop_size=int(s.get("pop_size", 24)), n_offsprings=int(s.get("offspring", 48)),
                sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s.get("crossover", 0.6))),
                mutation=LayerMutation(space, rate, params), repair=SpaceRepair(space),
-               eliminate_duplicates=IdDuplicateElimination(problem.ids))
+               eliminate_duplicates=IdDuplicateElimination(problem.keys))
     algo.space = space
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
     return algo

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
 from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
@@ -169,8 +170,10 @@ def loss_line(info: dict[str, Any]) -> str:
 
 def model_card(info: dict[str, Any], genome: Genome) -> str:
     metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(info["metrics"].items()))
-    layers = "\n".join(f"| {i} | {g.n_h} | {g.n_kv} | {g.d_qk} | {g.d_v} | {g.d_mlp} | yes |" if g.attn else
-                       f"| {i} | - | - | - | - | {g.d_mlp} | identity |" for i, g in enumerate(genome.active_layers))
+    cols = genome.shown_genes()
+    cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else str(g.get(k))  # noqa: E731
+    layers = "\n".join(f"| {i} | " + " | ".join(cell(g, k) for k in cols) + f" | {'yes' if g.attn else 'identity'} |"
+                       for i, g in enumerate(genome.active_layers))
     return f"""# Forge-DSE export {info['id']}
 
 IHA decoder found by forge-search (run `{info.get('run')}`, generation {info.get('generation')}).
@@ -193,8 +196,8 @@ Objectives: {', '.join(info.get('objectives') or ['not recorded'])}.
 - space: {info.get('space')}
 
 ## Architecture (d_model {genome.d_model}, block {genome.block_size}, vocab {genome.vocab_size}, {genome.mlp}, {genome.norm}, {genome.pos})
-| layer | n_h | n_kv | d_qk | d_v | d_mlp | attention |
-| --- | --- | --- | --- | --- | --- | --- |
+| layer | {' | '.join(cols)} | attention |
+| --- | {'--- | ' * len(cols)}--- |
 {layers}
 
 ## Load

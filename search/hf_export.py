@@ -35,8 +35,8 @@ def require_transformers() -> None:
 
 def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
     """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped)."""
-    layers = [{"attn": g.attn, "n_h": g.n_h, "n_kv": g.n_kv, "d_qk": g.d_qk, "d_v": g.d_v, "d_mlp": g.d_mlp}
-              for g in genome.active_layers]
+    layers = [{"attn": g.attn, **{k: v for k, v in g.to_dict().items() if k not in ("active", "attn")}}
+              for g in genome.active_layers]  # every registered gene (forge.genes) set off its default too
     return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model,
             "max_position_embeddings": genome.block_size, "layers": layers, "mlp": genome.mlp,
             "norm": genome.norm, "bias": genome.bias, "pos": genome.pos, "parallel": genome.parallel,
@@ -52,7 +52,9 @@ def llama_misfit(genome: Genome) -> str | None:
               (genome.bias in ("none", "all"), "bias=qkv (Llama biases q, k, v and o together)"),
               (all(g.attn for g in L), "identity-attention layers"),
               (len(shapes) == 1, "layers differ in (n_h, n_kv, d_qk, d_v, d_mlp)"),
-              (all(g.d_qk == g.d_v for g in L), "d_qk != d_v")]
+              (all(g.d_qk == g.d_v for g in L), "d_qk != d_v"),
+              (not any(g.extra for g in L), "layers set genes Llama lacks (" +
+               ", ".join(sorted({k for g in L for k, _ in g.extra})) + ")")]
     return next((why for ok, why in checks if not ok), None)
 
 

@@ -1,7 +1,8 @@
 """Genetic operators over the integer genome matrix (LLMForge §3.3.1), as pure numpy functions.
 
 Every function takes the random generator explicitly, so one seed drives the whole search. Rows of X
-are genomes encoded by `SearchSpace.encode` (L_max slots × 7 genes, layer-major); operators move whole
+are genomes encoded by `SearchSpace.encode` (L_max slots × `space.n_genes` genes, layer-major: the two
+masks, then one grid index per searched gene of the registry, forge.genes); operators move whole
 layer slots or grid indices and never produce off-grid values. The pymoo classes at the bottom are
 thin adapters whose `_do` calls these functions with pymoo's own `random_state` (seeded from the run
 seed), and every offspring is repaired by `space.repair_x`.
@@ -21,19 +22,19 @@ from pymoo.core.repair import Repair
 from pymoo.core.sampling import Sampling
 
 from forge.genome import Genome
-from forge.space import N_GENES, SearchSpace
+from forge.space import SearchSpace
 
-# Gene columns inside one layer slot (see forge.space): active, attn, then five grid indices.
+# Gene columns inside one layer slot (see forge.space): active, attn, then one grid index per searched gene.
 ACTIVE, ATTN, FIRST_GRID = 0, 1, 2
 
 
 def _layers(X: np.ndarray, space: SearchSpace) -> np.ndarray:
-    """(n, L_max, 7) copy of X's layer genes, so callers never alias their parents' rows."""
-    return np.array(np.asarray(X)[:, :space.n_layer_var], dtype=np.int64).reshape(len(X), space.L_max, N_GENES)
+    """(n, L_max, n_genes) copy of X's layer genes, so callers never alias their parents' rows."""
+    return np.array(np.asarray(X)[:, :space.n_layer_var], dtype=np.int64).reshape(len(X), space.L_max, space.n_genes)
 
 
 def _join(Y: np.ndarray, X: np.ndarray, space: SearchSpace) -> np.ndarray:
-    """Layer genes Y (n, L_max, 7) + the precision genes of X (none in a plain space) → rows."""
+    """Layer genes Y (n, L_max, n_genes) + the precision genes of X (none in a plain space) → rows."""
     return np.concatenate([Y.reshape(len(Y), -1), np.array(np.asarray(X)[:, space.n_layer_var:], dtype=np.int64)], axis=1)
 
 

@@ -21,6 +21,8 @@ from pymoo.core.duplicate import DuplicateElimination
 from pymoo.core.problem import Problem
 
 from backends.interface import Backend, CostTable, Workload
+from forge.arrays import GenomeBatch, PopArrays
+from forge.genes import attention_genes
 from forge.genome import Genome
 from forge.io import json_num
 from forge.precision import QuantPenalty
@@ -57,8 +59,10 @@ def parse_constraint(text: str) -> Constraint:
 
 
 def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
-    """The architectures the loss model sees (precision genes removed)."""
-    return [g.with_precision(None) if g.precision is not None else g for g in genomes]
+    """The architectures the loss model sees (precision genes removed); a GenomeBatch keeps its arrays."""
+    out = [g.with_precision(None) if g.precision is not None else g for g in genomes]
+    arrays = getattr(genomes, "arrays", None)
+    return GenomeBatch(out, arrays.with_bytes(weight_bytes=None, act_bytes=None, kv_bytes=None)) if arrays else out
 
 
 class LossEvaluator:
@@ -162,6 +166,9 @@ class ForgeProblem(Problem):
                          xl=xl, xu=xu, vtype=int)
         self._genomes: dict[bytes, Genome] = {}
         self._ids: dict[bytes, str] = {}
+        self._last: tuple[Any, list[Genome], dict[str, np.ndarray]] | None = None  # the batch just evaluated
+        self._attention = set(attention_genes())
+        self._keys: dict[bytes, bytes] = {}  # row bytes -> network key (see keys)
         self._cost: dict[str, dict[str, float]] = {}
         self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
@@ -206,8 +213,31 @@ class ForgeProblem(Problem):
         return [self._genomes[k] for k in keys]
 
     def ids(self, X: np.ndarray) -> list[str]:
+        X = np.asarray(X, dtype=np.int64)
         self.genomes(X)
-        return [self._ids[np.asarray(row, dtype=np.int64).tobytes()] for row in np.asarray(X)]
+        return [self._ids[row.tobytes()] for row in X]
+
+    def keys(self, X: np.ndarray) -> list[bytes]:
+        """One key per row, equal exactly when the ids are (the same network), read from the encoded rows
+        without decoding: active slots in order, attention genes blanked on identity layers, plus the
+        precision genes. Grid indices stand for values one to one, so this is the id's canonical form."""
+        X = np.asarray(X, dtype=np.int64)
+        rows = [r.tobytes() for r in X]
+        miss = [j for j, b in enumerate(rows) if b not in self._keys]
+        if miss:
+            self._keys.update(zip((rows[j] for j in miss), self._row_keys(X[miss])))
+        return [self._keys[b] for b in rows]
+
+    def _row_keys(self, X: np.ndarray) -> list[bytes]:
+        sp = self.space
+        X3 = X[:, :sp.n_layer_var].reshape(len(X), sp.L_max, sp.n_genes).copy()
+        att = [j for j, k in enumerate(sp.codec_genes) if k in self._attention]
+        X3[:, :, att] *= X3[:, :, 1:2]
+        act = X3[:, :, 0].astype(bool)
+        X3 = np.take_along_axis(X3, np.argsort(~act, axis=1, kind="stable")[:, :, None], axis=1)
+        X3 *= np.sort(act, axis=1)[:, ::-1, None]
+        rows = np.concatenate([X3.reshape(len(X), -1), X[:, sp.n_layer_var:]], axis=1)
+        return [r.tobytes() for r in rows]
 
     # ------------------------------------------------------------ evaluation
     def metrics(self, X: np.ndarray) -> tuple[list[Genome], dict[str, np.ndarray]]:
@@ -216,17 +246,24 @@ class ForgeProblem(Problem):
         The matrix is converted to per-layer values once; genomes (for the evaluator, the backend and the
         cache keys) and the analyzer's arrays (for the model totals) are both built from that one conversion."""
         X = np.asarray(X, dtype=np.int64)
+        key = (self.evaluator.version, X.tobytes())
+        if self._last is not None and self._last[0] == key:  # the runner logs the batch it just evaluated
+            return self._last[1], dict(self._last[2])
         values = self.space.values(X)
         genomes = self.genomes(X, values)
-        ids = [self._ids[row.tobytes()] for row in X]
-        out = self._loss_metrics(genomes, ids)
-        out.update(self._cost_metrics(genomes, ids))
         t0 = time.perf_counter()
-        out.update(self.totals(self.space.arrays_from_values(values)))
+        arrays = self.space.arrays_from_values(values)
+        self.timers["decode"] += time.perf_counter() - t0
+        ids = [self._ids[row.tobytes()] for row in X]
+        out = self._loss_metrics(genomes, ids, arrays)
+        out.update(self._cost_metrics(genomes, ids, arrays))
+        t0 = time.perf_counter()
+        out.update(self.totals(arrays))
         self.timers["model_totals"] += time.perf_counter() - t0
         if self.user:
             out.update(self._user_metrics(genomes, ids))
-        return genomes, out
+        self._last = (key, genomes, out)
+        return genomes, dict(out)
 
     def totals(self, arrays: Any) -> dict[str, np.ndarray]:
         """Model totals, plus the workload totals when an objective or constraint names one."""
@@ -247,13 +284,13 @@ class ForgeProblem(Problem):
                 self._user[i] = {n: float(c[j]) for n, c in cols.items()}
         return {n: np.array([self._user[i][n] for i in ids], dtype=float) for n in self.user}
 
-    def _loss_metrics(self, genomes: list[Genome], ids: list[str]) -> dict[str, np.ndarray]:
+    def _loss_metrics(self, genomes: list[Genome], ids: list[str], arrays: PopArrays | None = None
+                      ) -> dict[str, np.ndarray]:
         v = self.evaluator.version
         todo = list(dict.fromkeys(i for i in ids if (v, i) not in self._loss))
         if todo:
             t0 = time.perf_counter()
-            first = {i: g for g, i in zip(genomes, ids)}
-            loss, mu, sigma = self.evaluator([first[i] for i in todo])
+            loss, mu, sigma = self.evaluator(_batch(genomes, ids, todo, arrays))
             for j, i in enumerate(todo):
                 self._loss[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
             self.timers[self.evaluator.kind] += time.perf_counter() - t0
@@ -263,12 +300,12 @@ class ForgeProblem(Problem):
             out["loss_lo"], out["loss_hi"] = self.evaluator.interval(rows[:, 1], rows[:, 2])
         return out
 
-    def _cost_metrics(self, genomes: list[Genome], ids: list[str]) -> dict[str, np.ndarray]:
+    def _cost_metrics(self, genomes: list[Genome], ids: list[str], arrays: PopArrays | None = None
+                      ) -> dict[str, np.ndarray]:
         todo = list(dict.fromkeys(i for i in ids if i not in self._cost))
         if todo:
             t0 = time.perf_counter()
-            first = {i: g for g, i in zip(genomes, ids)}
-            table: CostTable = self.backend.evaluate([first[i] for i in todo], self.workload)
+            table: CostTable = self.backend.evaluate(_batch(genomes, ids, todo, arrays), self.workload)
             names = [n for n in dict.fromkeys([*CORE_COST, *self.objectives, *(c.name for c in self.constraints)])
                      if n not in (*NOT_BACKEND, *self.user)]
             cols = {n: table.objective(n) for n in names}
@@ -308,6 +345,16 @@ class ForgeProblem(Problem):
             design["precision"] = str(genome.precision)
         rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
         return rec | ({"design": design} if design else {})
+
+
+def _batch(genomes: list[Genome], ids: list[str], todo: list[str], arrays: PopArrays | None) -> list[Genome]:
+    """The first genome of each id in `todo`, with its rows of `arrays` when given (a GenomeBatch)."""
+    first: dict[str, int] = {}
+    for j, i in enumerate(ids):
+        first.setdefault(i, j)
+    rows = [first[i] for i in todo]
+    picked = [genomes[j] for j in rows]
+    return GenomeBatch(picked, arrays.take(np.asarray(rows))) if arrays is not None else picked
 
 
 class IdDuplicateElimination(DuplicateElimination):

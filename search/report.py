@@ -23,11 +23,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from forge.io import as_float as _f
+from forge.genes import LAYER_GENES, attention_genes
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
-FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")
-ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
+FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
+ATTN_FIELDS = attention_genes()
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
 
@@ -136,6 +137,13 @@ def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str
                     label=f"{level:.0%} loss interval")
 
 
+def shown_fields(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The five shape genes plus any registered gene some row's layer sets (stored only off its default)."""
+    extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.legacy
+             and any(g.name in lay for r in rows for lay in r["genome"]["layers"])]
+    return FIELDS + tuple(extra)
+
+
 def fingerprint(pareto: list[dict[str, Any]], top: int = 50, grid: int = 21) -> dict[str, np.ndarray]:
     """(mean, std) per field on a relative-depth grid over the `top` lowest-loss archive genomes."""
     rows = sorted(pareto, key=lambda r: _f(r["metrics"].get("val_loss")))[:top]
@@ -145,9 +153,9 @@ def fingerprint(pareto: list[dict[str, Any]], top: int = 50, grid: int = 21) -> 
         layers = [lay for lay in r["genome"]["layers"] if lay["active"]]
         n = len(layers)
         pos = (np.arange(n) + 0.5) / n
-        for k in FIELDS:
+        for k in shown_fields(pareto):
             keep = [i for i, lay in enumerate(layers) if lay["attn"] or k not in ATTN_FIELDS]
-            vals = np.array([layers[i][k] for i in keep], float)
+            vals = np.array([layers[i].get(k, LAYER_GENES[k].default) for i in keep], float)
             curves[k].append(np.interp(u, pos[keep], vals) if keep else np.full(grid, np.nan))
         curves["depth"].append(np.full(grid, n))
     out = {"u": u}
@@ -164,14 +172,15 @@ def plot_fingerprints(runs: list[dict[str, Any]], path: Path, top: int = 50) -> 
     by_backend: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         by_backend[r["summary"].get("backend", "?")] += r["pareto"]
-    fig, axes = plt.subplots(1, len(FIELDS), figsize=(16, 3.6))
+    fields_ = shown_fields([p for r in runs for p in r["pareto"]])
+    fig, axes = plt.subplots(1, len(fields_), figsize=(3.2 * len(fields_), 3.6))
     stats = {}
     for backend, pareto in sorted(by_backend.items()):
         fp = fingerprint(pareto, top)
         if "n_h" not in fp:
             continue
         stats[backend] = {"depth_mean": float(fp["depth"][0][0]), "n_genomes": min(top, len(pareto))}
-        for ax, k in zip(axes, FIELDS):
+        for ax, k in zip(axes, fields_):
             mu, sd = fp[k]
             ax.plot(fp["u"], mu, label=backend)
             ax.fill_between(fp["u"], mu - sd, mu + sd, alpha=0.15)

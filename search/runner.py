@@ -25,7 +25,7 @@ from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_over
 from search.coevolution import Population as Survivors
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
-from search.state import CHECKPOINT, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+from search.state import CHECKPOINT, append_jsonl, compact_json, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
 
 LOSS_CACHE = "state/loss_cache.jsonl"
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
@@ -48,6 +48,7 @@ class Search:
         self.timers: dict[str, float] = defaultdict(float)
         self.gen, self.wall_before = -1, 0.0
         self._flushed: set[tuple[int, str]] = set()
+        self._json: dict[tuple, str] = {}  # record key -> its JSON (see _encoded)
         self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
 
     # ------------------------------------------------------------ hypervolume
@@ -113,7 +114,8 @@ class Search:
         for j, genome in enumerate(genomes):
             rec = self.problem.record(genome, m, j)
             rec.update(generation=g, surrogate_version=self.problem.evaluator.version)
-            rec["genome"] = genome.with_layers(genome.active_layers).to_dict()
+            rec["genome"] = full = genome.to_dict()  # = genome.with_layers(active_layers).to_dict(), unvalidated
+            full["layers"] = [lay for lay in full["layers"] if lay["active"]]
             self.records[rec["id"]] = rec
             rows.append(rec)
         append_jsonl(self.run_dir / "archive.jsonl", rows)
@@ -123,8 +125,13 @@ class Search:
         feas = np.asarray(pool.get("feas")).reshape(-1)
         keep = [j for j in range(len(pool)) if feas[j]]
         self.archive.update([self.records[ids[j]] for j in keep], pool.get("F")[keep])
-        atomic_write_text(self.run_dir / "pareto.jsonl",
-                          "".join(json_line(r) + "\n" for r in self.archive.to_rows()))
+        self._write_front(durable=False)
+
+    def _write_front(self, durable: bool) -> None:
+        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) every generation,
+        made durable once at the end and on resume, so a generation costs no fsync for it."""
+        atomic_write_text(self.run_dir / "pareto.jsonl", "".join(json_line(r) + "\n" for r in self.archive.to_rows()),
+                          durable)
 
     def _log_generation(self, g: int, n_new: int) -> None:
         hv, hv2 = self.hv_values()
@@ -134,7 +141,7 @@ class Search:
                "hv_loss_params": hv2, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
                "best": best, "surrogate_version": self.problem.evaluator.version}
         self.history.append(row)
-        append_jsonl(self.run_dir / "history.jsonl", [row])
+        append_jsonl(self.run_dir / "history.jsonl", [row], sync=False)  # the checkpoint holds it (see load)
 
     # ------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -149,15 +156,28 @@ class Search:
 
     def _flush_loss_cache(self) -> None:
         """Append losses cached this generation to state/loss_cache.jsonl, so a resume never re-predicts
-        (a different batch composition could change the last bits of a float prediction)."""
+        (a different batch composition could change the last bits of a float prediction). Not fsynced: a
+        killed process loses nothing the OS holds; only a power loss could drop its tail, which a resume then
+        re-predicts."""
         new = [k for k in self.problem._loss if k not in self._flushed]
         append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i,
-                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new])
+                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new], sync=False)
         self._flushed.update(new)
 
     def checkpoint(self) -> None:
         self._flush_loss_cache()
-        save_checkpoint(self.run_dir, self.state())
+        state = self.state()
+        records = {k: [self._encoded(r) for r in state.pop(k)] for k in ("archive", "pop_records")}
+        save_checkpoint(self.run_dir, state, records)
+
+    def _encoded(self, rec: dict[str, Any]) -> str:
+        """A record's JSON, cached: records never change once logged (same id, generation and surrogate
+        version = the same evaluation), and the population and archive repeat them generation after generation."""
+        key = (rec["id"], rec.get("generation"), rec.get("surrogate_version"))
+        text = self._json.get(key)
+        if text is None:
+            text = self._json[key] = compact_json(rec)
+        return text
 
     def load(self) -> None:
         """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it.
@@ -170,9 +190,11 @@ class Search:
         self.gen, self.history = int(st["generation"]), list(st["history"])
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
+        atomic_write_text(self.run_dir / "history.jsonl", "".join(json_line(r) + "\n" for r in self.history))
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
+        self._write_front(durable=True)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
         cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE)}
@@ -207,6 +229,8 @@ class Search:
                         break
             except KeyboardInterrupt:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
+        if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
+            self._write_front(durable=True)
         return self.write_summary(status, stopped_by)
 
     def _interval_summary(self) -> dict[str, Any]:

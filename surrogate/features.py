@@ -10,6 +10,10 @@ The `derived` field set adds per-layer quantities the encoder otherwise has to l
 (parameter counts, K/V elements per token and FLOPs, all from `forge.workload`, plus the depth fraction) plus a few whole-architecture context fields
 (active depth, attention layers among the first six, index of the first attention layer). The issue
 notes the high-loss mode is driven by missing early attention, which these fields expose directly.
+
+A registered gene beyond the original seven (forge.genes, `token=True`, e.g. `window`) joins the tokens
+by name: field set `paper+window` (or `derived+window`) appends its value as one more field. The plain
+sets are unchanged, so shipped checkpoints featurize exactly as before.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from forge.arrays import PopArrays
+from forge.arrays import PopArrays, population
+from forge.genes import LAYER_GENES
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
 
@@ -35,10 +40,19 @@ class FeatureError(ValueError):
     """A genome or checkpoint does not fit the field layout; the message says what and what is allowed."""
 
 
+def token_genes(field_set: str) -> tuple[str, ...]:
+    """The registered genes a field set appends (`derived+window` → ('window',))."""
+    base, *genes = str(field_set).split("+")
+    tokens = [g.name for g in LAYER_GENES.values() if g.token and not g.legacy]
+    if base not in FIELD_SETS or any(g not in tokens for g in genes) or len(set(genes)) != len(genes):
+        raise FeatureError(f"field_set = {field_set!r} is invalid; allowed: {' | '.join(FIELD_SETS)}, optionally "
+                           f"+<gene> for registered token genes ({', '.join(tokens) or 'none'})")
+    return tuple(genes)
+
+
 def field_names(field_set: str) -> tuple[str, ...]:
-    if field_set not in FIELD_SETS:
-        raise FeatureError(f"field_set = {field_set!r} is invalid; allowed: {' | '.join(FIELD_SETS)}")
-    return FIELD_SETS[field_set]
+    genes = token_genes(field_set)
+    return FIELD_SETS[str(field_set).split("+")[0]] + genes
 
 
 @dataclass
@@ -98,13 +112,15 @@ def featurize(genomes: Sequence[Genome], field_set: str = "paper", L_max: int = 
     names = field_names(field_set)
     if not genomes:
         return Packed(np.zeros((0, L_max, len(names))), np.zeros((0, L_max), dtype=bool))
-    pop = PopArrays.from_genomes(genomes)
-    cols, mask = _pack(pop, L_max, _layer_costs(pop) if field_set == "derived" else None)
+    pop = population(genomes)  # a search's GenomeBatch brings its arrays (no second stacking)
+    derived = str(field_set).split("+")[0] == "derived"
+    extra = {**(_layer_costs(pop) if derived else {}), **{g: pop.genes[g] for g in token_genes(field_set)}}
+    cols, mask = _pack(pop, L_max, extra or None)
     m = mask.astype(np.float64)
     d = pop.d_model[:, None].astype(np.float64)
     T = pop.block_size[:, None].astype(np.float64)
     cols.update(mask=m, d_model=d * m, T=T * m)
-    if field_set == "derived":
+    if derived:
         cols.update(_derived(cols, mask))
     x = np.stack([cols[k] * m for k in names], axis=-1)
     return Packed(x=x, mask=mask)

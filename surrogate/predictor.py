@@ -22,7 +22,7 @@ from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
 from surrogate.conformal import ConformalInterval
 from surrogate.dataset import LabelSet
-from surrogate.features import FIELD_SETS, FeatureError, MinMax, Packed, featurize, field_names
+from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.targets import TargetMap
 from surrogate.trees import RankForest, forests_predict, forests_predict_spread
@@ -211,7 +211,11 @@ def _read_sidecar(stem: Path) -> dict[str, Any]:
         raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
                               f"allowed: {', '.join([FORMAT, *LOADERS])}")
     fs = meta.get("field_set")
-    if fs not in FIELD_SETS or meta.get("fields") != list(field_names(fs)):
+    try:
+        fields = list(field_names(fs))  # a plain set, or one + registered token genes (forge.genes)
+    except FeatureError:
+        fields = None
+    if fields is None or meta.get("fields") != fields:
         raise CheckpointError(f"{stem}.json: field layout {meta.get('fields')} does not match this code's "
                               f"layout for field_set={fs!r}")
     if meta["config"].get("n_fields") != len(meta["fields"]) or len(meta["norm"]["lo"]) != len(meta["fields"]):

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
-from forge.arrays import PopArrays
+from forge.arrays import LAYER_KEYS, PopArrays
 from forge.workload import HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, layer_ops, max_batch, weight_storage
 
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
@@ -205,8 +205,10 @@ class RooflineBackend:
         order = np.argsort(~pop.active.astype(bool), axis=1, kind="stable")
         L = max(int(pop.active.sum(axis=1).max()), 1)
         kw = {f.name: getattr(pop, f.name) for f in fields(PopArrays)}
-        for k in ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp"):
-            kw[k] = np.take_along_axis(kw[k], order, axis=1)[:, :L]
+        move = lambda a: np.take_along_axis(a, order, axis=1)[:, :L]  # noqa: E731
+        for k in LAYER_KEYS:
+            kw[k] = move(kw[k])
+        kw["genes"] = {k: move(v) for k, v in pop.genes.items()}  # registered genes (forge.genes) move too
         return PopArrays(**kw)
 
     def rates(self, workload: Workload, pop: PopArrays | None = None) -> tuple[Any, float]:
