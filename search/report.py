@@ -193,10 +193,6 @@ def plot_fingerprints(runs: list[dict[str, Any]], path: Path, top: int = 50) -> 
     return stats
 
 
-def _f(x: Any) -> float:
-    return float(x) if x is not None else float("nan")
-
-
 CAPTIONS = {"hv.png": "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
             "hv_loss_params.png": "Hypervolume (val_loss, params) against generation, mean ± std over seeds",
             "fingerprint.png": "Per-substrate fingerprints: per-layer fields of the lowest-loss Pareto genomes "
