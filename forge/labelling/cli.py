@@ -20,7 +20,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from forge.config import CONFIG_PATH, output_dir, to_container
+from forge.config import forge_main, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
 from forge.io import atomic_write_json, read_text
@@ -127,12 +127,9 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
             "inf_reasons": sorted({lab.reason for lab in new if not lab.finite})[:20]}
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-label", version_base="1.3")
+@forge_main("forge-label")
 def _hydra_main(cfg: DictConfig) -> None:
-    from forge.config import user_errors
-
-    with user_errors("forge-label"):
-        print(json.dumps(run(cfg), indent=2))
+    print(json.dumps(run(cfg), indent=2))
 
 
 def main() -> None:
@@ -141,10 +138,7 @@ def main() -> None:
 
     if len(sys.argv) > 1 and sys.argv[1] == "status":
         sys.argv[1] = "action=status"
-    from forge.config import user_errors
-
-    with user_errors("forge-label"):  # outside Hydra too: its config errors exit 2 with one line
-        _hydra_main()
+    _hydra_main()  # forge_main: config errors exit 2 with one line, inside and outside Hydra
 
 
 if __name__ == "__main__":
