@@ -10,7 +10,9 @@ run ends with the front table? Both arms run in this one process, interleaved, a
   into a temporary folder and run from there (PYTHONPATH first, so its own code and shipped files load);
 - `now`: this tree, ending with the front table;
 - `now --json`: this tree, ending with the JSON summary (separates the table's cost).
-Writes bench/results/main_job.json: per-arm walls, medians, and the ratio now / before (target <= 1.2).
+Writes bench/results/main_job.json: per-arm walls, peak RSS, medians, the ratio now / before, and whether every
+run has the same front ids and HV. Issue 28 (imports) measured with `--before 37be8c6 --out
+bench/results/main_job_imports.json`.
 """
 from __future__ import annotations
 
@@ -42,16 +44,24 @@ def unpack(ref: str, dest: Path) -> str:
 
 
 def time_job(tree: Path, extra: list[str]) -> tuple[float, dict]:
-    """One `forge-search` run from `tree`; (process wall s, summary fields)."""
+    """One `forge-search` run from `tree`; (process wall s, summary fields + the process's peak RSS)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, tempfile.TemporaryFile("w+") as out:
         t0 = time.perf_counter()
-        out = subprocess.run([str(EXE), f"hydra.run.dir={d}", "progress=false", *extra], cwd=tree, env=env,
-                             check=True, capture_output=True, text=True).stdout
+        proc = subprocess.Popen([str(EXE), f"hydra.run.dir={d}", "progress=false", *extra], cwd=tree, env=env,
+                                stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage: ru_maxrss in KiB on Linux
         wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
         s = json.loads((Path(d) / "summary.json").read_text())
+        front = (Path(d) / "pareto.jsonl").read_text()
+        out.seek(0)
+        lines = len(out.read().splitlines())
     keep = {k: s.get(k) for k in ("wall_s", "evaluations", "archive_size", "hypervolume", "loss_interval")}
-    return wall, {**keep, "last_screen_lines": len(out.splitlines())}
+    return wall, {**keep, "last_screen_lines": lines, "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+                  "front_ids": sorted(json.loads(ln)["id"] for ln in front.splitlines() if ln.strip())}
 
 
 def main() -> None:
@@ -59,7 +69,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", default="0c49453", help="git ref of the tree before the interval work")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "main_job.json"))
+    ap.add_argument("--exe", default=str(EXE), help="the forge-search console script to run both trees with")
     a = ap.parse_args()
+    global EXE
+    EXE = Path(a.exe)
     arms: dict[str, list] = {"before": [], "now": [], "now --json": []}
     with tempfile.TemporaryDirectory() as tmp:
         sha = unpack(a.before, Path(tmp))
@@ -72,10 +85,14 @@ def main() -> None:
     res = {"command": f"nice -n 10 .venv/bin/python bench/bench_main_job.py --runs {a.runs} --before {a.before}",
            "before_commit": sha, "median_process_wall_s": med,
            "ratio_now_to_before": med["now"] / med["before"], "ratio_json_to_before": med["now --json"] / med["before"],
+           "median_peak_rss_mib": {k: statistics.median(s["peak_rss_mib"] for _, s in v) for k, v in arms.items()},
+           "same_front_and_hv": len({(json.dumps(s["front_ids"]), s["hypervolume"]) for v in arms.values()
+                                     for _, s in v}) == 1,
            "runs": {k: [{"process_wall_s": w, **s} for w, s in v] for k, v in arms.items()}}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
-    print(json.dumps({k: res[k] for k in ("median_process_wall_s", "ratio_now_to_before", "ratio_json_to_before")},
+    print(json.dumps({k: res[k] for k in ("median_process_wall_s", "ratio_now_to_before", "ratio_json_to_before",
+                                          "median_peak_rss_mib", "same_front_and_hv")},
                      indent=2))
 
 
