@@ -89,3 +89,32 @@ class GenerationLog:
             f.write(text if new else text.split("\n", 1)[1])
         log.info("generation %d: HV %.4f, feasible %d, front %d, evaluations %d (%.2f s)", flat["generation"],
                  flat["hv"], flat["n_feasible"], flat["front_size"], flat["evaluations"], flat["eval_s"])
+
+
+def read_front(run_dir: Path) -> list[dict[str, str]]:
+    """A run's front.csv rows (derived from pareto.jsonl for runs made before the CSVs existed)."""
+    path = Path(run_dir) / "front.csv"
+    if path.is_file():
+        return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+    import json
+
+    objectives = json.loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
+    text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / "pareto.jsonl")])
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def compare_runs(run_dirs: Sequence[Path], summaries: Sequence[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """runs.csv: one row per run (status, HV, evaluations, front size, the front's best value per objective)."""
+    rows = []
+    for d, s in zip(run_dirs, summaries):
+        front = read_front(d)
+        best = {}
+        for o in s.get("objectives", []):
+            vals = [float(r[o]) for r in front if r.get(o) not in (None, "")]
+            best[f"best.{o}"] = min(vals) if vals else None
+        rows.append({"run": str(d), "algorithm": s.get("algorithm"), "space": s.get("space"),
+                     "backend": s.get("backend"), "seed": s.get("seed"), "status": s.get("status"),
+                     "generations_done": s.get("generations_done"), "evaluations": s.get("evaluations"),
+                     "hypervolume": s.get("hypervolume"), "front_size": len(front), **best})
+    atomic_write_text(path, to_csv(rows))
+    return rows
