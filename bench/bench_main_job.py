@@ -69,10 +69,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", default="0c49453", help="git ref of the tree before the interval work")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "main_job.json"))
-    ap.add_argument("--exe", default=str(EXE), help="the forge-search console script to run both trees with")
     a = ap.parse_args()
-    global EXE
-    EXE = Path(a.exe)
     arms: dict[str, list] = {"before": [], "now": [], "now --json": []}
     with tempfile.TemporaryDirectory() as tmp:
         sha = unpack(a.before, Path(tmp))

@@ -140,7 +140,10 @@ class Verify:
         protocol = _node("protocol", c.get("protocol"), rc.get("protocol"))
         node = {"dispatch": _node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
                 "corpus": _node("corpus", c.get("corpus"), rc.get("corpus"))}
-        return build_trainer(node, c.get("trainer"), self.store)
+        trainer = build_trainer(node, c.get("trainer"), self.store)
+        if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
+            trainer.weights_dir = str(self.out / "weights")
+        return trainer
 
     # ------------------------------------------------------------ the job
     def choose(self) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
@@ -243,6 +246,9 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def brief(out: dict[str, Any]) -> dict[str, Any]:
     """What the CLI prints: the summary, the cost note, the refit and where the files are."""
     keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
+    weights = Path(out["figure"]).with_name("weights")
+    trained = ({"trained_weights": str(weights), "export_trained": f"forge-export run={out.get('run')} "
+                f"weights={weights} select=knee format=hf"} if weights.is_dir() else {})
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
-            "verify_json": str(Path(out["figure"]).with_name("verify.json"))}
+            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
 

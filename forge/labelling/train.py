@@ -18,10 +18,12 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import os
 import platform
 import time
 import warnings
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import torch
@@ -171,8 +173,10 @@ def _check_fit(genome: Genome, corpus: Corpus, p: Protocol) -> None:
         raise ProtocolError(f"seq_len {p.seq_len} > block_size {genome.block_size} with learned positions")
 
 
-def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
-    """Train from scratch and return the final validation loss with full provenance (inf if diverged)."""
+def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus, weights_dir: str | None = None) -> Label:
+    """Train from scratch and return the final validation loss with full provenance (inf if diverged).
+    With `weights_dir`, the trained weights of a finite run are kept there as `<genome id>.safetensors`
+    (provenance `checkpoint`), so `forge-export weights=DIR` ships the trained model."""
     import lightning.pytorch as pl
 
     from forge.model import build_model
@@ -203,7 +207,20 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
             reason, val = f"non-finite validation loss ({val})", float("inf")
     prov = _provenance(protocol, corpus, params, steps_done, fit_s, time.perf_counter() - t0, lit.last_loss)
     prov["cpu_s"] = round(time.process_time() - c0, 3)  # contention-free cost (all threads of this process)
+    if weights_dir and not reason:
+        prov["checkpoint"] = str(save_weights(model, Path(weights_dir) / f"{genome.id}.safetensors"))
     return Label(genome=genome, label=val, provenance=prov, reason=reason, status="diverged" if reason else "done")
+
+
+def save_weights(model: torch.nn.Module, path: Path) -> Path:
+    """safetensors, written beside and renamed into place (a reader never sees half a file)."""
+    from safetensors.torch import save_model
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    save_model(model, str(tmp))
+    os.replace(tmp, path)
+    return path
 
 
 def _provenance(p: Protocol, corpus: Corpus, params: int, steps: int, fit_s: float, wall_s: float,
