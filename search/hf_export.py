@@ -15,7 +15,7 @@ from typing import Any
 
 from forge.genome import Genome
 
-EXTRA = "pip install 'forge-nas[transformers]'"
+EXTRA = "pip install 'forge-nas[export]'"
 MODELING_FILE = "modeling_forge.py"
 AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
 

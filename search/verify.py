@@ -100,6 +100,12 @@ class Verify:
         self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
+        if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
+            from forge.labelling.needs import check_training
+
+            check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
+                           _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
+                           f"forge-verify run={self.run_dir}")
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
