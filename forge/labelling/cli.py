@@ -84,6 +84,17 @@ def _progress(new: list[Label]):
     return on_label
 
 
+def logger_node(cfg: Any) -> dict[str, Any] | None:
+    """The Lightning logger of each training: conf `logger` (CSV by default), its save_dir defaulting to
+    <run dir>/logs; `logger=null` logs nothing."""
+    node = to_container(cfg.get("logger"))
+    if not node:
+        return None
+    out = _out_dir(cfg)
+    save = node.get("save_dir") or (str(Path(out) / "logs") if out is not None else None)
+    return {**node, "save_dir": str(Path(save).resolve())} if save else None
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Label the requested genomes (reusing results stored under this protocol); returns a run summary."""
     if cfg.get("action", "label") == "status":
@@ -100,7 +111,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     new: list[Label] = []
     factory = hydra.utils.instantiate(cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")))
+                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()

@@ -135,3 +135,16 @@ def test_weights_dir_keeps_the_trained_model(corpus, tmp_path):
     init = build_model(g, seed=TINY_PROTOCOL["seed"]).state_dict()
     saved = load_file(str(path))
     assert any(not torch.equal(saved[k], init[k]) for k in saved)  # trained, not the seeded init
+
+
+def test_training_logs_through_a_lightning_logger(corpus, tmp_path):
+    """CSV by default in the CLIs (conf logger node): the training curve and the label, one run per genome."""
+    import csv
+
+    g = tiny_genome()
+    node = {"_target_": "lightning.pytorch.loggers.CSVLogger", "save_dir": str(tmp_path)}
+    lab = train_genome(g, Protocol.from_config(TINY_PROTOCOL), corpus, logger=node)
+    (metrics,) = (tmp_path / g.id).rglob("metrics.csv")
+    rows = list(csv.DictReader(metrics.open()))
+    assert any(r.get("train_loss") for r in rows)
+    assert float([r for r in rows if r.get("val_loss")][-1]["val_loss"]) == pytest.approx(lab.label)
