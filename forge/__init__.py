@@ -3,7 +3,8 @@
 genome (typed frozen genome, YAML/JSON, stable id) · importers (genome files: ours and LLMForge's CSV and
 per-model YAML) · space (grids, sampling, repair, integer codec) · arrays (struct-of-arrays populations) ·
 workload (the one source of operators, parameters, FLOPs and bytes) · model (the IHA PyTorch model) ·
-labels (the label format) · config, io, parallel (Hydra paths, atomic writes, spawned workers) ·
+labels (the label format) · config, io, parallel (Hydra paths, atomic writes, spawned workers) · needs (what training
+needs beyond the core install: a GPU, an extra) ·
 cli (`forge-arch`, `forge-space`).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;

@@ -101,7 +101,7 @@ def next_commands(run_dir: str | Path) -> list[str]:
     this machine, else the tiny CPU recipe (a search whose verification trains on this CPU)."""
     import yaml
 
-    from forge.labelling.needs import training_needs
+    from forge.needs import training_needs
 
     cmds = [f"forge-report runs={run_dir}", f"forge-export run={run_dir} select=knee"]
     cfg_path = Path(run_dir) / "config.yaml"

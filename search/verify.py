@@ -101,7 +101,7 @@ class Verify:
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
-            from forge.labelling.needs import check_training
+            from forge.needs import check_training
 
             check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},

@@ -141,13 +141,3 @@ def pairwise_rank_loss(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if not bool(sel.any()):
         return pred.sum() * 0.0
     return nn.functional.softplus(-dp[sel]).mean()
-
-
-def __getattr__(name: str):
-    """`FFModule` (the Lightning training wrapper) loads Lightning on first use: predicting never needs it,
-    and `import lightning` costs more than `import torch` (it pulls torchmetrics, torch._dynamo, transformers)."""
-    if name == "FFModule":
-        from surrogate.lit_module import FFModule
-
-        return FFModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

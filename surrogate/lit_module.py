@@ -1,5 +1,5 @@
-"""The Lightning training wrapper of one Forge-Former member, apart from the model so that predicting
-(the search) never imports Lightning; `surrogate.forgeformer.FFModule` still names it."""
+"""The Lightning training wrapper of one Forge-Former member, apart from the model (surrogate/forgeformer.py)
+so that predicting, the search's only use of the surrogate, never imports Lightning."""
 from __future__ import annotations
 
 import copy

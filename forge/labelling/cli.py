@@ -103,7 +103,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return status(cfg)
     if cfg.get("action", "label") != "label":
         raise GenomeError(f"action = {cfg.action!r} is unknown; allowed: label | status")
-    from forge.labelling.needs import check_training
+    from forge.needs import check_training
 
     check_training(to_container(cfg.protocol), to_container(cfg.corpus), "forge-label")  # before any work
     genomes = _genomes(cfg)

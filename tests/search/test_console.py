@@ -164,7 +164,7 @@ def test_next_commands_suggest_only_what_trains_here(tmp_path, monkeypatch, prot
     the tiny recipe whose verification trains on this CPU."""
     import yaml
 
-    import forge.labelling.needs as needs
+    import forge.needs as needs
     from forge.config import group_yaml
     from search.console import next_commands
 

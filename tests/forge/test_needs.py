@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-import forge.labelling.needs as needs
+import forge.needs as needs
 from forge.config import group_yaml
 
 
