@@ -19,12 +19,17 @@ SCRIPTS = {e.name: e for e in distribution("forge-nas").entry_points if e.group 
 
 
 def _call(monkeypatch, capsys, name: str, *argv: str) -> tuple[int, str]:
+    """The console script in this process; Hydra's `--help` leaves its HydraConfig set: cleared after."""
+    from hydra.core.hydra_config import HydraConfig
+
     monkeypatch.setattr(sys, "argv", [name, *argv])
     code = 0
     try:
         SCRIPTS[name].load()()
     except SystemExit as e:
         code = e.code or 0
+    finally:
+        HydraConfig.instance().cfg = None  # later tests read "not under Hydra" from HydraConfig.get() raising
     return code, capsys.readouterr().out
 
 
