@@ -18,6 +18,17 @@ step "build wheel + sdist"
 "$PY" -m build --no-isolation --outdir "$TMP/dist" "$ROOT" >"$TMP/build.log" 2>&1 || { tail -30 "$TMP/build.log"; exit 1; }
 "$PY" -m twine check --strict "$TMP"/dist/*
 WHEEL=$(ls "$TMP"/dist/*.whl)
+step "LICENSE in the wheel and the sdist, data licences beside the shipped labels"
+"$PY" - "$TMP/dist" <<'EOF'
+import sys, tarfile, zipfile
+from pathlib import Path
+dist = Path(sys.argv[1])
+names = zipfile.ZipFile(next(dist.glob("*.whl"))).namelist()
+for want in ("licenses/LICENSE", "forge_data/labels/LICENSE.md", "forge_data/surrogate/LICENSE.md"):
+    assert any(n.endswith(want) for n in names), f"{want} is not in the wheel"
+assert any(n.endswith("/LICENSE") for n in tarfile.open(next(dist.glob("*.tar.gz"))).getnames()), "no LICENSE in sdist"
+print("ok: LICENSE (MIT) in the wheel and the sdist; data licences in forge_data")
+EOF
 
 step "fresh venv, wheel installed --no-deps"
 "$PY" -m venv --without-pip "$TMP/venv"

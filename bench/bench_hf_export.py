@@ -39,7 +39,7 @@ def bench(name: str, genome, args) -> list[str]:
 
     model = build_model(genome, seed=args.seed).eval()
     folder = Path(tempfile.mkdtemp(prefix="hfbench-"))
-    info = write_hf(model, genome, folder, f"# {name}\n")
+    info = write_hf(model, genome, folder)
     runners = {"forge.model": lambda x: model.generate(x, args.decode)}
     hfs = {"hf remote code": AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()}
     if info["native"]:

@@ -61,7 +61,8 @@ def bench_predict(ckpt: str, n: int, n_mc: int, reps: int, device: str = "cpu") 
 
 def _stock_s_per_epoch(train: tuple, val: tuple, epochs: int, y_std: float) -> float:
     """The pre-packing trainer: padded nn.TransformerEncoder forward, torch dropout, for-loop AdamW."""
-    from surrogate.forgeformer import FFConfig, FFModule
+    from surrogate.forgeformer import FFConfig
+    from surrogate.lit_module import FFModule
     from surrogate.training import _tensors, _trainer
 
     class Stock(FFModule):
@@ -111,7 +112,7 @@ def bench_train(epochs: int, seed: int, stock_epochs: int, device: str = "cpu") 
 
 
 def _member(cfg, recipe, tr, va, seed, y_std):
-    from surrogate.forgeformer import FFModule
+    from surrogate.lit_module import FFModule
     from surrogate.training import BucketBatches, _tensors, _trainer
 
     class Snap(FFModule):

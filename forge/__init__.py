@@ -5,7 +5,8 @@ per-model YAML) · space (grids, sampling, repair, integer codec; chosen by `_ta
 workload (the one source of operators, parameters, FLOPs and bytes) · model (the IHA PyTorch model) ·
 labels (the label format) · config, io, parallel (Hydra paths, atomic writes, spawned workers) ·
 plugins (the allowlist of classes a config may name: a run folder is data, never code) · redact (URL
-passwords masked in everything written or printed) · cli (`forge-arch`, `forge-space`).
+passwords masked in everything written or printed) · needs (what training needs beyond the core install: a GPU,
+an extra) · cli (`forge-arch`, `forge-space`).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search`.

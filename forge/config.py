@@ -96,6 +96,11 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
 
         @functools.wraps(task)
         def main() -> None:
+            if "--version" in sys.argv[1:]:  # Forge's version, not Hydra's (Hydra's own flag prints "Hydra 1.3.x")
+                from forge import __version__
+
+                print(f"{app} (forge-nas) {__version__}")
+                return
             with user_errors(app):
                 entry()
         return main

@@ -155,12 +155,19 @@ def exit_code(summary: dict[str, Any]) -> int:
     return EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT
 
 
-@forge_main("forge-search")
-def _search_job(cfg: DictConfig) -> None:
+def end_screen(summary: dict[str, Any], as_json: bool) -> None:
+    """The last screen: the front table and next commands, or the JSON brief. An interrupted run gets neither
+    table nor `next:` (those commands refuse it): run() already printed its one line on how to continue."""
     from search.console import show_end
 
+    if as_json or summary.get("status") != "interrupted":
+        show_end(summary, _brief(summary), as_json=as_json)
+
+
+@forge_main("forge-search")
+def _search_job(cfg: DictConfig) -> None:
     summary = run(cfg)
-    show_end(summary, _brief(summary), as_json=bool(cfg.get("quiet") or cfg.get("json")))
+    end_screen(summary, as_json=bool(cfg.get("quiet") or cfg.get("json")))
     if exit_code(summary):
         raise SystemExit(exit_code(summary))
 

@@ -96,9 +96,23 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
             f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}.")
 
 
+TINY_VERIFY = ("forge-search space=iha-tiny evaluator.predictor=forgeformer-iha-tiny protocol=cpu-proxy corpus=stdlib "
+               "search.generations=5 hydra.run.dir=runs/tiny", "forge-verify run=runs/tiny k=4 control=4")
+
+
 def next_commands(run_dir: str | Path) -> list[str]:
-    return [f"forge-report runs={run_dir}", f"forge-export run={run_dir} select=knee",
-            f"forge-verify run={run_dir}"]
+    """Only commands that work here: `forge-verify` on this run when its training protocol and corpus can run on
+    this machine, else the tiny CPU recipe (a search whose verification trains on this CPU)."""
+    import yaml
+
+    from forge.needs import training_needs
+
+    cmds = [f"forge-report runs={run_dir}", f"forge-export run={run_dir} select=knee"]
+    cfg_path = Path(run_dir) / "config.yaml"
+    cfg = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
+    if training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {}):  # e.g. protocol=paper without a GPU
+        return [*cmds, f"{TINY_VERIFY[0]}   # real training of front picks, on this CPU:", TINY_VERIFY[1]]
+    return [*cmds, f"forge-verify run={run_dir}"]
 
 
 def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, console: Console | None = None) -> None:

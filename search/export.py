@@ -144,7 +144,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     if fmt == "hf":
         from search.hf_export import write_hf
 
-        info["hf"] = write_hf(model, genome, dest, model_card(info, genome))
+        info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
     atomic_write_json(dest / "export.json", info)
     atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
     return info

@@ -15,7 +15,7 @@ from typing import Any
 
 from forge.genome import Genome
 
-EXTRA = "pip install 'forge-nas[transformers]'"
+EXTRA = "pip install 'forge-nas[export]'"
 MODELING_FILE = "modeling_forge.py"
 AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
 
@@ -116,13 +116,39 @@ def _save(hf_model: Any, state: dict[str, Any], dest: Path) -> None:
             hf_logging.enable_progress_bar()
 
 
-def write_hf(model: Any, genome: Genome, dest: Path, card: str) -> dict[str, Any]:
-    """Write the remote-code folder at `dest` (and `dest/llama/` where Llama fits); returns what was written."""
+def byte_tokenizer(block_size: int) -> Any:
+    """Forge's byte vocabulary as a transformers fast tokenizer: a byte-level BPE whose 256 symbols are the bytes
+    (GPT-2's byte-to-unicode map) with no merges, so token id i is byte i, exactly as Forge trains."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    b2u = bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={b2u[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=block_size)
+
+
+def write_tokenizer(genome: Genome, dest: Path) -> bool:
+    """The tokenizer matching the genome's vocabulary, when one can be built offline (bytes: yes; GPT-2's
+    50,257 BPE needs its vocabulary files from the Hub: not shipped, the card names it)."""
+    if genome.vocab_size != 256:
+        return False
+    byte_tokenizer(genome.block_size).save_pretrained(str(dest))
+    return True
+
+
+def write_hf(model: Any, genome: Genome, dest: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the remote-code folder at `dest` (and `dest/llama/` where Llama fits); returns what was written.
+    `info`: forge-export's record of the genome (metrics, run, backend) for the model card."""
     require_transformers()
     import transformers
 
     from forge_hf.modeling_forge import ForgeConfig, ForgeForCausalLM
+    from search.hf_card import hf_card
 
+    info = {"id": genome.id, "params": model.num_params(), "n_layers": genome.n_active, **(info or {})}
     cfg = model.cfg
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     config = ForgeConfig(**forge_config(genome, cfg.rope_base, cfg.norm_eps), auto_map=AUTO_MAP)
@@ -131,35 +157,14 @@ def write_hf(model: Any, genome: Genome, dest: Path, card: str) -> dict[str, Any
     with resources.as_file(src) as p:
         shutil.copyfile(p, dest / MODELING_FILE)
     why = llama_misfit(genome)
+    tok = write_tokenizer(genome, dest)
     if why is None:
         llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama_config(genome, cfg.rope_base,
                                                                                       cfg.norm_eps)))
         _save(llama.eval(), llama_state(sd), dest / "llama")
-    (dest / "README.md").write_text(hf_card(card, why))
+        write_tokenizer(genome, dest / "llama")
+    (dest / "README.md").write_text(hf_card(info, genome, why, tok))
     if why is None:
-        (dest / "llama" / "README.md").write_text(hf_card(card, None, native=True))
-    return {"folder": str(dest), "remote_code": MODELING_FILE, "native": "llama" if why is None else None,
-            "not_native_because": why, "transformers": transformers.__version__}
-
-
-def hf_card(card: str, why: str | None, native: bool = False) -> str:
-    """The export's model card with Hugging Face front matter and how to load it."""
-    load = ("AutoModelForCausalLM.from_pretrained(folder)  # native LlamaForCausalLM, no remote code" if native
-            else "AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)")
-    native_line = ("Native form: `llama/` (LlamaForCausalLM, no remote code needed)." if why is None
-                   else f"No native transformers family fits this genome ({why}); use the remote code.")
-    return f"""---
-library_name: transformers
-tags: [forge, neural-architecture-search, iha]
----
-{card}
-## Load with Hugging Face transformers
-```python
-from transformers import AutoModelForCausalLM
-model = {load}
-```
-{"" if native else native_line}
-
-No tokenizer is shipped: Forge trains on bytes (vocabulary 256, token = byte value) or on GPT-2's BPE
-(vocabulary 50257, tiktoken's `gpt2` encoding); use the one whose size matches `vocab_size` in config.json.
-"""
+        (dest / "llama" / "README.md").write_text(hf_card(info, genome, None, tok, native=True))
+    return {"folder": dest.name, "remote_code": MODELING_FILE, "native": "llama" if why is None else None,
+            "not_native_because": why, "tokenizer": "byte" if tok else None, "transformers": transformers.__version__}

@@ -255,8 +255,11 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
         plot_pareto(r, p)
         images.append(p)
     write_html(runs, images, stats, Path(out) / "report.html")
+    from search.tables import compare_runs  # runs.csv: the runs side by side, from their front.csv
+
+    compare_runs([r["dir"] for r in runs], [r["summary"] for r in runs], Path(out) / "runs.csv")
     summary = {"runs": len(runs), "out": str(out), "report": str(Path(out) / "report.html"),
-               "plots": [str(p) for p in images], **stats}
+               "runs_csv": str(Path(out) / "runs.csv"), "plots": [str(p) for p in images], **stats}
     atomic_write_json(Path(out) / "report.json", summary)
     return summary
 

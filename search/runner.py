@@ -26,6 +26,7 @@ from search.coevolution import Population as Survivors
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
 from search.state import CHECKPOINT, append_jsonl, compact_json, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+from search.tables import GenerationLog, write_tables
 
 LOSS_CACHE = "state/loss_cache.jsonl"
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
@@ -49,6 +50,7 @@ class Search:
         self.gen, self.wall_before = -1, 0.0
         self._flushed: set[tuple[int, str]] = set()
         self._json: dict[tuple, str] = {}  # record key -> its JSON (see _encoded)
+        self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
         self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
 
     # ------------------------------------------------------------ hypervolume
@@ -142,6 +144,7 @@ class Search:
                "best": best, "surrogate_version": self.problem.evaluator.version}
         self.history.append(row)
         append_jsonl(self.run_dir / "history.jsonl", [row], sync=False)  # the checkpoint holds it (see load)
+        self.table_log.log(row, sum(self.problem.timers.values()))
 
     # ------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -185,12 +188,14 @@ class Search:
         if not (self.run_dir / CHECKPOINT).is_file():
             for name in LOGS:
                 truncate_jsonl(self.run_dir / name, -1)
+            self.table_log.truncate(-1)
             return
         st = load_checkpoint(self.run_dir)
         self.gen, self.history = int(st["generation"]), list(st["history"])
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(json_line(r) + "\n" for r in self.history))
+        self.table_log.truncate(self.gen)
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
@@ -231,6 +236,7 @@ class Search:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self._write_front(durable=True)
+        write_tables(self.run_dir, self.problem.objectives)  # front.csv, archive.csv beside the JSONL
         return self.write_summary(status, stopped_by)
 
     def _interval_summary(self) -> dict[str, Any]:

@@ -102,6 +102,12 @@ class Verify:
         self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
+        if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
+            from forge.needs import check_training
+
+            check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
+                           _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
+                           f"forge-verify run={self.run_dir}")
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
@@ -142,7 +148,10 @@ class Verify:
         protocol = _node("protocol", c.get("protocol"), rc.get("protocol"))
         node = {"dispatch": _node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
                 "corpus": _node("corpus", c.get("corpus"), rc.get("corpus"))}
-        return build_trainer(node, c.get("trainer"), self.store)
+        trainer = build_trainer(node, c.get("trainer"), self.store)
+        if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
+            trainer.weights_dir = str(self.out / "weights")
+        return trainer
 
     # ------------------------------------------------------------ the job
     def choose(self) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
@@ -246,6 +255,9 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def brief(out: dict[str, Any]) -> dict[str, Any]:
     """What the CLI prints: the summary, the cost note, the refit and where the files are."""
     keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
+    weights = Path(out["figure"]).with_name("weights")
+    trained = ({"trained_weights": str(weights), "export_trained": f"forge-export run={out.get('run')} "
+                f"weights={weights} select=knee format=hf"} if weights.is_dir() else {})
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
-            "verify_json": str(Path(out["figure"]).with_name("verify.json"))}
+            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
 

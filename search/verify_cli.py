@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import json
 
-import hydra
 from omegaconf import DictConfig
 
-from forge.config import CONFIG_PATH, user_errors
+from forge.config import forge_main
 
 
-@user_errors("forge-verify")  # outside Hydra too: its config errors exit 2 with one line
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-verify", version_base="1.3")
+@forge_main("forge-verify")
 def main(cfg: DictConfig) -> None:
     from search.verify import brief, run
 
-    with user_errors("forge-verify"):
-        print(json.dumps(brief(run(cfg)), indent=2))
+    print(json.dumps(brief(run(cfg)), indent=2))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtr, ndtri  # = scipy.stats.norm.cdf / .ppf, without importing scipy.stats
 
 KINDS = ("raw", "standard", "normal_scores")
 
@@ -55,13 +55,13 @@ class TargetMap:
         y = np.asarray(y, dtype=np.float64)
         if self.grid_y is None:
             return (y - self.mean) / self.std
-        return stats.norm.ppf(np.interp(y, self.grid_y, self.grid_q))  # train CDF, clipped to the range
+        return ndtri(np.interp(y, self.grid_y, self.grid_q))  # train CDF, clipped to the range
 
     def to_loss(self, z: np.ndarray) -> np.ndarray:
         z = np.asarray(z, dtype=np.float64)
         if self.grid_y is None:
             return z * self.std + self.mean
-        return np.interp(stats.norm.cdf(z), self.grid_q, self.grid_y)
+        return np.interp(ndtr(z), self.grid_q, self.grid_y)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "mean": self.mean, "std": self.std}

@@ -20,7 +20,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
 
 from forge.parallel import map_spawned
-from surrogate.forgeformer import FFConfig, FFModule, ForgeFormer
+from surrogate.forgeformer import FFConfig, ForgeFormer
+from surrogate.lit_module import FFModule
 
 for _name in ("lightning.pytorch", "lightning.fabric", "lightning"):
     logging.getLogger(_name).setLevel(logging.ERROR)

@@ -13,15 +13,17 @@ trees at once with numpy and equals sklearn's own `predict` (a test pins it).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
 
 from forge.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
 from surrogate.targets import TargetMap
+
+if TYPE_CHECKING:  # sklearn is imported to fit only: predicting walks the flat arrays
+    from sklearn.ensemble import RandomForestRegressor
 
 VIEWS = ("agg", "full")  # aggregates only | aggregates + packed per-layer fields
 _ARRAYS = ("right", "feature", "threshold", "value", "roots")  # left child = node + 1 (depth-first order)
@@ -115,6 +117,8 @@ class RankForest:
     def fit(cls, genomes: Sequence[Genome], y: np.ndarray, view: str, n_trees: int = 100, seed: int = 0,
             L_max: int = 40, X: np.ndarray | None = None) -> "RankForest":
         """X: this view's features of `genomes` when the caller already has them."""
+        from sklearn.ensemble import RandomForestRegressor
+
         target = TargetMap.fit(y, "normal_scores")
         # settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test
         # oob_score only adds the out-of-bag pass (honest predictions of the training rows); the trees

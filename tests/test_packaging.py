@@ -78,3 +78,17 @@ def test_wheel_smoke_fails_when_a_subpackage_is_missing_from_the_wheel():
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "No module named 'backends.plena'" in out, out[-2000:]
     assert "[wheel-smoke] PASS" not in out
+
+
+def test_license_file_matches_the_metadata_and_ships_with_the_data_licences():
+    """MIT in the metadata, a LICENSE file the sdist and wheel carry (license-files), and a licence beside the
+    shipped labels and checkpoints, which package-data includes (.ci/wheel_smoke.sh checks the built wheel)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "MIT" and meta["project"]["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    globs = meta["tool"]["setuptools"]["package-data"]["forge_data"]
+    for folder in ("labels", "surrogate"):
+        lic = ROOT / "data" / folder / "LICENSE.md"
+        assert "MIT" in lic.read_text() and any(lic.match(g.replace("**/", "")) for g in globs), lic
+    assert "Copyright (c) 2026 Anonymous" in (ROOT / "data" / "surrogate" / "LICENSE.md").read_text()  # LLMForge's
+    assert "licenses/LICENSE" in (ROOT / ".ci" / "wheel_smoke.sh").read_text()

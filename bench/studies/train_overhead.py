@@ -31,7 +31,8 @@ def _data(seed: int):
 
 def plain_loop(train: tuple, epochs: int, seed: int) -> None:
     """The same optimisation without Lightning: the floor Lightning's loop is compared with."""
-    from surrogate.forgeformer import FFConfig, FFModule
+    from surrogate.forgeformer import FFConfig
+    from surrogate.lit_module import FFModule
     from surrogate.training import _tensors
 
     x, m, y = _tensors(*train)

@@ -40,7 +40,8 @@ def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
         injected = _fault(spec.get("fault"), genome)
         if injected is not None:
             return injected.to_json()
-        return train_genome(genome, Protocol.from_config(spec["protocol"]), build_corpus(spec["corpus"])).to_json()
+        return train_genome(genome, Protocol.from_config(spec["protocol"]), build_corpus(spec["corpus"]),
+                            spec.get("weights_dir"), spec.get("logger")).to_json()
     except Exception as e:  # a failing run never crashes the batch
         tb = traceback.format_exc(limit=3)
         return failure_label(genome, f"error: {type(e).__name__}: {e}", {"traceback": tb}).to_json()
@@ -84,6 +85,8 @@ class _Base:
     retry: str = "failed"        # stored statuses trained again: none | failed | all (failed + diverged)
     lease_s: float = 60.0        # a claim lapses this long after its labeller stops renewing it
     wait_s: float = 1.0          # poll interval while another labeller holds a genome we need
+    weights_dir: str | None = None  # keep each trained model here as <genome id>.safetensors (forge-verify)
+    logger: dict[str, Any] | None = None  # a Lightning logger node for each training (forge.labelling.train.make_logger)
 
     def __post_init__(self) -> None:
         if isinstance(self.store, (str, os.PathLike)):
@@ -101,7 +104,8 @@ class _Base:
 
     @property
     def spec(self) -> dict[str, Any]:
-        return {"protocol": dict(self.protocol), "corpus": dict(self.corpus), "fault": self.fault}
+        return {"protocol": dict(self.protocol), "corpus": dict(self.corpus), "fault": self.fault,
+                "weights_dir": self.weights_dir, "logger": self.logger}
 
     def fingerprint(self) -> str:
         """This trainer's protocol fingerprint (builds the corpus once: its content hash is part of it)."""

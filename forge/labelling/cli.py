@@ -21,7 +21,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.config import CONFIG_PATH, output_dir, to_container
+from forge.config import forge_main, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
 from forge.io import atomic_write_json, read_text
@@ -85,6 +85,17 @@ def _progress(new: list[Label]):
     return on_label
 
 
+def logger_node(cfg: Any) -> dict[str, Any] | None:
+    """The Lightning logger of each training: conf `logger` (CSV by default), its save_dir defaulting to
+    <run dir>/logs; `logger=null` logs nothing."""
+    node = to_container(cfg.get("logger"))
+    if not node:
+        return None
+    out = _out_dir(cfg)
+    save = node.get("save_dir") or (str(Path(out) / "logs") if out is not None else None)
+    return {**node, "save_dir": str(Path(save).resolve())} if save else None
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Label the requested genomes (reusing results stored under this protocol); returns a run summary."""
     if cfg.get("action", "label") == "status":
@@ -93,13 +104,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return status(cfg)
     if cfg.get("action", "label") != "label":
         raise GenomeError(f"action = {cfg.action!r} is unknown; allowed: label | status")
+    from forge.needs import check_training
+
+    check_training(to_container(cfg.protocol), to_container(cfg.corpus), "forge-label")  # before any work
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
     plugins.trust(cfg)  # the user's own config: a dispatch class named in it is theirs to run
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")))
+                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
@@ -129,12 +143,9 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
             "inf_reasons": sorted({lab.reason for lab in new if not lab.finite})[:20]}
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name="forge-label", version_base="1.3")
+@forge_main("forge-label")
 def _hydra_main(cfg: DictConfig) -> None:
-    from forge.config import user_errors
-
-    with user_errors("forge-label"):
-        print(json.dumps(run(cfg), indent=2))
+    print(json.dumps(run(cfg), indent=2))
 
 
 def main() -> None:
@@ -143,10 +154,7 @@ def main() -> None:
 
     if len(sys.argv) > 1 and sys.argv[1] == "status":
         sys.argv[1] = "action=status"
-    from forge.config import user_errors
-
-    with user_errors("forge-label"):  # outside Hydra too: its config errors exit 2 with one line
-        _hydra_main()
+    _hydra_main()  # forge_main: config errors exit 2 with one line, inside and outside Hydra
 
 
 if __name__ == "__main__":

@@ -18,10 +18,12 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import os
 import platform
 import time
 import warnings
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import torch
@@ -126,6 +128,9 @@ def _lit_module(model: torch.nn.Module, p: Protocol):
                 self.trainer.should_stop = True
                 return None  # skip this update
             self.last_loss = float(loss.detach())
+            self.log("train_loss", self.last_loss)
+            if self.trainer.optimizers:
+                self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"])
             return loss
 
         def configure_optimizers(self):
@@ -138,6 +143,22 @@ def _lit_module(model: torch.nn.Module, p: Protocol):
             return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     return LitLM()
+
+
+def make_logger(node: Mapping[str, Any] | None, name: str) -> Any:
+    """A Lightning logger from a config node (`_target_`: CSVLogger by default in the CLIs, or TensorBoardLogger,
+    MLFlowLogger, WandbLogger, ...); `name` (the genome id) is passed where the logger takes one. None: False."""
+    if not node:
+        return False
+    import inspect
+
+    from hydra.utils import get_class
+
+    node = dict(node)
+    cls = get_class(node.pop("_target_", "lightning.pytorch.loggers.CSVLogger"))
+    if "name" in inspect.signature(cls).parameters and "name" not in node:
+        node["name"] = name
+    return cls(**node)
 
 
 def _quiet_lightning() -> None:
@@ -171,8 +192,12 @@ def _check_fit(genome: Genome, corpus: Corpus, p: Protocol) -> None:
         raise ProtocolError(f"seq_len {p.seq_len} > block_size {genome.block_size} with learned positions")
 
 
-def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
-    """Train from scratch and return the final validation loss with full provenance (inf if diverged)."""
+def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus, weights_dir: str | None = None,
+                 logger: Mapping[str, Any] | None = None) -> Label:
+    """Train from scratch and return the final validation loss with full provenance (inf if diverged).
+    With `weights_dir`, the trained weights of a finite run are kept there as `<genome id>.safetensors`
+    (provenance `checkpoint`), so `forge-export weights=DIR` ships the trained model. `logger`: a Lightning
+    logger node (`make_logger`), one run per genome; none: nothing is logged."""
     import lightning.pytorch as pl
 
     from forge.model import build_model
@@ -187,7 +212,8 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
     lit = _lit_module(torch.compile(model) if protocol.compile else model, protocol)
     trainer = pl.Trainer(max_steps=protocol.steps, accelerator=protocol.accelerator, devices=1,
                          precision=protocol.precision, gradient_clip_val=protocol.grad_clip or None,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         logger=make_logger(logger, genome.id), log_every_n_steps=max(1, min(50, protocol.steps // 20)),
+                         enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                          deterministic=False)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -201,9 +227,25 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus) -> Label:
         val = evaluate(model, corpus, protocol, lit.device)
         if not math.isfinite(val):
             reason, val = f"non-finite validation loss ({val})", float("inf")
+    if trainer.logger is not None:  # the label itself, at the last step, beside the training curve
+        trainer.logger.log_metrics({"val_loss": val}, step=steps_done)
+        trainer.logger.save()
     prov = _provenance(protocol, corpus, params, steps_done, fit_s, time.perf_counter() - t0, lit.last_loss)
     prov["cpu_s"] = round(time.process_time() - c0, 3)  # contention-free cost (all threads of this process)
+    if weights_dir and not reason:
+        prov["checkpoint"] = str(save_weights(model, Path(weights_dir) / f"{genome.id}.safetensors"))
     return Label(genome=genome, label=val, provenance=prov, reason=reason, status="diverged" if reason else "done")
+
+
+def save_weights(model: torch.nn.Module, path: Path) -> Path:
+    """safetensors, written beside and renamed into place (a reader never sees half a file)."""
+    from safetensors.torch import save_model
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    save_model(model, str(tmp))
+    os.replace(tmp, path)
+    return path
 
 
 def _provenance(p: Protocol, corpus: Corpus, params: int, steps: int, fit_s: float, wall_s: float,

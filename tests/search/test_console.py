@@ -106,8 +106,9 @@ def test_last_screen_table_with_next_steps_or_json(run_dir, capsys):
     text = con.export_text()
     capsys.readouterr()
     assert f"run directory: {run_dir}" in text
-    for cmd in ("forge-report runs=", "forge-export run=", "forge-verify run="):
+    for cmd in ("forge-report runs=", "forge-export run="):
         assert cmd + str(run_dir) in text
+    assert f"forge-verify run={run_dir}" in text or "forge-verify run=runs/tiny k=4 control=4" in text
     show_end(s, {"status": s["status"], "loss_interval": s["loss_interval"]}, as_json=True)
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "complete" and out["loss_interval"]["n_indistinguishable"] >= 1
@@ -154,3 +155,35 @@ def test_summary_notes_a_pass_count_other_than_the_calibration_s():
     assert "n_mc=10" in LossEvaluator(p, n_mc=4).interval_info()["note"]
     assert "note" not in LossEvaluator(p, n_mc=10).interval_info()
     assert LossEvaluator(p).interval_info()["method"] == "conformal-residual"
+
+
+@pytest.mark.parametrize("protocol, cuda, verify_here", [("paper", False, False), ("paper", True, True),
+                                                         ("cpu-proxy", False, True)])
+def test_next_commands_suggest_only_what_trains_here(tmp_path, monkeypatch, protocol, cuda, verify_here):
+    """forge-verify trains under the run's protocol: without a GPU the paper protocol cannot, so the next line is
+    the tiny recipe whose verification trains on this CPU."""
+    import yaml
+
+    import forge.needs as needs
+    from forge.config import group_yaml
+    from search.console import next_commands
+
+    monkeypatch.setattr(needs, "_cuda", lambda: cuda)
+    cfg = {"protocol": group_yaml("protocol", protocol), "corpus": group_yaml("corpus", "stdlib")}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmds = next_commands(tmp_path)
+    assert cmds[:2] == [f"forge-report runs={tmp_path}", f"forge-export run={tmp_path} select=knee"]
+    assert (cmds[2:] == [f"forge-verify run={tmp_path}"]) is verify_here
+    if not verify_here:
+        assert cmds[2].startswith("forge-search space=iha-tiny") and "protocol=cpu-proxy corpus=stdlib" in cmds[2]
+        assert cmds[3] == "forge-verify run=runs/tiny k=4 control=4"
+
+
+def test_an_interrupted_search_ends_without_the_front_or_next_lines(run_dir, capsys):
+    from search.cli import end_screen
+
+    s = json.loads((run_dir / "summary.json").read_text())
+    end_screen({**s, "status": "interrupted"}, as_json=False)
+    assert capsys.readouterr().out == ""
+    end_screen(s, as_json=False)
+    assert "next:" in capsys.readouterr().out

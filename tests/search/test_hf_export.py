@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -63,7 +64,7 @@ def _check_same(model, hf, n_new=12):
 def test_heterogeneous_iha_matches_forge_logits_and_greedy_generation(tmp_path, glob):
     genome = _genome(HETERO, **glob)
     model = _model(genome)
-    info = write_hf(model, genome, tmp_path, "# card\n")
+    info = write_hf(model, genome, tmp_path)
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
     assert type(hf).__name__ == "ForgeForCausalLM" and hf.config.num_hidden_layers == 3  # KV slots: attention blocks
     _check_same(model, hf)
@@ -74,7 +75,7 @@ def test_heterogeneous_iha_matches_forge_logits_and_greedy_generation(tmp_path, 
 def test_generate_uses_the_kv_cache(tmp_path):
     """Decoding feeds one token per step with the cache: the cache grows, and a cache-less model would differ."""
     genome = _genome(HETERO)
-    write_hf(_model(genome), genome, tmp_path, "")
+    write_hf(_model(genome), genome, tmp_path)
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
     x = torch.randint(0, VOCAB, (1, 6))
     out = hf(x, use_cache=True)
@@ -89,7 +90,7 @@ def test_labels_give_forges_training_loss(tmp_path):
     """HF convention (labels = inputs, shifted inside) equals Forge's next-token loss: Trainer trains the same thing."""
     genome = _genome(HETERO)
     model = _model(genome)
-    write_hf(model, genome, tmp_path, "")
+    write_hf(model, genome, tmp_path)
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True)
     x = torch.randint(0, VOCAB, (2, 10))
     loss = hf(x, labels=x).loss
@@ -102,7 +103,7 @@ def test_left_padded_batch_generates_what_each_prompt_generates_alone(tmp_path):
     """attention_mask and generate()'s position ids are honoured: padding changes nothing."""
     genome = _genome(HETERO)
     model = _model(genome)
-    write_hf(model, genome, tmp_path, "")
+    write_hf(model, genome, tmp_path)
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
     a, b = torch.randint(1, VOCAB, (1, 7)), torch.randint(1, VOCAB, (1, 4))
     ids = torch.cat([a, torch.cat([torch.zeros(1, 3, dtype=torch.long), b], 1)])
@@ -116,7 +117,7 @@ def test_llama_shaped_genome_also_exports_native_llama(tmp_path):
     genome = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 3)
     assert llama_misfit(genome) is None
     model = _model(genome)
-    info = write_hf(model, genome, tmp_path, "# card\n")
+    info = write_hf(model, genome, tmp_path)
     assert info["native"] == "llama"
     cfg = json.loads((tmp_path / "llama" / "config.json").read_text())
     assert cfg["model_type"] == "llama" and "auto_map" not in cfg  # no remote code needed
@@ -165,8 +166,12 @@ def test_forge_export_format_hf_writes_a_loadable_folder_with_a_model_card(tmp_p
     for name in ("config.json", "modeling_forge.py", "model.safetensors", "README.md", "genome.yaml"):
         assert (folder / name).is_file(), name
     card = (folder / "README.md").read_text()
-    assert card.startswith("---\nlibrary_name: transformers") and "found by forge-search" in card
-    assert str(run_dir) in card and "trust_remote_code=True" in card
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["license"] == "mit" and meta["pipeline_tag"] == "text-generation"
+    assert meta["library_name"] == "transformers" and "datasets" not in meta  # iha-tiny: the stdlib corpus
+    assert "estimates of the `tests.search.fakes.FakeBackend` hardware backend" in card
+    assert "cpu-proxy protocol" in card and "Python standard library" in card and "bytes (256 tokens" in card
+    assert str(tmp_path) not in card and "trust_remote_code=True" in card  # no local absolute path
     hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
     assert sum(p.numel() for p in hf.parameters()) == s["exported"][0]["params"]
     genome, model = load_exported(folder)  # and back into Forge's own model, same weights
@@ -177,8 +182,46 @@ def test_forge_export_format_hf_writes_a_loadable_folder_with_a_model_card(tmp_p
 
 def test_missing_transformers_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
-    with pytest.raises(HFExportError, match=r"needs the optional package transformers.*forge-nas\[transformers\]"):
+    with pytest.raises(HFExportError, match=r"needs the optional package transformers.*forge-nas\[export\]"):
         require_transformers()
     with pytest.raises(HFExportError) as e:
         run_export({"run": str(_tiny_run(tmp_path / "run")), "format": "hf", "out": str(tmp_path / "o")})
     assert "\n" not in str(e.value) and not (tmp_path / "o").exists()
+
+
+def test_byte_vocabulary_folder_ships_its_tokenizer_and_runs_in_a_pipeline(tmp_path):
+    """pipeline("text-generation") runs on the folder as exported: the tokenizer maps byte i to token i."""
+    genome = _genome(HETERO, vocab_size=256)
+    write_hf(_model(genome), genome, tmp_path)
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    text = "héllo\n\x00 ✓"
+    assert tok(text)["input_ids"] == list(text.encode()) and tok.decode(list(text.encode())) == text
+    generate = transformers.pipeline("text-generation", model=str(tmp_path), trust_remote_code=True)
+    out = generate("def f(x):", max_new_tokens=5, do_sample=False)[0]["generated_text"]
+    assert out.startswith("def f(x):") and len(out.encode()) > len("def f(x):")
+
+
+def test_gpt2_vocabulary_card_names_the_tokenizer_it_cannot_ship(tmp_path):
+    genome = _genome(HETERO, vocab_size=50257)
+    info = write_hf(build_model(genome, seed=0), genome, tmp_path)
+    assert info["tokenizer"] is None and not (tmp_path / "tokenizer.json").exists()
+    assert 'AutoTokenizer.from_pretrained("gpt2")' in (tmp_path / "README.md").read_text()
+
+
+def test_export_ships_the_weights_forge_verify_trained(tmp_path):
+    """forge-verify keeps each trained pick as <verify>/weights/<id>.safetensors; `weights=` exports it."""
+    from safetensors.torch import save_model
+
+    run_dir = _tiny_run(tmp_path / "run")
+    knee = run_export({"run": str(run_dir), "format": "yaml", "out": str(tmp_path / "plain")})["exported"][0]
+    genome, _ = load_exported(tmp_path / "plain" / knee["id"])
+    trained = _model(genome, seed=11)  # stands in for a trained model: weights no seeded init has
+    save_model(trained, str((tmp_path / "w").mkdir() or tmp_path / "w" / f"{genome.id}.safetensors"))
+    s = run_export({"run": str(run_dir), "format": "hf", "out": str(tmp_path / "out"), "weights": str(tmp_path / "w")})
+    assert s["exported"][0]["weights"].startswith("trained")
+    folder = tmp_path / "out" / genome.id
+    assert "Weights: trained (`forge-verify`)" in (folder / "README.md").read_text()
+    hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
+    x = torch.randint(0, genome.vocab_size, (1, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, trained(x)[0], atol=1e-5, rtol=0)

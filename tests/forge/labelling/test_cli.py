@@ -47,6 +47,8 @@ def test_run_labels_resumes_and_exports(tmp_path):
     s = run(_cfg(_overrides(db, genomes=gfile, export=out, out_dir=tmp_path / "o")))
     assert (s["requested"], s["trained"], s["finite"], s["store_size"], s["exported"]) == (3, 3, 3, 3, 3)
     assert s["median_tokens_per_s"] > 0 and (tmp_path / "o" / "label_summary.json").is_file()
+    logged = {p.relative_to(tmp_path / "o" / "logs").parts[0] for p in (tmp_path / "o" / "logs").rglob("metrics.csv")}
+    assert logged == {g.id for g in tiny_genomes(3)}  # the default CSV logger: one run per genome in the run folder
     labs = list(read_labels(out))
     assert {lab.genome_id for lab in labs} == {g.id for g in tiny_genomes(3)}
     assert all("tokens_per_s" in lab.provenance and "wall_s" in lab.provenance for lab in labs)
@@ -107,7 +109,7 @@ def test_help_documents_every_option():
     r = subprocess.run(LABEL + ["--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0
     for opt in ("n=", "seed=", "genomes=", "store=", "export=", "out_dir=", "space=", "protocol=cpu-proxy|paper",
-                "corpus=stdlib|text|hf", "dispatch=local|ray|submitit", "timeout_s", "retries", "num_gpus"):
+                "corpus=stdlib|text|hf", "dispatch=local|ray|submitit", "timeout_s", "retries", "num_gpus", "logger="):
         assert opt in r.stdout, opt
     from forge.labelling.train import Protocol
 

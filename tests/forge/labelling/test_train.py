@@ -120,3 +120,31 @@ def test_cpu_proxy_budget_is_self_consistent():
           for B in (cfg["tokens"], 2 * cfg["tokens"])}
     rho = spearmanr(at[cfg["tokens"]], at[2 * cfg["tokens"]])[0]
     assert rho >= 0.8, f"cpu-proxy budget not self-consistent: Spearman {rho:.3f}"
+
+
+def test_weights_dir_keeps_the_trained_model(corpus, tmp_path):
+    """forge-verify's trainer keeps each trained model, so forge-export can ship it (not a random init)."""
+    from safetensors.torch import load_file
+
+    from forge.model import build_model
+
+    g = tiny_genome()
+    lab = train_genome(g, Protocol.from_config(TINY_PROTOCOL), corpus, weights_dir=str(tmp_path))
+    path = tmp_path / f"{g.id}.safetensors"
+    assert lab.provenance["checkpoint"] == str(path) and path.is_file()
+    init = build_model(g, seed=TINY_PROTOCOL["seed"]).state_dict()
+    saved = load_file(str(path))
+    assert any(not torch.equal(saved[k], init[k]) for k in saved)  # trained, not the seeded init
+
+
+def test_training_logs_through_a_lightning_logger(corpus, tmp_path):
+    """CSV by default in the CLIs (conf logger node): the training curve and the label, one run per genome."""
+    import csv
+
+    g = tiny_genome()
+    node = {"_target_": "lightning.pytorch.loggers.CSVLogger", "save_dir": str(tmp_path)}
+    lab = train_genome(g, Protocol.from_config(TINY_PROTOCOL), corpus, logger=node)
+    (metrics,) = (tmp_path / g.id).rglob("metrics.csv")
+    rows = list(csv.DictReader(metrics.open()))
+    assert any(r.get("train_loss") for r in rows)
+    assert float([r for r in rows if r.get("val_loss")][-1]["val_loss"]) == pytest.approx(lab.label)

@@ -1,0 +1,45 @@
+"""What real training needs beyond the core install, checked before any work is done.
+
+`protocol=paper` trains on a CUDA GPU in bf16; `corpus=hf` reads a Hugging Face dataset (the `datasets` package)
+and tokenizes with GPT-2's BPE (`tiktoken`). A command that would train under them on a machine without them
+says so in one line at its start, naming the extra and the CPU recipe, instead of failing minutes later.
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Mapping
+
+from forge.config import UserError
+
+CPU_RECIPE = "protocol=cpu-proxy corpus=stdlib (trains on this CPU in seconds per genome)"
+
+
+class NeedsError(UserError):
+    """Training was asked for under a protocol or corpus this machine cannot run."""
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def training_needs(protocol: Mapping[str, Any], corpus: Mapping[str, Any]) -> list[str]:
+    """What is missing here to train under `protocol` on `corpus` (empty: nothing)."""
+    missing = []
+    if str(protocol.get("accelerator", "cpu")) == "gpu" and not _cuda():
+        missing.append(f"a CUDA GPU (protocol {protocol.get('name', '?')} sets accelerator=gpu; none is visible)")
+    if str(corpus.get("_target_", "")).endswith("hf_corpus") and importlib.util.find_spec("datasets") is None:
+        missing.append("the optional package datasets (pip install 'forge-nas[data]')")
+    if corpus.get("tokenizer") == "gpt2" and importlib.util.find_spec("tiktoken") is None:
+        missing.append("the optional package tiktoken for the GPT-2 tokenizer (pip install 'forge-nas[data]')")
+    return missing
+
+
+def check_training(protocol: Mapping[str, Any], corpus: Mapping[str, Any], what: str) -> None:
+    """Raise one line naming what is missing and the CPU recipe that works without it."""
+    missing = training_needs(protocol, corpus)
+    if missing:
+        name = corpus.get("name") or str(corpus.get("_target_", "?")).rsplit(".", 1)[-1]
+        raise NeedsError(f"{what} trains under protocol={protocol.get('name', '?')} on corpus {name}, which needs "
+                         f"{' and '.join(missing)}; allowed: {CPU_RECIPE}")

@@ -1,0 +1,130 @@
+"""The model card (`README.md`) of a `forge-export format=hf` folder.
+
+What a Hub reader needs and a local card does not: front matter (license, pipeline_tag, library, base data),
+that every cost is an estimate of the named backend, which label protocol, corpus and tokenizer the predicted
+loss refers to, and how to run the folder with `pipeline`. Paths are shown by their last component only: the
+card travels with the folder, the exporting machine's directories do not.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forge.config import data_dir
+from forge.genome import Genome
+
+# what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
+LOSS_BASIS = {
+    "iha-paper": ("LLMForge's label protocol (paper App. B: trained from scratch, 655M tokens, sequence 512, "
+                  "batch 128, AdamW lr 1e-3, bf16)", "MiniPile", "GPT-2 BPE (50,257 tokens)", "JeanKaddour/minipile"),
+    "iha-tiny": ("Forge's cpu-proxy protocol (conf/protocol/cpu-proxy.yaml: 32,768 tokens from scratch on a CPU)",
+                 "the source files of the Python standard library (Forge's `stdlib` corpus)",
+                 "bytes (256 tokens, token = byte value)", None),
+}
+
+
+def _name(x: Any) -> str:
+    """A path shown by its last component; anything else as text."""
+    s = str(x)
+    return Path(s).name if ("/" in s or "\\" in s) else s
+
+
+def loss_basis(info: dict[str, Any]) -> tuple[str, str, str, str | None]:
+    """(protocol, corpus, tokenizer, HF dataset id) the run's loss refers to."""
+    ev = info.get("evaluator") or {}
+    run_cfg = _run_config(info.get("run"))
+    if ev.get("kind") == "train":
+        prot, corp = run_cfg.get("protocol") or {}, run_cfg.get("corpus") or {}
+        name = corp.get("name") or corp.get("path") or "?"
+        return (f"the `{prot.get('name', '?')}` protocol ({prot.get('tokens', '?')} tokens), trained by the search",
+                _name(name), str(corp.get("tokenizer", "byte")), corp.get("name") if corp.get("kind") == "hf" else None)
+    pred = ev.get("predictor")
+    space = _sidecar_space(pred) or (run_cfg.get("space") or {}).get("name") or info.get("space")
+    return LOSS_BASIS.get(str(space), ("the labels the surrogate was fitted to", "unknown", "unknown", None))
+
+
+def _sidecar_space(pred: Any) -> str | None:
+    """The space a surrogate checkpoint was trained for (its sidecar JSON), for a shipped name or a path."""
+    if not isinstance(pred, str):
+        return None
+    for p in (data_dir() / "surrogate" / f"{pred}.json", Path(f"{pred}.json")):
+        if p.is_file():
+            try:
+                return json.loads(p.read_text()).get("space", {}).get("name")
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+def _run_config(run: Any) -> dict[str, Any]:
+    p = Path(str(run)) / "config.yaml" if run else None
+    return (yaml.safe_load(p.read_text()) or {}) if p is not None and p.is_file() else {}
+
+
+def tokenizer_note(genome: Genome, shipped: bool) -> str:
+    if shipped:
+        return ("The folder ships its tokenizer (`tokenizer.json`): bytes, token id = byte value, as Forge trains "
+                "byte-vocabulary models.")
+    if genome.vocab_size == 50257:
+        return ("No tokenizer file is shipped (none can be built offline): the vocabulary is GPT-2's BPE, e.g. "
+                "`AutoTokenizer.from_pretrained(\"gpt2\")` or tiktoken's `gpt2` encoding.")
+    return f"No tokenizer is shipped: vocabulary {genome.vocab_size} matches no tokenizer Forge trains with."
+
+
+def front_matter(info: dict[str, Any], dataset: str | None) -> str:
+    meta = {"license": "mit", "library_name": "transformers", "pipeline_tag": "text-generation",
+            "tags": ["forge", "neural-architecture-search", "iha"]}
+    if dataset:
+        meta["datasets"] = [dataset]
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
+
+
+def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: bool, native: bool = False) -> str:
+    """The whole README.md of an hf folder (or of its `llama/` native form)."""
+    protocol, corpus, tok, dataset = loss_basis(info)
+    backend = info.get("backend") or {}
+    bname = backend.get("name") or backend.get("_target_", "?") if isinstance(backend, dict) else backend
+    m = info.get("metrics", {})
+    costs = "\n".join(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |"
+                      for k, v in sorted(m.items()) if k not in ("val_loss", "mu", "sigma", "loss_lo", "loss_hi"))
+    weights = str(info.get("weights", "?"))
+    weights = "trained (`forge-verify`)" if weights.startswith("trained") else weights
+    load = ("AutoModelForCausalLM.from_pretrained(folder)  # native LlamaForCausalLM" if native
+            else "AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)")
+    native_line = ("" if native else "Native form: `llama/` (LlamaForCausalLM, no remote code needed)." if why is None
+                   else f"No native transformers family fits this genome ({why}); it loads with its remote code.")
+    lo, hi = m.get("loss_lo"), m.get("loss_hi")
+    interval = f", interval [{lo:.4f}, {hi:.4f}]" if isinstance(lo, float) and isinstance(hi, float) else ""
+    return f"""{front_matter(info, dataset)}
+# Forge export {info['id']}
+
+An IHA decoder (d_model {genome.d_model}, {info.get('n_layers')} active layers, {info.get('params', 0):,} parameters,
+vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's architecture search
+(space `{info.get('space')}`, generation {info.get('generation')}). Weights: {weights}.
+
+## What the numbers are
+- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's evaluator, not measured on these weights. It refers
+  to {protocol}, on {corpus}, tokenized as {tok}.
+- **Costs** (latency, energy, area): estimates of the `{_name(bname)}` hardware backend for the workload
+  `{json.dumps(info.get('workload'))}`, not measurements.
+
+| metric | value |
+| --- | --- |
+{costs}
+
+## Use
+```python
+from transformers import AutoModelForCausalLM, pipeline
+model = {load}
+generate = pipeline("text-generation", model=folder, trust_remote_code=True)
+```
+{tokenizer_note(genome, tokenizer)}
+{native_line}
+"""
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.4f}" if isinstance(x, float) else str(x)

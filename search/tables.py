@@ -1,0 +1,120 @@
+"""Tabular views of a search run, beside its JSONL, for a spreadsheet or pandas (`pd.read_csv`).
+
+- `front.csv`: the Pareto archive (`pareto.jsonl`), one row per genome;
+- `archive.csv`: every evaluation (`archive.jsonl`), one row per evaluated genome;
+- `history.csv`: one row per generation (HV, feasible count, front size, evaluation seconds), appended as the
+  search runs, so `tail -f` or a notebook can follow it.
+
+Genome rows: id, generation, feasible, the objectives, the loss interval (loss_lo, loss_hi, mu, sigma), the key
+totals (params, layers, every other metric) and the backend's reason. Written with the stdlib `csv` module: the
+search path imports neither pandas nor Lightning. `history.jsonl` stays free of wall-clock fields (a resumed run
+writes it byte for byte as an uninterrupted one); the evaluation seconds live in `history.csv` only.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from forge.io import atomic_write_text
+from search.state import read_jsonl
+
+log = logging.getLogger("forge.search")
+FIRST = ("id", "generation", "feasible")
+INTERVAL = ("loss_lo", "loss_hi", "mu", "sigma")
+HISTORY = ("generation", "evaluations", "new", "hv", "hv_loss_params", "n_feasible", "front_size", "eval_s",
+           "wall_s")
+
+
+def genome_row(rec: dict[str, Any], objectives: Sequence[str]) -> dict[str, Any]:
+    """One flat row of a JSONL record: first the id and objectives, then the interval and every other total."""
+    m = rec.get("metrics", {})
+    layers = rec.get("genome", {}).get("layers")
+    row = {"id": rec["id"], "generation": rec.get("generation"), "feasible": rec.get("feasible")}
+    row |= {k: m.get(k) for k in (*objectives, *INTERVAL)}
+    row |= {k: v for k, v in sorted(m.items()) if k not in row}
+    row |= {"layers": len(layers) if layers is not None else None}
+    row |= {f"design.{k}": v for k, v in sorted((rec.get("design") or {}).items())}
+    return row | {"reason": rec.get("reason", "")}
+
+
+def to_csv(rows: Sequence[dict[str, Any]], first: Iterable[str] = ()) -> str:
+    """CSV text of dict rows: the union of their keys as columns (`first` in front), missing cells empty."""
+    cols = list(dict.fromkeys([*first, *(k for r in rows for k in r)]))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def write_tables(run_dir: Path, objectives: Sequence[str]) -> dict[str, Path]:
+    """front.csv and archive.csv from pareto.jsonl and archive.jsonl (atomically, so a reader never sees half)."""
+    out = {}
+    for src, name in (("pareto.jsonl", "front.csv"), ("archive.jsonl", "archive.csv")):
+        rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
+        atomic_write_text(run_dir / name, to_csv(rows, (*FIRST, *objectives)))
+        out[name] = run_dir / name
+    return out
+
+
+class GenerationLog:
+    """history.csv, one row per generation, and the same line to Python logging (`cli.log` under Hydra)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path, self._eval_seen, self._t0 = Path(run_dir) / "history.csv", 0.0, time.perf_counter()
+
+    def truncate(self, last_generation: int) -> None:
+        """On resume: drop rows of generations after the checkpoint (they are run again)."""
+        if not self.path.is_file():
+            return
+        rows = [r for r in csv.DictReader(io.StringIO(self.path.read_text()))
+                if int(r["generation"]) <= last_generation]
+        atomic_write_text(self.path, to_csv(rows, HISTORY) if rows else "")
+
+    def log(self, row: dict[str, Any], eval_total_s: float) -> None:
+        """Append one generation; `eval_total_s` is the problem's cumulative evaluation time."""
+        flat = {"generation": row["generation"], "evaluations": row["evaluations"], "new": row["new"],
+                "hv": row["hv"], "hv_loss_params": row["hv_loss_params"], "n_feasible": row["n_feasible"],
+                "front_size": row["archive_size"], "eval_s": round(eval_total_s - self._eval_seen, 4),
+                "wall_s": round(time.perf_counter() - self._t0, 3)}
+        self._eval_seen = eval_total_s
+        flat |= {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
+        new = not self.path.is_file() or self.path.stat().st_size == 0
+        text = to_csv([flat], HISTORY)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text if new else text.split("\n", 1)[1])
+        log.info("generation %d: HV %.4f, feasible %d, front %d, evaluations %d (%.2f s)", flat["generation"],
+                 flat["hv"], flat["n_feasible"], flat["front_size"], flat["evaluations"], flat["eval_s"])
+
+
+def read_front(run_dir: Path) -> list[dict[str, str]]:
+    """A run's front.csv rows (derived from pareto.jsonl for runs made before the CSVs existed)."""
+    path = Path(run_dir) / "front.csv"
+    if path.is_file():
+        return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+    import json
+
+    objectives = json.loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
+    text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / "pareto.jsonl")])
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def compare_runs(run_dirs: Sequence[Path], summaries: Sequence[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """runs.csv: one row per run (status, HV, evaluations, front size, the front's best value per objective)."""
+    rows = []
+    for d, s in zip(run_dirs, summaries):
+        front = read_front(d)
+        best = {}
+        for o in s.get("objectives", []):
+            vals = [float(r[o]) for r in front if r.get(o) not in (None, "")]
+            best[f"best.{o}"] = min(vals) if vals else None
+        rows.append({"run": str(d), "algorithm": s.get("algorithm"), "space": s.get("space"),
+                     "backend": s.get("backend"), "seed": s.get("seed"), "status": s.get("status"),
+                     "generations_done": s.get("generations_done"), "evaluations": s.get("evaluations"),
+                     "hypervolume": s.get("hypervolume"), "front_size": len(front), **best})
+    atomic_write_text(path, to_csv(rows))
+    return rows
