@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 
-from forge.io import atomic_write_json, atomic_write_text, json_line
+from forge.io import atomic_write_text, json_default, json_line
 
 CHECKPOINT = "state/checkpoint.json"
 CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
@@ -41,7 +40,7 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, lis
 
 def compact_json(obj: Any) -> str:
     """The checkpoint's encoding: sorted keys, no whitespace, numpy scalars and arrays as plain JSON."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
