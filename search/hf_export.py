@@ -33,10 +33,17 @@ def require_transformers() -> None:
                             f"allowed: {EXTRA}, or format=yaml|json|pt|safetensors") from None
 
 
+def _window(gene: Any) -> int:
+    """A layer's attention window (0 = full); genes that predate the window gene have none."""
+    return int(getattr(gene, "window", 0) or 0)
+
+
 def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
-    """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped)."""
-    layers = [{"attn": g.attn, "n_h": g.n_h, "n_kv": g.n_kv, "d_qk": g.d_qk, "d_v": g.d_v, "d_mlp": g.d_mlp}
-              for g in genome.active_layers]
+    """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped).
+
+    A block's `window` is written only where the layer has one, so full-attention configs are unchanged."""
+    layers = [{"attn": g.attn, "n_h": g.n_h, "n_kv": g.n_kv, "d_qk": g.d_qk, "d_v": g.d_v, "d_mlp": g.d_mlp,
+               **({"window": _window(g)} if g.attn and _window(g) else {})} for g in genome.active_layers]
     return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model,
             "max_position_embeddings": genome.block_size, "layers": layers, "mlp": genome.mlp,
             "norm": genome.norm, "bias": genome.bias, "pos": genome.pos, "parallel": genome.parallel,
@@ -51,6 +58,7 @@ def llama_misfit(genome: Genome) -> str | None:
               (genome.pos == "rope", "pos is not rope"), (not genome.parallel, "parallel residual"),
               (genome.bias in ("none", "all"), "bias=qkv (Llama biases q, k, v and o together)"),
               (all(g.attn for g in L), "identity-attention layers"),
+              (not any(_window(g) for g in L), "sliding-window attention layers"),
               (len(shapes) == 1, "layers differ in (n_h, n_kv, d_qk, d_v, d_mlp)"),
               (all(g.d_qk == g.d_v for g in L), "d_qk != d_v")]
     return next((why for ok, why in checks if not ok), None)

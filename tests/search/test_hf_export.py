@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,39 @@ def test_missing_transformers_is_one_clear_line(tmp_path, monkeypatch):
     with pytest.raises(HFExportError) as e:
         run_export({"run": str(_tiny_run(tmp_path / "run")), "format": "hf", "out": str(tmp_path / "o")})
     assert "\n" not in str(e.value) and not (tmp_path / "o").exists()
+
+
+def _windowed_genome(windows, **glob):
+    """HETERO with a window on each slot (the identity and pruned slots ignore theirs)."""
+    genome = _genome(HETERO, **glob)
+    return genome.with_layers(_with_window(g, w) for g, w in zip(genome.layers, windows))
+
+
+def _with_window(gene, window):
+    gene = replace(gene)
+    object.__setattr__(gene, "window", window)  # the registry's LayerGene.window, attached until it is declared
+    return gene
+
+
+@pytest.mark.parametrize("glob", [{}, dict(pos="learned", norm="layernorm", mlp="gelu", parallel=True)])
+def test_sliding_window_layers_match_forge_with_and_without_cache(tmp_path, glob):
+    genome = _windowed_genome((3, 5, 2, 0, 4), **glob)  # windows shorter than the 9-token prompt
+    model = _model(genome)
+    info = write_hf(model, genome, tmp_path, "")
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert [x.get("window", 0) for x in cfg["layers"]] == [3, 0, 0, 4]  # identity block: none; full: absent
+    assert info["not_native_because"] in ("identity-attention layers", "mlp is not swiglu")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    assert [b.attn.window for b in hf.model.blocks if b.attn is not None] == [3, 0, 4]
+    _check_same(model, hf, n_new=12)  # greedy generation runs the cache past every window
+    x = torch.randint(0, VOCAB, (2, 11), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        out = hf(x[:, :7], use_cache=True)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        steps = [hf(x[:, t:t + 1], cache=cache, use_cache=True).logits for t in range(7, 11)]
+        got = torch.cat([out.logits, *steps], dim=1)
+    torch.testing.assert_close(got, model(x)[0], atol=1e-5, rtol=0)
+    llama = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 2)
+    assert llama_misfit(llama) is None
+    assert llama_misfit(llama.with_layers([llama.layers[0], _with_window(llama.layers[1], 16)])) == \
+        "sliding-window attention layers"
