@@ -1,29 +1,21 @@
 """Sliding-window attention in the IHA model: banded training mask, rolling KV cache, equal logits.
 
-The `window` gene is declared by the gene registry; until it exists on `LayerGene` these tests attach
-it to plain genes (`with_window`), which is exactly what `forge.model.layer_window` reads.
+Windows are set with `tests.forge.windows.with_window`: the registry's `LayerGene.window` once it is
+declared, an attached attribute (what `forge.model.layer_window` reads) before.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from forge.genome import Genome, LayerGene
 from forge.model import Attention, build_model
+from tests.forge.windows import with_window
 
 torch.set_num_threads(2)
 V, D, T = 53, 32, 24
-
-
-def with_window(gene: LayerGene, window: int) -> LayerGene:
-    """A copy of `gene` carrying a window (works before and after the registry declares the field)."""
-    g = replace(gene)
-    object.__setattr__(g, "window", window)
-    return g
 
 
 def windowed(windows: tuple[int, ...], **kw) -> Genome:
