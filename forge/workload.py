@@ -141,6 +141,19 @@ def sum_capped_steps(cap: np.ndarray, n: Any) -> np.ndarray:
     return k * (k + 1) / 2.0 + (n - 1.0 - k) * k
 
 
+def decode_sum(pop: PopArrays, lo: int, hi: int, x_lo: np.ndarray, x_hi: np.ndarray) -> np.ndarray:
+    """Σ_{c=lo}^{hi} x(c) of per-layer quantities (P, L, ...) affine in each layer's attended keys, from their
+    values at contexts lo and hi: the endpoints' mean × steps without windows, split at each window with."""
+    n = hi - lo + 1
+    if layer_windows(pop) is None or hi == lo:
+        return n * (x_lo + x_hi) / 2.0
+    k_lo, k_hi = (np.broadcast_to(attended_keys(pop, c), (pop.P, pop.L)) for c in (lo, hi))
+    extra = (1,) * (np.ndim(x_lo) - 2)
+    dk = (k_hi - k_lo).reshape(pop.P, pop.L, *extra)
+    slope = np.divide(x_hi - x_lo, dk, out=np.zeros(np.broadcast_shapes(np.shape(x_lo), dk.shape)), where=dk > 0)
+    return n * x_lo + slope * sum_capped_steps(window_steps(pop, lo), n).reshape(dk.shape)
+
+
 def causal_keys(pop: PopArrays, tokens: Any) -> np.ndarray:
     """Mean keys per query of a causal prefill of `tokens` (P, L): (T+1)/2 on full layers and
     Σ_{i=1}^{T} min(w, i) / T under a window w (the analyzer's prefill counts the full min(w, T) square)."""

@@ -90,3 +90,13 @@ def test_causal_keys_and_flops_per_token_follow_the_window():
     assert b["flops_per_token"][0] - a["flops_per_token"][0] == pytest.approx(full_attn - sum(attn))
     np.testing.assert_array_equal(a["params"], b["params"])  # a window adds no weights
     np.testing.assert_array_equal(attended_keys(full(), 77), [[77.0]])  # full populations keep the (P, 1) shape
+
+
+@pytest.mark.parametrize("lo, hi", [(100, 1599), (2000, 2500), (10, 40), (300, 300)])
+def test_decode_sum_from_two_endpoints_equals_the_step_by_step_sum(lo, hi):
+    from forge.workload import decode_sum
+
+    pop = windowed_pop([G], WIN)
+    brute = sum(layer_ops(pop, 1, c).flops for c in range(lo, hi + 1))
+    got = decode_sum(pop, lo, hi, layer_ops(pop, 1, lo).flops, layer_ops(pop, 1, hi).flops)
+    np.testing.assert_allclose(got, brute, rtol=1e-12)
