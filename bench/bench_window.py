@@ -5,9 +5,9 @@
 
 `costs`: each baseline as published (full attention) and with every 6th layer global, the others local
 (Gemma 3's 5:1 pattern; window 512 as Gemma-3-270M ships, 4096 as a long-context choice), costed by the
-analyzer (KV-cache bytes of one 98k-token sequence), PLENA at the agentic-90k workload (the Table XII formats
-4/4/4; throughput at batch = max, TTFT/TPOT at Table XI's batch 8) and the A100 roofline at prefill 8192 / decode 1024. Needs the `window` gene
-(forge.genes): `LayerGene.replace(window=...)`.
+analyzer (KV-cache bytes of one 98k-token sequence), PLENA at the agentic-90k workload (the Table XII
+formats 4/4/4; throughput at batch = max, TTFT/TPOT at Table XI's batch 8) and the A100 roofline at
+prefill 8192 / decode 1024. Needs the `window` gene (forge.genes): `LayerGene.replace(window=...)`.
 """
 from __future__ import annotations
 

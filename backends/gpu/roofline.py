@@ -303,7 +303,8 @@ class RooflineBackend:
         out["extras"] = self._extras(pop, pre, dec, mem_need, wl, np.broadcast_to(B, (pop.P,)))
         return out
 
-    def _memory(self, pop: PopArrays, wl: Workload, B: Any, kv1: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _memory(self, pop: PopArrays, wl: Workload, B: Any,
+                kv1: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Weights (`weight_storage`, the genome's own bytes) + KV cache of prefill + decode tokens × batch, against
         `mem_usable` of the device; under batch=max a genome is infeasible when not even one sequence fits."""
         ctx, hw = wl.prefill + wl.decode, self.hw

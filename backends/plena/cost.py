@@ -166,7 +166,10 @@ def shape_cost(s: Shape, sys: System, T: Tables) -> dict[str, np.ndarray]:
                               np.maximum(ch_dec / cores / hz, n * T.head_dec.bytes[:, 0] / bw)], axis=1)
     ttft, dec_s = pre_ops.sum(axis=1), dec_ops.sum(axis=1)
     att3 = T.pre.flops[:, :, [SCORE_J, VALUE_J, SOFTMAX_J]]
-    skipped = ((1 - tri) * att3.sum(axis=(1, 2)) if np.ndim(tri) == 0 else ((1 - tri)[..., None] * att3).sum(axis=(1, 2)))
+    if np.ndim(tri) == 0:
+        skipped = (1 - tri) * att3.sum(axis=(1, 2))
+    else:  # per layer (windows)
+        skipped = ((1 - tri)[..., None] * att3).sum(axis=(1, 2))
     flops_pre = T.pre.total("flops") + T.head_pre.total("flops") - skipped
     windows = layer_windows(pop) is not None
     if windows:  # per-(layer, op) sums split at each window

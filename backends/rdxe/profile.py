@@ -139,6 +139,7 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
             n_h=pop.n_h[p, act].astype(float), d_qk=pop.d_qk[p, act].astype(float), d_v=pop.d_v[p, act].astype(float),
             macs_decode=mac_d[p, act], macs_prefill=mac_p[p, act], e_decode_pj=e_d[p, act], e_prefill_pj=e_p[p, act],
             hop_bytes=int(hop[p]), key=key, n_kv=pop.n_kv[p, act].astype(float), d_mlp=pop.d_mlp[p, act].astype(float),
-            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]), bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p])),
+            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]),
+            bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p])),
             window=None if win is None else win[p, act].astype(np.int64)))
     return out

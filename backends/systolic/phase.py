@@ -73,7 +73,8 @@ def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, b
             io = (M * rows[:, 1], M * rows[:, 2])
         else:
             d = pop.d_qk[att] if kind == 0 else pop.d_v[att]
-            rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common + ([win] if win is not None else []))
+            extra = [win] if win is not None else []
+            rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common + extra)
             vals = sweep_costs(t, b.mode, rows, *sweep, pad=b.counting.pad_d)
             io = sweep_traffic(kind, R, d.astype(float), *sweep, b.counting.pad_d, window=win)
         if b.counting.fusion and b.counting.fusion_traffic == "compulsory":

@@ -1,5 +1,5 @@
-"""Every backend family prices a sliding-window genome through `forge.workload`, with no window code of its own
-beyond the analyzer's helpers: cheaper KV and attention than full attention at a long context, equal when w >= context."""
+"""Every backend family prices a sliding-window genome through `forge.workload` and its helpers: cheaper KV
+and attention than full attention at a long context, equal when the window covers the context."""
 from __future__ import annotations
 
 import numpy as np
