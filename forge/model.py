@@ -9,13 +9,13 @@ g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` implements exactly that mapping.
     head_h = softmax(Q_h K_g(h)^T / sqrt(d_qk)) V_g(h)           y = concat_h(head_h) W_o : n_h·d_v → d
 
 Identity-attention layers have no attention block and no attention norm; pruned layers are absent.
+The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
+and every cost backend agree on what a genome is.
 
 Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query
 position i attends keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask;
 KV-cached decoding keeps only the last w positions of that layer in a rolling cache (position p in
 slot p mod w), so a windowed layer's cache never grows past w positions.
-The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
-and every cost backend agree on what a genome is.
 """
 from __future__ import annotations
 
@@ -159,7 +159,6 @@ class Attention(nn.Module):
             mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
         y = attend(q, k, v, mask, self.pad)  # (B, n_h, T, d_v)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
-
 
     def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None,
                   li: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
