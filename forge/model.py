@@ -11,6 +11,11 @@ g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` implements exactly that mapping.
 Identity-attention layers have no attention block and no attention norm; pruned layers are absent.
 The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
 and every cost backend agree on what a genome is.
+
+Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query
+position i attends keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask;
+KV-cached decoding keeps only the last w positions of that layer in a rolling cache (position p in
+slot p mod w), so a windowed layer's cache never grows past w positions.
 """
 from __future__ import annotations
 
@@ -45,12 +50,20 @@ class IHAConfig:
                                       "allowed: an even d_qk (RoPE rotates pairs), or pos='learned'")
 
 
+def layer_window(gene: LayerGene) -> int:
+    """The layer's attention window (0 = full causal); genomes that predate the gene have none."""
+    return int(getattr(gene, "window", 0) or 0)
+
+
 @dataclass
 class KVCache:
-    """Pre-allocated K/V per active layer (None for identity attention); `length` = cached positions."""
+    """Pre-allocated K/V per active layer (None for identity attention); `length` = positions seen.
 
-    k: list[torch.Tensor | None]  # (B, n_kv, max_len, d_qk), keys stored after RoPE
-    v: list[torch.Tensor | None]  # (B, n_kv, max_len, d_v)
+    A full layer holds max_len slots (position p in slot p); a layer with window w holds min(w, max_len)
+    slots used as a ring (position p in slot p mod w)."""
+
+    k: list[torch.Tensor | None]  # (B, n_kv, slots, d_qk), keys stored after RoPE
+    v: list[torch.Tensor | None]  # (B, n_kv, slots, d_v)
     max_len: int
     length: int = 0
 
@@ -89,6 +102,13 @@ def _causal_mask(q_len: int, past: int, device: torch.device) -> torch.Tensor | 
     return j <= past + i
 
 
+def _window_mask(q_len: int, past: int, window: int, device: torch.device) -> torch.Tensor:
+    """Bool mask (q_len, past+q_len): query at position past+i sees keys j with past+i-window < j <= past+i."""
+    qpos = torch.arange(past, past + q_len, device=device)[:, None]
+    j = torch.arange(past + q_len, device=device)[None, :]
+    return (j <= qpos) & (j > qpos - window)
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, pad: bool) -> torch.Tensor:
     """SDPA under the grouped mapping (enable_gqa: head h reads group floor(h/R)), scale 1/sqrt(d_qk).
 
@@ -113,7 +133,7 @@ class Attention(nn.Module):
         super().__init__()
         d, qkv_bias, all_bias = cfg.genome.d_model, cfg.genome.bias != "none", cfg.genome.bias == "all"
         self.n_h, self.n_kv, self.d_qk, self.d_v = gene.n_h, gene.n_kv, gene.d_qk, gene.d_v
-        self.pad = cfg.pad_attn
+        self.pad, self.window = cfg.pad_attn, layer_window(gene)
         self.q_proj = nn.Linear(d, gene.n_h * gene.d_qk, bias=qkv_bias)
         self.k_proj = nn.Linear(d, gene.n_kv * gene.d_qk, bias=qkv_bias)
         self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
@@ -127,15 +147,37 @@ class Attention(nn.Module):
         if rope is not None:
             cos, sin = rope[self.d_qk]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        past = 0
-        if cache is not None:
-            past = cache.length
-            cache.k[li][:, :, past:past + T] = k
-            cache.v[li][:, :, past:past + T] = v
-            k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
-        mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
+        if self.window and (cache is not None or T > self.window):
+            k, v, mask = self._windowed(k, v, cache, li)
+        else:
+            past = 0
+            if cache is not None:
+                past = cache.length
+                cache.k[li][:, :, past:past + T] = k
+                cache.v[li][:, :, past:past + T] = v
+                k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
+            mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
         y = attend(q, k, v, mask, self.pad)  # (B, n_h, T, d_v)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
+
+    def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None,
+                  li: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Keys/values a windowed layer attends and its banded mask; with a cache, read then update the ring.
+
+        The ring holds the last min(past, w) positions; they are gathered in position order before the
+        new keys, and the last min(T, w) new positions are written back into their slots."""
+        T, w = k.size(2), self.window
+        if cache is None:
+            return k, v, _window_mask(T, 0, w, k.device)
+        past, slots = cache.length, cache.k[li].size(2)
+        old = torch.arange(max(0, past - w), past, device=k.device)
+        ks = torch.cat([cache.k[li][:, :, old % slots], k], dim=2)
+        vs = torch.cat([cache.v[li][:, :, old % slots], v], dim=2)
+        mask = _window_mask(T, past, w, k.device)[:, max(0, past - w):]
+        new = torch.arange(past + T - min(T, slots), past + T, device=k.device)
+        cache.k[li][:, :, new % slots] = k[:, :, T - len(new):]
+        cache.v[li][:, :, new % slots] = v[:, :, T - len(new):]
+        return ks, vs, mask
 
 
 class MLP(nn.Module):
@@ -211,14 +253,16 @@ class IHAModel(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def new_kv_cache(self, batch: int, max_len: int | None = None) -> KVCache:
-        """Empty pre-allocated cache for `batch` sequences of up to `max_len` (default block_size) tokens."""
+        """Empty pre-allocated cache for `batch` sequences of up to `max_len` (default block_size) tokens;
+        a windowed layer gets only min(window, max_len) slots."""
         max_len = max_len or self.genome.block_size
         w = self.wte.weight
         ks, vs = [], []
         for b in self.blocks:
             a = b.attn
-            ks.append(None if a is None else w.new_zeros(batch, a.n_kv, max_len, a.d_qk))
-            vs.append(None if a is None else w.new_zeros(batch, a.n_kv, max_len, a.d_v))
+            n = min(a.window, max_len) if a is not None and a.window else max_len
+            ks.append(None if a is None else w.new_zeros(batch, a.n_kv, n, a.d_qk))
+            vs.append(None if a is None else w.new_zeros(batch, a.n_kv, n, a.d_v))
         return KVCache(ks, vs, max_len)
 
     # ---------------------------------------------------------------- forward

@@ -16,8 +16,13 @@ cache length *including* the new token). Conventions follow PLAS (paper 000, App
 - Per-genome precision: where `PopArrays` carries a genome's own bytes per element (its precision
   genes), they replace `prec`'s, so every backend that takes bytes from the OpTable follows them.
 - `batch` may be a scalar or a (P,) array (a per-genome batch, e.g. `batch=max`).
+- Sliding-window layers (the per-layer `window` gene w > 0; 0 = full): every query attends
+  min(w, context) keys, in prefill and decode, so score/value FLOPs, softmax and KV reads count
+  min(w, context) keys, and a sequence's KV cache holds min(w, context) positions of that layer
+  (`kv_cache_bytes`). A decode step still writes one position (the rolling cache overwrites the oldest).
 - Long contexts: every quantity is a closed form in `context` (no per-token loop); decode sums over a
-  growing context are affine in it and summed in closed form by the backends.
+  growing context are affine in it up to each layer's window and constant after it (`window_steps`
+  says after how many steps), summed in closed form by the backends.
 
 Everything is vectorized over a population (`PopArrays`): each field of `OpTable` is a (P, L, O)
 array, O = len(OP_NAMES); operators that do not exist (pruned layers, identity attention, the gate of
@@ -92,6 +97,68 @@ class OpTable:
         return {f: getattr(self, f)[:, :, j] for f in OP_FIELDS}
 
 
+def layer_windows(pop: PopArrays) -> np.ndarray | None:
+    """(P, L) attention window per layer (0 = full) on attention layers, or None when no layer has one.
+
+    Populations built before the window gene (forge.genes) carry no `window` array: all full."""
+    w = getattr(pop, "window", None)
+    if w is None:
+        return None
+    w = np.where(np.asarray(pop.attn).astype(bool), np.asarray(w, dtype=np.int64), 0)
+    return w if w.any() else None
+
+
+def attended_keys(pop: PopArrays, context: Any, dtype: Any = np.float64) -> np.ndarray:
+    """Keys each query attends per layer: min(window, context) on windowed layers, else the context.
+
+    (P, 1) when no layer has a window (the historical broadcast shape), else (P, L)."""
+    C = _bcast(context, pop.P, dtype)
+    w = layer_windows(pop)
+    return C if w is None else np.where(w > 0, np.minimum(w.astype(dtype), C), C)
+
+
+def window_steps(pop: PopArrays, first_context: Any) -> np.ndarray:
+    """(P, L) decode steps after the first (at `first_context`) during which a layer's attended keys still
+    grow: w - first_context (clipped at 0) on windowed layers, inf on full ones. Step u (context
+    first_context + u) costs the affine value at min(u, window_steps): sums split there in closed form."""
+    c0 = _bcast(first_context, pop.P)
+    w = layer_windows(pop)
+    if w is None:
+        return np.full((pop.P, pop.L), np.inf)
+    return np.where(w > 0, np.maximum(w - c0, 0.0), np.inf)
+
+
+def sum_capped_steps(cap: np.ndarray, n: Any) -> np.ndarray:
+    """Σ_{u=0}^{n-1} min(u, cap) elementwise (cap >= 0, inf = uncapped): the decode sum of a windowed slope."""
+    n = np.asarray(n, dtype=float)
+    k = np.minimum(cap, n - 1.0)
+    return k * (k + 1) / 2.0 + (n - 1.0 - k) * k
+
+
+def decode_sum(pop: PopArrays, lo: int, hi: int, x_lo: np.ndarray, x_hi: np.ndarray) -> np.ndarray:
+    """Σ_{c=lo}^{hi} x(c) of per-layer quantities (P, L, ...) affine in each layer's attended keys, from their
+    values at contexts lo and hi: the endpoints' mean × steps without windows, split at each window with."""
+    n = hi - lo + 1
+    if layer_windows(pop) is None or hi == lo:
+        return n * (x_lo + x_hi) / 2.0
+    k_lo, k_hi = (np.broadcast_to(attended_keys(pop, c), (pop.P, pop.L)) for c in (lo, hi))
+    extra = (1,) * (np.ndim(x_lo) - 2)
+    dk = (k_hi - k_lo).reshape(pop.P, pop.L, *extra)
+    slope = np.divide(x_hi - x_lo, dk, out=np.zeros(np.broadcast_shapes(np.shape(x_lo), dk.shape)), where=dk > 0)
+    return n * x_lo + slope * sum_capped_steps(window_steps(pop, lo), n).reshape(dk.shape)
+
+
+def causal_keys(pop: PopArrays, tokens: Any) -> np.ndarray:
+    """Mean keys per query of a causal prefill of `tokens` (P, L): (T+1)/2 on full layers and
+    Σ_{i=1}^{T} min(w, i) / T under a window w (the analyzer's prefill counts the full min(w, T) square)."""
+    T = np.broadcast_to(_bcast(tokens, pop.P), (pop.P, pop.L))
+    w = layer_windows(pop)
+    if w is None:
+        return (T + 1) / 2.0
+    k = np.where(w > 0, np.minimum(w, T), T)
+    return (k * (k + 1) / 2.0 + (T - k) * k) / T
+
+
 def _bcast(x: Any, P: int, dtype: Any = np.float64) -> np.ndarray:
     """Scalar or (P,) → (P, 1) float array, broadcastable against (P, L)."""
     return np.broadcast_to(np.asarray(x, dtype=dtype), (P,)).reshape(P, 1)
@@ -147,7 +214,7 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     gemm("v_proj", r_att, d, vdim, d * vdim + bq * vdim, kv_write=r_att * vdim * bkv,
          act_bytes=r_att * d * ba)
     heads = B * nh * att
-    s_att, c_att = S * att, C * att
+    s_att, c_att = S * att, attended_keys(pop, context, dtype) * att  # keys per query: min(window, context)
     scores = heads * s_att * c_att
     gemm("attn_score", s_att, dqk, c_att, zero, batch_=heads,
          act_bytes=(heads * s_att * dqk + scores) * ba, kv_read=B * c_att * kdim * bkv)
@@ -217,8 +284,12 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
     params = layer_params + emb + final_norm
     gemm = np.array([k == "gemm" for k in ops.kinds])
     matmul_w = (ops.flops[:, :, gemm]).sum(axis=(1, 2)) / 2  # FLOPs at 1 token = 2 × matmul weights
-    attn_per_ctx = 2 * (pop.n_h * (pop.d_qk + pop.d_v)).sum(axis=1)  # score + value FLOPs per key
-    flops_tok = 2 * matmul_w + 2 * d * V + attn_per_ctx * (T + 1) / 2
+    if layer_windows(pop) is None:
+        attn_per_ctx = 2 * (pop.n_h * (pop.d_qk + pop.d_v)).sum(axis=1)  # score + value FLOPs per key
+        attn = attn_per_ctx * (T + 1) / 2
+    else:  # each layer at its own mean causal key count under its window
+        attn = (2 * pop.n_h * (pop.d_qk + pop.d_v) * causal_keys(pop, T)).sum(axis=1)
+    flops_tok = 2 * matmul_w + 2 * d * V + attn
     kv = ops.total("kv_write_bytes")
     return {"params": params, "non_embedding_params": params - emb, "kv_bytes_per_token": kv,
             "flops_per_token": flops_tok, "n_active_layers": pop.active.sum(axis=1),
@@ -243,8 +314,12 @@ def weight_storage(pop: PopArrays, prec: Precision = Precision(), embedding: boo
 
 
 def kv_cache_bytes(pop: PopArrays, context: Any, batch: Any = 1, prec: Precision = Precision()) -> np.ndarray:
-    """KV-cache bytes of `batch` sequences of `context` tokens (P,): n_kv·(d_qk + d_v) per attention layer."""
-    return layer_ops(pop, 1, 1, batch, prec).total("kv_write_bytes") * np.asarray(context, dtype=float)
+    """KV-cache bytes of `batch` sequences of `context` tokens (P,): n_kv·(d_qk + d_v) per attention layer
+    and position, min(window, context) positions on a windowed layer (its rolling cache)."""
+    ops = layer_ops(pop, 1, 1, batch, prec)
+    if layer_windows(pop) is None:
+        return ops.total("kv_write_bytes") * np.asarray(context, dtype=float)
+    return (ops.kv_write_bytes.sum(axis=2) * attended_keys(pop, context)).sum(axis=1)  # per layer × positions
 
 
 WORKLOAD_TOTALS = ("kv_bytes", "weight_bytes", "peak_memory_bytes")

@@ -3,6 +3,7 @@
 Infinite-Head Attention (LLMForge §3.1): every block has its own n_h query heads, n_kv K/V groups,
 query/key width d_qk and value width d_v (n_kv | n_h; head h reads group floor(h / (n_h/n_kv))).
 A block with `attn: false` has identity attention (no attention, no attention norm, no KV cache).
+A block with `window: w` (w > 0) attends only its last w positions: query i sees keys i - w < j <= i.
 The maths mirrors `forge.model.IHAModel` op for op, so the same weights give the same logits;
 this file must stand alone (torch + transformers only) because it travels with the weights.
 """
@@ -25,7 +26,9 @@ except ImportError:  # pragma: no cover
 
 
 class ForgeConfig(_BaseConfig):
-    """Global choices plus `layers`: one dict {attn, n_h, n_kv, d_qk, d_v, d_mlp} per block.
+    """Global choices plus `layers`: one dict {attn, n_h, n_kv, d_qk, d_v, d_mlp[, window]} per block.
+
+    `window` (absent or 0 = full causal attention) is the block's sliding attention window in tokens.
 
     `num_hidden_layers` counts the blocks that keep a KV cache (attention blocks): the cache is
     indexed by attention block, so identity blocks take no cache slot.
@@ -75,7 +78,7 @@ class ForgeAttention(nn.Module):
         super().__init__()
         d, qkv_bias, all_bias = cfg.hidden_size, cfg.bias != "none", cfg.bias == "all"
         self.n_h, self.n_kv, self.d_qk, self.d_v = spec["n_h"], spec["n_kv"], spec["d_qk"], spec["d_v"]
-        self.cache_idx, self.pad = cache_idx, cfg.pad_attn
+        self.cache_idx, self.pad, self.window = cache_idx, cfg.pad_attn, int(spec.get("window", 0) or 0)
         self.q_proj = nn.Linear(d, self.n_h * self.d_qk, bias=qkv_bias)
         self.k_proj = nn.Linear(d, self.n_kv * self.d_qk, bias=qkv_bias)
         self.v_proj = nn.Linear(d, self.n_kv * self.d_v, bias=qkv_bias)
@@ -130,8 +133,8 @@ class ForgeBlock(nn.Module):
         self.mlp = ForgeMLP(cfg, spec["d_mlp"])
 
     def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None,
-                mask: torch.Tensor | None) -> torch.Tensor:
-        a = self.attn(self.ln_attn(x), rope, cache, mask) if self.attn is not None else None
+                masks: dict[int, torch.Tensor | None]) -> torch.Tensor:
+        a = self.attn(self.ln_attn(x), rope, cache, masks[self.attn.window]) if self.attn is not None else None
         if self.parallel:
             return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
         x = x + a if a is not None else x
@@ -190,19 +193,24 @@ class ForgeModel(ForgePreTrainedModel):
         if self.config.pos == "rope":
             dims = {b.attn.d_qk for b in self.blocks if b.attn is not None}
             rope = {d: rope_tables(position_ids, d, self.config.rope_theta) for d in dims}
-        mask = _mask(T, past, attention_mask, input_ids.device)
+        windows = {b.attn.window for b in self.blocks if b.attn is not None}
+        masks = {w: _mask(T, past, attention_mask, input_ids.device, w) for w in windows}  # one per distinct window
         for block in self.blocks:
-            x = block(x, rope, cache, mask)
+            x = block(x, rope, cache, masks)
         return self.ln_f(x)
 
 
-def _mask(T: int, past: int, attention_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-    """Bool (B|1, 1, T, past+T) mask: causal and, where attention_mask has zeros, padding; None = plain causal."""
+def _mask(T: int, past: int, attention_mask: torch.Tensor | None, device: torch.device,
+          window: int = 0) -> torch.Tensor | None:
+    """Bool (B|1, 1, T, past+T) mask: causal, within `window` keys (0 = all), and, where attention_mask has
+    zeros, padding; None = plain causal."""
     padded = attention_mask is not None and not bool(attention_mask.all())
-    if not padded and (past == 0 or T == 1):
+    banded = 0 < window < past + T
+    if not padded and not banded and (past == 0 or T == 1):
         return None
-    i = torch.arange(T, device=device)[:, None]
-    keep = (torch.arange(past + T, device=device)[None, :] <= past + i)[None, None]
+    i = torch.arange(T, device=device)[:, None] + past
+    j = torch.arange(past + T, device=device)[None, :]
+    keep = ((j <= i) & (j > i - window) if banded else j <= i)[None, None]
     if padded:
         keep = keep & attention_mask[:, None, None, -(past + T):].bool()
         keep = keep | ~keep.any(-1, keepdim=True)  # a fully padded query row attends anywhere (its output is unused)

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from forge.genes import LEGACY, attention_genes
 from forge.genome import Genome
 
 EXTRA = "pip install 'forge-nas[export]'"
@@ -33,10 +34,20 @@ def require_transformers() -> None:
                             f"allowed: {EXTRA}, or format=yaml|json|pt|safetensors") from None
 
 
+def _window(gene: Any) -> int:
+    """A layer's attention window (0 = full); genes that predate the window gene have none."""
+    return int(getattr(gene, "window", 0) or 0)
+
+
 def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
-    """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped)."""
-    layers = [{"attn": g.attn, **{k: v for k, v in g.to_dict().items() if k not in ("active", "attn")}}
-              for g in genome.active_layers]  # every registered gene (forge.genes) set off its default too
+    """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped).
+
+    Every registered gene (forge.genes) set off its default is written too; an identity-attention block drops
+    its attention-only extras (a `window` means nothing there), so full-attention configs are unchanged."""
+    new_attn = set(attention_genes()) - set(LEGACY)
+    layers = [{"attn": g.attn, **{k: v for k, v in g.to_dict().items()
+                                  if k not in ("active", "attn") and (g.attn or k not in new_attn)}}
+              for g in genome.active_layers]
     return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model,
             "max_position_embeddings": genome.block_size, "layers": layers, "mlp": genome.mlp,
             "norm": genome.norm, "bias": genome.bias, "pos": genome.pos, "parallel": genome.parallel,
@@ -51,6 +62,7 @@ def llama_misfit(genome: Genome) -> str | None:
               (genome.pos == "rope", "pos is not rope"), (not genome.parallel, "parallel residual"),
               (genome.bias in ("none", "all"), "bias=qkv (Llama biases q, k, v and o together)"),
               (all(g.attn for g in L), "identity-attention layers"),
+              (not any(_window(g) for g in L), "sliding-window attention layers"),
               (len(shapes) == 1, "layers differ in (n_h, n_kv, d_qk, d_v, d_mlp)"),
               (all(g.d_qk == g.d_v for g in L), "d_qk != d_v"),
               (not any(g.extra for g in L), "layers set genes Llama lacks (" +

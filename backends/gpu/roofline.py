@@ -7,7 +7,9 @@ per-layer IHA genomes). `ideal=True` sets η = 1 and both overheads to 0, which 
 (prefill) and Eq. 37 (decode) for dense homogeneous models (tests/backends/gpu/test_roofline.py).
 
 TPOT is the exact mean over the L_d decode steps (context c = L_p + 1 … L_p + L_d): every operator's
-FLOPs and bytes are affine in c, so Σ_c max(f(c), g(c)) is summed in closed form (`sum_max_affine`).
+FLOPs and bytes are affine in c, so Σ_c max(f(c), g(c)) is summed in closed form (`sum_max_affine`);
+a sliding-window layer's are affine up to its window and constant after (`forge.workload.window_steps`),
+summed in two closed-form pieces.
 Energy: e_flop · FLOPs + e_byte · bytes + P_static · time (the energy roofline, hardware.md).
 
 Precision genes: every byte count comes from the analyzer's per-genome bytes (weights, activations, KV), the
@@ -24,7 +26,8 @@ import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
 from forge.arrays import LAYER_KEYS, PopArrays
-from forge.workload import HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, layer_ops, max_batch, weight_storage
+from forge.workload import (HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, kv_cache_bytes, layer_ops, layer_windows,
+                            max_batch, sum_capped_steps, weight_storage, window_steps)
 
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
 
@@ -103,7 +106,7 @@ def sum_max_affine(f0: np.ndarray, fs: np.ndarray, g0: np.ndarray, gs: np.ndarra
     base = n * g0 + gs * n * (n - 1) / 2.0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # huge roots are clipped next
         root = np.where(c != 0, -a / np.where(c != 0, c, 1.0), 0.0)
-    root = np.clip(root, -1.0, float(n))
+    root = np.clip(root, -1.0, np.asarray(n, dtype=float))  # n may be an array (steps before a window)
     lo = np.where(c > 0, np.floor(root) + 1, 0.0)
     hi = np.where(c < 0, np.ceil(root) - 1, n - 1.0)
     flat = c == 0
@@ -139,7 +142,8 @@ def context_slopes(pop: PopArrays, context: int, wl: Workload, batch: Any = None
     """
     batch = wl.batch if batch is None else batch
     f = {k: getattr(pop, k).astype(np.int64) for k in ATTN_KEYS}
-    if (pop.has_precision or np.ndim(batch) > 0 or max(f["n_h"].max(), f["n_kv"].max()) >= 256
+    if (pop.has_precision or np.ndim(batch) > 0 or layer_windows(pop) is not None  # windows: not in the key
+            or max(f["n_h"].max(), f["n_kv"].max()) >= 256
             or max(f["d_qk"].max(), f["d_v"].max()) >= 65536):  # per-genome bytes/batch, or too wide for one key
         a, b = layer_ops(pop, 1, context, batch, wl.precision), layer_ops(pop, 1, context + 1, batch, wl.precision)
         return b.flops - a.flops, b.bytes - a.bytes
@@ -251,17 +255,36 @@ class RooflineBackend:
         f0, g0 = t0.flops / fs, b0 / bs
         sum_t = n * np.maximum(f0, g0)
         fs_var = np.broadcast_to(fs, f0.shape)[:, :, var]
-        sum_t[:, :, var] = sum_max_affine(f0[:, :, var], df[:, :, var] / fs_var, g0[:, :, var], db[:, :, var] / bs, n)
+        cap = window_steps(pop, lo)  # steps during which a windowed layer's keys still grow; inf = full
+        if np.isfinite(cap).any():
+            sum_t[:, :, var] = self._windowed_sum(f0[:, :, var], df[:, :, var] / fs_var, g0[:, :, var],
+                                                  db[:, :, var] / bs, n, cap[:, :, None])
+        else:
+            sum_t[:, :, var] = sum_max_affine(f0[:, :, var], df[:, :, var] / fs_var, g0[:, :, var],
+                                              db[:, :, var] / bs, n)
         sum_t += n * t0.exists * self.launch_us * 1e-6
         head = head_ops(pop, 1, 1, B, prec)
         hb = head.bytes
         ops = np.concatenate([sum_t.sum(axis=1), self._op_seconds(head, hb, fs, bs)[:, 0] * n], axis=1)
         seconds = ops.sum(axis=1) + n * pop.active.sum(axis=1) * self.layer_us * 1e-6
-        tri = n * (n - 1) / 2.0  # Σ u over the steps: quantities are affine in the context
-        flops = n * t0.total("flops") + tri * df.sum(axis=(1, 2)) + n * head.total("flops")
-        byt = n * b0.sum(axis=(1, 2)) + tri * db.sum(axis=(1, 2)) + n * hb.sum(axis=(1, 2))
+        if np.isfinite(cap).any():  # Σ min(u, cap) per layer: the slope stops at each window
+            tri = sum_capped_steps(cap, n)[:, :, None]
+            flops = n * t0.total("flops") + (tri * df).sum(axis=(1, 2)) + n * head.total("flops")
+            byt = n * b0.sum(axis=(1, 2)) + (tri * db).sum(axis=(1, 2)) + n * hb.sum(axis=(1, 2))
+        else:
+            tri = n * (n - 1) / 2.0  # Σ u over the steps: quantities are affine in the context
+            flops = n * t0.total("flops") + tri * df.sum(axis=(1, 2)) + n * head.total("flops")
+            byt = n * b0.sum(axis=(1, 2)) + tri * db.sum(axis=(1, 2)) + n * hb.sum(axis=(1, 2))
         kv_per_token = t0.total("kv_write_bytes")  # per new token (all of the batch)
         return {"s": seconds, "ops": ops, "flops": flops, "bytes": byt, "kv_per_token": kv_per_token}
+
+    @staticmethod
+    def _windowed_sum(f0: np.ndarray, fs: np.ndarray, g0: np.ndarray, gs: np.ndarray, n: int,
+                      cap: np.ndarray) -> np.ndarray:
+        """Σ_u max(f(min(u, cap)), g(min(u, cap))): affine for the first min(cap + 1, n) steps, then constant."""
+        k = np.minimum(cap, n - 1.0)  # finite; the last step of the affine piece
+        n_aff = k + 1.0
+        return sum_max_affine(f0, fs, g0, gs, n_aff) + (n - n_aff) * np.maximum(f0 + fs * k, g0 + gs * k)
 
     def _evaluate_chunk(self, pop: PopArrays, wl: Workload) -> dict[str, Any]:
         fs, bs = self.rates(wl, pop)
@@ -273,17 +296,21 @@ class RooflineBackend:
         e_flop = hw.flop_energy_pj(hw.peak_flops(*genome_bits(pop, wl))) * 1e-12
         energy = (e_flop * (pre["flops"] + dec["flops"]) + hw.e_byte_pj * 1e-12 * (pre["bytes"] + dec["bytes"])
                   + hw.static_w * (pre["s"] + dec["s"]))
-        mem_need, feas, reasons = self._memory(pop, wl, B, dec["kv_per_token"] / Bc)
+        ctx = wl.prefill + wl.decode  # one sequence's KV cache; a windowed layer holds min(w, ctx) positions
+        kv1 = (kv_cache_bytes(pop, ctx, 1, wl.precision) if layer_windows(pop) is not None
+               else dec["kv_per_token"] / Bc * ctx)
+        mem_need, feas, reasons = self._memory(pop, wl, B, kv1)
         out = {"ttft_ms": pre["s"] * 1e3, "tpot_ms": dec["s"] / wl.decode * 1e3,
                "energy_per_token_uj": energy / (Bc * (wl.prefill + wl.decode)) * 1e6, "feasible": feas, "reason": reasons}
         out["extras"] = self._extras(pop, pre, dec, mem_need, wl, np.broadcast_to(B, (pop.P,)))
         return out
 
-    def _memory(self, pop: PopArrays, wl: Workload, B: Any, kv_seq_token: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _memory(self, pop: PopArrays, wl: Workload, B: Any,
+                kv1: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Weights (`weight_storage`, the genome's own bytes) + KV cache of prefill + decode tokens × batch, against
         `mem_usable` of the device; under batch=max a genome is infeasible when not even one sequence fits."""
         ctx, hw = wl.prefill + wl.decode, self.hw
-        weights, kv1 = weight_storage(pop, wl.precision), kv_seq_token * ctx
+        weights = weight_storage(pop, wl.precision)
         need = weights + kv1 * np.maximum(B, 1)
         budget = hw.mem_gb * 1e9 * self.mem_usable
         if not wl.batch_max:

@@ -15,6 +15,11 @@ Causal prefill (`causal`, default on): the analyzer's prefill attention is the f
 a LLaMA is a causal decoder and FlashAttention [13] skips the key tiles wholly above the diagonal, so
 a query-row tile at context c visits ⌈c/BLEN⌉ key tiles: on average (⌈L_p/BLEN⌉ + 1)/2 of them (score),
 (⌈L_p/HLEN⌉ + 1)/2 inner tiles (value), and softmax and the attention FLOPs scale by (L_p + 1)/(2 L_p).
+
+Sliding-window layers (window w): the analyzer counts min(w, c) keys; here a query-row tile visits at most
+⌈w/BLEN⌉ + 1 key tiles in prefill (a band of width w crosses that many), decode tiles sum ⌈min(w, c)/BLEN⌉,
+softmax and FLOPs keep the windowed causal share (`causal_keys`), and decode sums of bytes split at each
+window (`decode_sum`), all exact in the analyzer's terms.
 """
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ import numpy as np
 
 from backends.plena.array import Shape, attention_cycles, gemm_cycles, sum_ceil
 from forge.arrays import PopArrays
-from forge.workload import ELEM_J, GEMM_J, HEAD_OP_NAMES, OP_NAMES, OpTable, Precision, head_ops, layer_ops
+from forge.workload import (ELEM_J, GEMM_J, HEAD_OP_NAMES, OP_NAMES, OpTable, Precision, attended_keys, causal_keys,
+                            decode_sum, head_ops, layer_ops, layer_windows)
 
 SCORE_J, VALUE_J, SOFTMAX_J = (OP_NAMES.index(n) for n in ("attn_score", "attn_value", "softmax"))
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
@@ -72,6 +78,23 @@ def tables(pop: PopArrays, batch: np.ndarray, prefill: int, decode: int, prec: P
 def _half(n: Any, causal: bool) -> Any:
     """Mean key (or inner) tiles per query-row tile over a causal triangle of n tiles: (n + 1)/2."""
     return (n + 1) / 2.0 if causal else n
+
+
+def _tiles(pop: PopArrays, lo: int, hi: int, b: int, causal: bool | None) -> Any:
+    """Key (or inner) tiles per query-row tile of each layer: prefill (hi == lo, `causal`) or Σ over decode
+    contexts lo … hi (causal None). A scalar without windows; (P, L) with them (min(w, c) keys)."""
+    w = layer_windows(pop)
+    if causal is not None:
+        full = _half(np.ceil(lo / b), causal)
+        if w is None:
+            return full
+        band = np.ceil(np.minimum(w, lo) / b) + (1.0 if causal else 0.0)
+        return np.where((w > 0) & (w < lo), np.minimum(full, band), full)
+    if w is None:
+        return sum_ceil(lo, hi, b)
+    c = np.minimum(np.where(w > 0, w, hi), hi)  # contexts lo … c grow, c+1 … hi sit at the window
+    grow = np.vectorize(lambda top: sum_ceil(lo, int(top), b) if top >= lo else 0.0)(c)
+    return grow + (hi - np.maximum(c, lo - 1)) * np.ceil(np.minimum(np.where(w > 0, w, hi), hi) / b)
 
 
 def _hbm_bytes(t: OpTable) -> np.ndarray:
@@ -121,34 +144,50 @@ def shape_cost(s: Shape, sys: System, T: Tables) -> dict[str, np.ndarray]:
     # prefill: contexts = prompt length
     Lp, n, lo, hi = T.prefill, T.decode, T.prefill + 1, T.prefill + T.decode
     tri = (Lp + 1) / (2.0 * Lp) if T.causal else 1.0  # share of the score square under the diagonal
-    c_pre = _compute(s, T, T.pre, np.ceil(dqk / s.hlen) * _half(np.ceil(Lp / s.blen), T.causal),
-                     _half(np.ceil(Lp / s.hlen), T.causal) * np.ceil(dv / s.blen))
+    if T.causal and layer_windows(pop) is not None:  # per layer: the windowed band's causal share
+        tri = causal_keys(pop, Lp) / np.broadcast_to(attended_keys(pop, Lp), (pop.P, pop.L))
+    c_pre = _compute(s, T, T.pre, np.ceil(dqk / s.hlen) * _tiles(pop, Lp, Lp, s.blen, T.causal),
+                     _tiles(pop, Lp, Lp, s.hlen, T.causal) * np.ceil(dv / s.blen))
     c_pre[:, :, SOFTMAX_J] *= tri
     ch_pre = _head_compute(s, T.head_pre)
     pre_ops = np.concatenate([np.maximum(c_pre / cores / hz, _hbm_bytes(T.pre) / bw).sum(axis=1),
                               np.maximum(ch_pre / cores / hz, T.head_pre.bytes[:, 0] / bw)], axis=1)
     # decode: linear ops n × one step; attention summed over contexts lo … hi
-    c_dec = _compute(s, T, T.dec_lo, np.ceil(dqk / s.hlen) * sum_ceil(lo, hi, s.blen),
-                     sum_ceil(lo, hi, s.hlen) * np.ceil(dv / s.blen))
+    c_dec = _compute(s, T, T.dec_lo, np.ceil(dqk / s.hlen) * _tiles(pop, lo, hi, s.blen, None),
+                     _tiles(pop, lo, hi, s.hlen, None) * np.ceil(dv / s.blen))
     b_lo, b_hi = _hbm_bytes(T.dec_lo), _hbm_bytes(T.dec_hi)
     b_dec = n * b_lo
     var = [SCORE_J, VALUE_J, SOFTMAX_J]
-    b_dec[:, :, var] = n * (b_lo[:, :, var] + b_hi[:, :, var]) / 2.0
+    b_dec[:, :, var] = decode_sum(pop, lo, hi, b_lo[:, :, var], b_hi[:, :, var])
     c_dec[:, :, GEMM_J + ELEM_J] *= n
-    c_dec[:, :, SOFTMAX_J] = n * (T.dec_lo.M[:, :, SOFTMAX_J] + T.dec_hi.M[:, :, SOFTMAX_J]) / 2.0 / s.vlen
+    c_dec[:, :, SOFTMAX_J] = decode_sum(pop, lo, hi, T.dec_lo.M[:, :, SOFTMAX_J], T.dec_hi.M[:, :, SOFTMAX_J]) / s.vlen
     ch_dec = _head_compute(s, T.head_dec) * n
     dec_ops = np.concatenate([np.maximum(c_dec / cores / hz, b_dec / bw).sum(axis=1),
                               np.maximum(ch_dec / cores / hz, n * T.head_dec.bytes[:, 0] / bw)], axis=1)
     ttft, dec_s = pre_ops.sum(axis=1), dec_ops.sum(axis=1)
-    flops_pre = T.pre.total("flops") + T.head_pre.total("flops") \
-        - (1 - tri) * T.pre.flops[:, :, [SCORE_J, VALUE_J, SOFTMAX_J]].sum(axis=(1, 2))
-    flops_dec = n * (T.dec_lo.total("flops") + T.dec_hi.total("flops")) / 2.0 + n * T.head_dec.total("flops")
+    att3 = T.pre.flops[:, :, [SCORE_J, VALUE_J, SOFTMAX_J]]
+    if np.ndim(tri) == 0:
+        skipped = (1 - tri) * att3.sum(axis=(1, 2))
+    else:  # per layer (windows)
+        skipped = ((1 - tri)[..., None] * att3).sum(axis=(1, 2))
+    flops_pre = T.pre.total("flops") + T.head_pre.total("flops") - skipped
+    windows = layer_windows(pop) is not None
+    if windows:  # per-(layer, op) sums split at each window
+        dsum = decode_sum(pop, lo, hi, T.dec_lo.flops, T.dec_hi.flops)
+        flops_dec = dsum.sum(axis=(1, 2)) + n * T.head_dec.total("flops")
+    else:
+        flops_dec = n * (T.dec_lo.total("flops") + T.dec_hi.total("flops")) / 2.0 + n * T.head_dec.total("flops")
     peak = 2.0 * s.macs * cores * hz
     mat = GEMM_J + [SCORE_J, VALUE_J]
-    mat_flops = n * (T.dec_lo.flops[:, :, mat].sum(axis=(1, 2)) + T.dec_hi.flops[:, :, mat].sum(axis=(1, 2))) / 2.0
+    if windows:
+        mat_flops = dsum[:, :, mat].sum(axis=(1, 2))
+    else:
+        mat_flops = n * (T.dec_lo.flops[:, :, mat].sum(axis=(1, 2)) + T.dec_hi.flops[:, :, mat].sum(axis=(1, 2))) / 2.0
     att = [SCORE_J, VALUE_J]
 
     def array_util(js: list[int]) -> np.ndarray:  # mapping efficiency of the decode GEMMs in js
+        if windows:
+            return dsum[:, :, js].sum(axis=(1, 2)) / 2.0 / np.maximum(c_dec[:, :, js].sum(axis=(1, 2)) * s.macs, 1e-30)
         f = n * (T.dec_lo.flops[:, :, js].sum(axis=(1, 2)) + T.dec_hi.flops[:, :, js].sum(axis=(1, 2))) / 4.0
         return f / np.maximum(c_dec[:, :, js].sum(axis=(1, 2)) * s.macs, 1e-30)
     hbm = _hbm_bytes(T.pre).sum(axis=(1, 2)) + b_dec.sum(axis=(1, 2)) + T.head_pre.bytes[:, 0].sum(-1) \

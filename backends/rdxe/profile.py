@@ -7,7 +7,8 @@ layer ℓ under a workload of L_p prompt and L_d decode tokens, at batch 1:
 - w: weight bytes (projections, biases, norm weights); identity-attention layers have no attention
   weights, because `layer_ops` zeroes them.
 - kappa: KV bytes written per token (n_kv·(d_qk + d_v)·kv_bytes; 0 for identity attention).
-  The packer needs κ·T with T = L_p + L_d, the maximum context.
+  The packer needs κ·T with T = L_p + L_d, the maximum context (κ·min(w, T) for a sliding window w:
+  its rolling cache); `window` goes to the ring, which counts min(w, c) keys at context c.
 - o: decode MACs of one token at the mean decode context c̄ = L_p + (L_d + 1)/2 (projections plus
   the score and value products), rounded to an integer: the quantity the packer balances.
 - a: peak activation bytes: the largest input+output activation footprint of any one operator of a
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forge.arrays import PopArrays
-from forge.workload import OpTable, Precision, genome_bytes, layer_ops
+from forge.workload import OpTable, Precision, attended_keys, genome_bytes, layer_ops, layer_windows
 
 GEMM_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up", "mlp_down")
 HEAD_BUFFER_OPS = ("attn_score", "softmax", "attn_value")  # per-head data lives in the tile's head buffer
@@ -58,6 +59,7 @@ class LayerProfile:
     d_model: int
     swiglu: bool  # three-matrix MLP (gate, up, down)
     bytes_wak: tuple[float, float, float]  # weight, activation, KV bytes per element
+    window: np.ndarray | None = None  # (N,) attention window per layer, 0 = full; None = all full
 
     @property
     def n(self) -> int:
@@ -95,6 +97,9 @@ def pop_key_rows(pop: PopArrays) -> list[bytes]:
                      m.bias_all, m.layernorm], axis=-1).astype(np.int64)
     own = np.stack([m.weight_bytes, m.act_bytes, m.kv_bytes], axis=-1).astype(np.float64)
     own = np.where(np.isfinite(own), own, -1.0)  # one canonical "the workload's" (NaN payloads may differ)
+    win = layer_windows(pop)
+    if win is not None:  # a window changes the network's cost: part of the key (absent when none, as before)
+        lay = np.concatenate([lay, win[..., None]], axis=-1)
     out = []
     for p in range(m.P):
         act = lay[p, :, 0] > 0
@@ -106,6 +111,8 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
     """Profile every genome of a population with three vectorized `layer_ops` calls."""
     pop = pop.masked()
     T = prefill + decode
+    win = layer_windows(pop)
+    kv_pos = np.broadcast_to(attended_keys(pop, T), (pop.P, pop.L))  # positions cached per layer: min(w, T)
     c_dec, c_pre = prefill + (decode + 1) / 2, (prefill + 1) / 2
     t_dec = layer_ops(pop, tokens=1, context=c_dec, prec=prec)
     t_pre = layer_ops(pop, tokens=1, context=c_pre, prec=prec)
@@ -122,7 +129,7 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
     for p in range(pop.P):
         act = np.flatnonzero(pop.active[p])
         w = tuple(int(x) for x in w_all[p, act])
-        kT = tuple(int(x) for x in np.ceil(kappa_all[p, act] * T))
+        kT = tuple(int(x) for x in np.ceil(kappa_all[p, act] * (T if win is None else kv_pos[p, act])))
         o = tuple(int(x) for x in np.rint(mac_d[p, act]))
         a = tuple(int(x) for x in a_all[p, act])
         key = hashlib.blake2b(repr((w, kT, o, a)).encode(), digest_size=10).hexdigest()
@@ -132,5 +139,7 @@ def profile_population(pop: PopArrays, prefill: int, decode: int, prec: Precisio
             n_h=pop.n_h[p, act].astype(float), d_qk=pop.d_qk[p, act].astype(float), d_v=pop.d_v[p, act].astype(float),
             macs_decode=mac_d[p, act], macs_prefill=mac_p[p, act], e_decode_pj=e_d[p, act], e_prefill_pj=e_p[p, act],
             hop_bytes=int(hop[p]), key=key, n_kv=pop.n_kv[p, act].astype(float), d_mlp=pop.d_mlp[p, act].astype(float),
-            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]), bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p]))))
+            d_model=int(pop.d_model[p]), swiglu=bool(pop.swiglu[p]),
+            bytes_wak=(float(wb[p]), float(ab[p]), float(kvb[p])),
+            window=None if win is None else win[p, act].astype(np.int64)))
     return out

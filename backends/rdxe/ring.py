@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -143,10 +143,24 @@ def chip_leak_pj_per_cycle(cores, w_core_b, k_core_b, k: RingConstants, n_mac=0)
 
 
 @lru_cache(maxsize=4096)
-def mean_ceil(div: int, lo: int, hi: int) -> float:
-    """Mean of ⌈c/div⌉ over the integer contexts c in [lo, hi]."""
+def mean_ceil(div: int, lo: int, hi: int, window: int = 0) -> float:
+    """Mean of ⌈k/div⌉ over the integer contexts c in [lo, hi], k = c or, under a window, min(window, c)."""
     c = np.arange(lo, hi + 1)
+    if window > 0:
+        c = np.minimum(c, window)
     return float(np.ceil(c / div).mean())
+
+
+def mean_keys(prof: LayerProfile, lo: int, hi: int) -> Any:
+    """Mean keys a query attends over the contexts [lo, hi]: (lo + hi)/2, or per layer (N,) the mean of
+    min(w, c) on sliding-window layers (affine up to w, constant after: closed form)."""
+    c = (lo + hi) / 2
+    w = prof.window
+    if w is None or not w.any():
+        return c
+    top = np.clip(w, lo - 1, hi).astype(float)  # contexts lo … top grow, top+1 … hi sit at w
+    grown = (top - lo + 1) * (lo + top) / 2.0 + (hi - top) * w
+    return np.where(w > 0, grown / (hi - lo + 1), c)
 
 
 def _projection_bounds(prof: LayerProfile, nm: np.ndarray, C: np.ndarray, rows: float,
@@ -167,9 +181,12 @@ def _attention_bounds(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, 
     """(3, G, N) MAC, KV-port and head-buffer cycle bounds of the score and value products."""
     G = len(cores)
     n_dxt, n_vac = split_cores(cores)
-    pos = np.array([mean_ceil(int(v), ctx[0], ctx[1]) for v in n_vac]).reshape(G, 1)
+    if prof.window is None or not prof.window.any():
+        pos = np.array([mean_ceil(int(v), ctx[0], ctx[1]) for v in n_vac]).reshape(G, 1)
+    else:
+        pos = np.array([[mean_ceil(int(v), ctx[0], ctx[1], int(w)) for w in prof.window] for v in n_vac])
     nm2 = n_mac.reshape(G, 1).astype(float)
-    c = (ctx[0] + ctx[1]) / 2
+    c = mean_keys(prof, *ctx)
     _, ab, kvb = prof.bytes_wak
     mac = np.ceil(prof.n_h[None] / n_dxt.reshape(G, 1)) * pos * (np.ceil(prof.d_qk[None] / nm2) + np.ceil(prof.d_v[None] / nm2))
     kv = prof.n_kv[None] * c * (prof.d_qk + prof.d_v)[None] * kvb / (k.kvmem_port_bytes * cores.reshape(G, 1))
@@ -191,7 +208,7 @@ def layer_cycles(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, ctx: 
     G = len(cores)
     nm, C = n_mac.reshape(G, 1, 1).astype(float), cores.reshape(G, 1, 1).astype(float)
     proj, att = _projection_bounds(prof, nm, C, rows, k), _attention_bounds(prof, n_mac, cores, ctx, k)
-    vec = vector_elems(prof, (ctx[0] + ctx[1]) / 2)[None] / k.vector_elems_per_cycle
+    vec = vector_elems(prof, mean_keys(prof, *ctx))[None] / k.vector_elems_per_cycle
     if serial:
         return proj.sum((0, -1)) + att.sum(0) + vec + k.layer_overhead_cycles
     matrix = proj.max(0).sum(-1) + att.max(0)
@@ -203,7 +220,7 @@ def decode_bounds(prof: LayerProfile, n_mac: np.ndarray, cores: np.ndarray, n_st
                   decode: int, k: RingConstants) -> tuple[np.ndarray, np.ndarray]:
     """(G,) TPOT floor and ceiling in ms: every weight and KV byte over all the ports of one chip at a
     time (the stream visits one stage at a time), and every bound of every unit run back to back."""
-    G, c = len(cores), prefill + (decode + 1) / 2
+    G, c = len(cores), mean_keys(prof, prefill + 1, prefill + decode)
     wb, _, kvb = prof.bytes_wak
     w_bytes = (prof.proj_K * prof.proj_N).sum(-1) * wb
     kv_bytes = prof.n_kv * c * (prof.d_qk + prof.d_v) * kvb

@@ -40,10 +40,17 @@ CYC, EN, IN_RD, OUT_WR, OUT_RD = 0, 1, 3, 4, 5  # columns of backends.systolic.g
 TRAFFIC = ("compulsory", "mapper")
 
 
-def sweep_traffic(kind: int, R: np.ndarray, d: np.ndarray, lo: int, hi: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+def sweep_traffic(kind: int, R: np.ndarray, d: np.ndarray, lo: int, hi: int, pad: int,
+                  window: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Compulsory input and output elements of decode attention summed over contexts lo…hi: score (R × d)·(d × c)
-    (kind 0) or value (R × c)·(c × d) (kind 1), output dims padded as `pad_to` does."""
+    (kind 0) or value (R × c)·(c × d) (kind 1), output dims padded as `pad_to` does; with per-row `window`
+    (0 = full) a row attends min(window, c) keys."""
     ctx = np.arange(lo, hi + 1, dtype=float)
+    if window is not None and np.any(window > 0):
+        keys = np.where(window[:, None] > 0, np.minimum(ctx[None, :], window[:, None]), ctx[None, :])
+        if kind == 0:
+            return R * d * len(ctx), R * pad_to(keys, pad).sum(axis=1)
+        return R * keys.sum(axis=1), R * pad_to(d, pad) * len(ctx)
     if kind == 0:
         return R * d * len(ctx), R * pad_to(ctx, pad).sum()
     return R * ctx.sum(), R * pad_to(d, pad) * len(ctx)

@@ -78,6 +78,7 @@ def pad_to(n: np.ndarray, pad: int) -> np.ndarray:
 
 def sweep_costs(t: Template, mode: str, rows: np.ndarray, lo: int, hi: int, pad: int = 0) -> np.ndarray:
     """Decode attention summed over contexts lo…hi. rows (n, 8) = kind (0 score, 1 value), R, d, bytes, flags;
+    an optional 9th column is the layer's attention window (0 = full: min(window, c) keys at context c);
     `pad`: output dims padded as `pad_to` does."""
     cache = _CACHE.setdefault((t, mode, "sweep", lo, hi, pad), {})
     if len(rows) == 0:
@@ -88,8 +89,9 @@ def sweep_costs(t: Template, mode: str, rows: np.ndarray, lo: int, hi: int, pad:
     for i, key in enumerate(map(tuple, uniq.tolist())):
         if key not in cache:
             kind, R, d = key[:3]
+            keys = np.minimum(ctx, key[8]) if len(key) > 8 and key[8] > 0 else ctx
             M, fixed = np.full_like(ctx, R), np.full_like(ctx, d)
-            K, N = (fixed, ctx) if kind == 0 else (ctx, fixed)
+            K, N = (fixed, keys) if kind == 0 else (keys, fixed)
             r = map_many(t, M, K, pad_to(N, pad), *key[3:6], _flags(key[6]), RESIDENT[int(key[7])], mode)
             cache[key] = tuple(_columns(r).sum(axis=0))
         vals[i] = cache[key]

@@ -19,7 +19,8 @@ from backends.gpu.roofline import ALL_OPS
 from backends.systolic.gemm import BIT, NCOL, gemm_costs, map_gemm, pad_to, sweep_costs
 from backends.systolic.fusion import compulsory, fusion_savings, sweep_traffic
 from forge.arrays import PopArrays
-from forge.workload import ELEM_J, GEMM_J, OP_NAMES, OpTable, genome_bytes, head_ops, layer_ops
+from forge.workload import (ELEM_J, GEMM_J, OP_NAMES, OpTable, attended_keys, genome_bytes, head_ops, kv_cache_bytes,
+                            layer_ops, layer_windows, sum_capped_steps, window_steps)
 
 SCORE_J, VALUE_J, SOFTMAX_J = OP_NAMES.index("attn_score"), OP_NAMES.index("attn_value"), OP_NAMES.index("softmax")
 
@@ -57,6 +58,8 @@ def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, b
     res = np.where(kv_res[att[0]], 2.0, 0.0)
     on_chip_act = t.activations_on_chip
     _, ab, kvb = (x[att[0]] for x in gb)
+    win = layer_windows(pop)
+    win = None if win is None else win[att].astype(float)  # sliding windows: a 9th sweep column
     out = [np.zeros(shape) for _ in range(NCOL)]
     for j, kind in ((SCORE_J, 0), (VALUE_J, 1)):
         fused = BIT["output"] if kind == 0 else BIT["input"]
@@ -70,9 +73,10 @@ def _attention(b, pop: PopArrays, tab: OpTable, gb: tuple, kv_res: np.ndarray, b
             io = (M * rows[:, 1], M * rows[:, 2])
         else:
             d = pop.d_qk[att] if kind == 0 else pop.d_v[att]
-            rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common)
+            extra = [win] if win is not None else []
+            rows = np.column_stack([np.full(n, float(kind)), R, d.astype(float)] + common + extra)
             vals = sweep_costs(t, b.mode, rows, *sweep, pad=b.counting.pad_d)
-            io = sweep_traffic(kind, R, d.astype(float), *sweep, b.counting.pad_d)
+            io = sweep_traffic(kind, R, d.astype(float), *sweep, b.counting.pad_d, window=win)
         if b.counting.fusion and b.counting.fusion_traffic == "compulsory":
             vals = compulsory(vals, io[0] * ab, io[1] * ab)
         for i in range(NCOL):
@@ -94,8 +98,8 @@ def _elementwise(b, tab: OpTable, w_res: np.ndarray, scale: float = 1.0, softmax
     en = el * t.vector_pj + dram * t.dram_pj_per_byte + cyc * t.leak_pj_per_cycle
     cyc = cyc * float(b.counting.elementwise_latency)  # llmforge: no latency (run.py)
     en = en * float(b.counting.elementwise_energy)  # llmforge: nor energy (hw_exp.py evaluate_layer: GEMMs only)
-    sc = np.full(len(ELEM_J), scale)
-    sc[ELEM_J.index(SOFTMAX_J)] = softmax_scale
+    sc = np.full(tab.flops.shape[:2] + (len(ELEM_J),), float(scale))
+    sc[:, :, ELEM_J.index(SOFTMAX_J)] = softmax_scale  # a scalar, or (P, L) under sliding windows
     out = [np.zeros(tab.flops.shape) for _ in range(3)]
     for i, v in enumerate((cyc, en, dram)):
         out[i][:, :, ELEM_J] = v * sc
@@ -187,14 +191,19 @@ def evaluate_chunk(b, pop: PopArrays, wl: Workload) -> dict[str, Any]:
         _fuse_qk(pre, dec)
     hp, hd = head_ops(pop, Lp, 1, B, prec), head_ops(pop, 1, 1, B, prec)
     weights = pre.total("weight_bytes") + hp.op("lm_head")["weight_bytes"][:, 0]
-    kv_total = dec.total("kv_write_bytes") * (Lp + n)
+    windows = layer_windows(pop) is not None
+    kv_total = kv_cache_bytes(pop, Lp + n, B, prec) if windows else dec.total("kv_write_bytes") * (Lp + n)
     w_res = (weights <= t.resident_bytes("weight")) & (t.resident_bytes("weight") > 0)
     kv_res = (kv_total <= t.resident_bytes("kv")) & (t.resident_bytes("kv") > 0)
     gb = tuple(x[:, 0] for x in genome_bytes(pop, prec))  # (P,) W/A/KV bytes: the genome's, else the workload's
     (p_cyc, p_en, p_dr), (p_fc, p_fe) = _phase(b, pop, pre, hp, gb, w_res, kv_res, B)
     ctx_sum = (lo + hi) * n / 2.0  # Σ c: softmax elements and bytes are ∝ context
+    soft = ctx_sum / lo
+    if windows and hi > lo:  # Σ_c min(w, c) / min(w, lo) per layer (the table is at context lo)
+        k0 = np.broadcast_to(attended_keys(pop, lo), (pop.P, pop.L))
+        soft = (n * k0 + sum_capped_steps(window_steps(pop, lo), n)) / np.where(k0 > 0, k0, 1.0)
     (d_cyc, d_en, d_dr), (d_fc, d_fe) = _phase(b, pop, dec, hd, gb, w_res, kv_res, B, n_steps=n, sweep=(lo, hi),
-                                               softmax_scale=ctx_sum / lo, att_scale=n / (hi - lo + 1))
+                                               softmax_scale=soft, att_scale=n / (hi - lo + 1))
     hz = (cnt.report_clock_ghz or t.clock_ghz) * 1e9
     ttft, tpot = (p_cyc.sum(axis=1) - p_fc) / hz * 1e3, (d_cyc.sum(axis=1) - d_fc) / hz / n * 1e3
     energy = (p_en.sum(axis=1) + d_en.sum(axis=1) - p_fe - d_fe) * 1e-6 / (B * (Lp + n))  # pJ → µJ per token

@@ -18,6 +18,7 @@ from search.cli import run as run_search
 from search.export import load_exported
 from search.export import run as run_export
 from search.hf_export import HFExportError, llama_misfit, require_transformers, write_hf
+from tests.forge.windows import with_window
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, LlamaForCausalLM  # noqa: E402
@@ -225,3 +226,32 @@ def test_export_ships_the_weights_forge_verify_trained(tmp_path):
     x = torch.randint(0, genome.vocab_size, (1, 5))
     with torch.no_grad():
         torch.testing.assert_close(hf(x).logits, trained(x)[0], atol=1e-5, rtol=0)
+
+
+def _windowed_genome(windows, **glob):
+    """HETERO with a window on each slot (the identity and pruned slots ignore theirs)."""
+    genome = _genome(HETERO, **glob)
+    return genome.with_layers(with_window(g, w) for g, w in zip(genome.layers, windows))
+
+
+@pytest.mark.parametrize("glob", [{}, dict(pos="learned", norm="layernorm", mlp="gelu", parallel=True)])
+def test_sliding_window_layers_match_forge_with_and_without_cache(tmp_path, glob):
+    genome = _windowed_genome((3, 0, 2, 0, 4), **glob)  # windows shorter than the 9-token prompt
+    model = _model(genome)
+    info = write_hf(model, genome, tmp_path, "")
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert [x.get("window", 0) for x in cfg["layers"]] == [3, 0, 0, 4]  # identity block: none; full: absent
+    assert info["not_native_because"] in ("identity-attention layers", "mlp is not swiglu")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    assert [b.attn.window for b in hf.model.blocks if b.attn is not None] == [3, 0, 4]
+    _check_same(model, hf, n_new=12)  # greedy generation runs the cache past every window
+    x = torch.randint(0, VOCAB, (2, 11), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        out = hf(x[:, :7], use_cache=True)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        steps = [hf(x[:, t:t + 1], cache=cache, use_cache=True).logits for t in range(7, 11)]
+        got = torch.cat([out.logits, *steps], dim=1)
+    torch.testing.assert_close(got, model(x)[0], atol=1e-5, rtol=0)
+    llama = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 2)
+    assert llama_misfit(llama) is None
+    assert "window" in llama_misfit(llama.with_layers([llama.layers[0], with_window(llama.layers[1], 16)]))
