@@ -21,6 +21,7 @@ from typing import Any, Iterable, Literal
 
 import yaml
 
+from forge.errors import ForgeError
 from forge.precision import PrecisionError, PrecisionGenes
 
 MLP_KINDS = ("gelu", "swiglu")
@@ -31,7 +32,7 @@ LAYER_FIELDS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")
 ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
 
 
-class GenomeError(ValueError):
+class GenomeError(ForgeError):
     """A genome field holds a value outside its domain; the message names field, value and domain."""
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from pymoo.indicators.hv import HV
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
+from forge.errors import UserError
 from forge.genome import Genome, LayerGene
 from forge.space import SearchSpace
 
@@ -53,7 +54,7 @@ class ParetoArchive:
     def update(self, entries: Sequence[dict[str, Any]], F: np.ndarray) -> int:
         """Merge feasible candidates (first occurrence of each new id) and keep the first front; returns #added."""
         have, new, rows = self.ids, [], []
-        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), -1)):
+        for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), len(self.objectives))):
             if e["id"] not in have and np.all(np.isfinite(f)):
                 have.add(e["id"])
                 new.append(e)
@@ -124,7 +125,7 @@ class Hypervolume:
     def __post_init__(self) -> None:
         self.anchor = np.asarray(self.anchor, float)
         if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
-            raise ValueError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
+            raise UserError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
                              "set search.hv.anchor_values or pick another anchor genome")
         self._hv = HV(ref_point=np.full(len(self.anchor), float(self.ref)))
 

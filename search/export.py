@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
 from forge.io import atomic_write_json, atomic_write_text, check_writable
@@ -25,7 +26,7 @@ from search.state import read_jsonl, require_complete
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
 
-class ExportError(ValueError):
+class ExportError(ForgeError):
     """Bad selection, format or run folder; the message lists what is allowed."""
 
 
@@ -94,14 +95,25 @@ def _trained_weights(gid: str, weights: Path | None, labels: dict[str, dict[str,
 
 
 def _load_weights(model: Any, path: Path) -> None:
+    """Trained weights into `model`; a file that is not a checkpoint of this genome is refused, naming it."""
+    import pickle
+
+    import safetensors
     import torch
 
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_model
+    unreadable = (RuntimeError, EOFError, KeyError, TypeError, ValueError, pickle.UnpicklingError,
+                  getattr(safetensors, "SafetensorError", RuntimeError))
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_model
 
-        load_model(model, str(path))
-    else:
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            load_model(model, str(path))
+        else:
+            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except unreadable as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        raise ExportError(f"{path}: not a readable weights file for this genome ({first}); allowed: a .pt state "
+                          "dict or .safetensors saved by forge-label / forge-verify for this genome") from None
 
 
 def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Path | None,

@@ -19,6 +19,7 @@ import numpy as np
 from pymoo.core.duplicate import DuplicateElimination
 from pymoo.core.problem import Problem
 
+from forge.errors import ForgeError
 from backends.interface import Backend, CostTable, Workload
 from forge.genome import Genome
 from forge.precision import QuantPenalty
@@ -33,7 +34,7 @@ DESIGN_KEYS = ("shape", "precision", "batch")  # backend extras recorded with ea
 BIG_F, BIG_G = 1e12, 1e9  # finite stand-ins for inf (pymoo's sorting and crowding need finite numbers)
 
 
-class SearchConfigError(ValueError):
+class SearchConfigError(ForgeError):
     """Bad search configuration; the message names the key and what is allowed."""
 
 
@@ -291,6 +292,18 @@ class ForgeProblem(Problem):
             design["precision"] = str(genome.precision)
         rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
         return rec | ({"design": design} if design else {})
+
+    def violations(self, rec: dict[str, Any]) -> dict[str, float]:
+        """By how much a record misses each constraint it violates (`ttft_ms <= 100`: 37.5 ms over), plus
+        `hardware` when the backend found no design for it: what the no-feasible-genome table shows."""
+        out = {}
+        for c in self.constraints:
+            v = float(c.g(np.array([float(rec["metrics"].get(c.name, "inf"))]))[0])
+            if v > 0:
+                out[str(c)] = v
+        if rec.get("reason") and not rec.get("feasible") and not out:
+            out["hardware"] = 1.0
+        return out
 
 
 def _num(x: Any) -> float | str:

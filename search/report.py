@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
@@ -29,7 +30,7 @@ ATTN_FIELDS = ("n_h", "n_kv", "d_qk", "d_v")
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
 
-class ReportError(ValueError):
+class ReportError(ForgeError):
     """No runs found, or a run folder without the files a report needs."""
 
 

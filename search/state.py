@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text
 
 CHECKPOINT = "state/checkpoint.json"
@@ -23,7 +24,7 @@ CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.ya
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json")
 
 
-class ResumeError(ValueError):
+class ResumeError(ForgeError):
     """A resume that cannot continue (missing/corrupt state, or a different config)."""
 
 
@@ -31,15 +32,47 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
     atomic_write_json(Path(run_dir) / CHECKPOINT, state)
 
 
+# what every checkpoint holds, and the JSON type of each: a file that lacks one is not ours (or is corrupt)
+CHECKPOINT_KEYS = {"generation": int, "config": dict, "n_iter": int, "rng": dict, "pop": dict, "pop_records": list,
+                   "archive": list, "history": list, "n_evaluated": int, "timers": dict, "wall_s": (int, float)}
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """The checkpoint, checked before anything is restored from it (a refused resume must change nothing)."""
     path = Path(run_dir) / CHECKPOINT
+    if path.exists() and not path.is_file():
+        raise ResumeError(f"{path}: not a file; allowed: the checkpoint forge-search wrote")
     if not path.is_file():
         raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
     try:
-        return json.loads(path.read_text())
+        st = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResumeError(f"{path}: corrupt checkpoint ({type(e).__name__}); allowed: the checkpoint forge-search "
                           "wrote (start a new run if it is lost)") from None
+    if not isinstance(st, dict):
+        raise ResumeError(f"{path}: corrupt checkpoint (a JSON {type(st).__name__}, not an object); allowed: the "
+                          "checkpoint forge-search wrote")
+    bad = [k for k, t in CHECKPOINT_KEYS.items() if not isinstance(st.get(k), t) or isinstance(st.get(k), bool)]
+    if bad:
+        raise ResumeError(f"{path}: corrupt checkpoint (missing or mistyped {', '.join(bad)}); allowed: the "
+                          "checkpoint forge-search wrote")
+    return st
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return {}
+    try:
+        s = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
+                          "wrote") from None
+    if not isinstance(s, dict):
+        raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
+                          "summary.json forge-search wrote")
+    return s
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
@@ -78,12 +111,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     """`status`, `generations_done`, `generations` of a run as its summary.json says (the one field every
     consumer checks); a run with no summary is `running` (or was killed) at its checkpoint's generation."""
     run_dir = Path(run_dir)
-    s: dict[str, Any] = {}
-    if (run_dir / SUMMARY).is_file():
-        try:
-            s = json.loads((run_dir / SUMMARY).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            s = {}
+    s = read_summary(run_dir)
     out = {"status": s.get("status", "running"), "generations_done": s.get("generations_done", -1),
            "generations": s.get("generations")}
     if out["status"] != "complete" and (run_dir / CHECKPOINT).is_file():

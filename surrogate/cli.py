@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from forge.errors import UserError
 from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
@@ -25,7 +26,7 @@ MODES = ("train", "eval", "compare", "finetune", "calibrate")
 def _out_dir(cfg: DictConfig) -> Path:
     out = output_dir(cfg, fallback=None)
     if out is None:
-        raise ValueError("out_dir is required when run() is called outside Hydra")
+        raise UserError("out_dir is required when run() is called outside Hydra")
     return out
 
 
@@ -67,7 +68,7 @@ def _train(cfg: DictConfig) -> dict:
         res["metrics"] = evaluate(test.y, model.predict(test.genomes))
     if cfg.get("out"):
         if getattr(model, "predictor", None) is None:
-            raise ValueError("out= saves a Forge-Former checkpoint; the chosen model has none")
+            raise UserError("out= saves a Forge-Former checkpoint; the chosen model has none")
         model.predictor.meta["metrics"] = res.get("metrics", {})
         model.predictor.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
         if test is not None:  # the interval calibration on the same held-out rows as mode=calibrate
@@ -106,11 +107,11 @@ def _calibrate(cfg: DictConfig) -> dict:
     p = load_predictor(stem)
     t = p.meta.get("test") or {}
     if not t.get("test_frac") or not t.get("n_test"):
-        raise ValueError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
+        raise UserError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
                          "with test_frac > 0, whose test rows calibrate it")
     train, _, held = train_val_test(_labels(cfg), int(t["seed"]), float(t["test_frac"]))
     if train.data_hash() != p.meta.get("data_hash"):
-        raise ValueError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
+        raise UserError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
                          f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
     p.conformal = _conformal(cfg, p, held)
     atomic_write_json(stem.with_suffix(".json"), p.sidecar())
@@ -122,7 +123,7 @@ def _finetune(cfg: DictConfig) -> dict:
     from surrogate.fit import finetune
 
     if not (cfg.get("new") and cfg.get("out")):
-        raise ValueError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
+        raise UserError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
     check_writable(Path(f"{cfg.out}.safetensors"), "out")
     p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_path(cfg), cfg.ratio, cfg.ft_epochs,
                  cfg.ft_lr, cfg.ft_batch, cfg.seed)
@@ -145,7 +146,7 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
 def run(cfg: DictConfig) -> dict:
     """Dispatch on `cfg.mode`; writes and returns the summary."""
     if cfg.mode not in MODES:
-        raise ValueError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
+        raise UserError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
     torch.set_num_threads(int(cfg.get("threads", 2)))
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)

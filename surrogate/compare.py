@@ -15,6 +15,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from forge.errors import UserError
 from forge.config import conf_dir
 from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
@@ -49,7 +50,7 @@ def model_config(name: str) -> Any:
     path = conf_dir() / "surrogate" / f"{name}.yaml"
     if not path.is_file():
         avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
-        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)}")
+        raise UserError(f"model={name!r} is unknown; allowed: {' | '.join(avail)}")
     return OmegaConf.load(path)
 
 

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.arrays import PopArrays
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
@@ -31,7 +32,7 @@ _MLP_OPS = ("mlp_gate", "mlp_up", "mlp_down")
 FIELD_SETS = {"paper": BASE_FIELDS, "derived": BASE_FIELDS + DERIVED_FIELDS}
 
 
-class FeatureError(ValueError):
+class FeatureError(ForgeError):
     """A genome or checkpoint does not fit the field layout; the message says what and what is allowed."""
 
 

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from forge.errors import UserError
+
 
 @dataclass
 class FFConfig:
@@ -152,7 +154,7 @@ class FFModule(L.LightningModule):
                  y_std: float = 1.0, schedule: str = "constant", epochs: int = 0) -> None:
         super().__init__()
         if schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule = {schedule!r} is invalid; allowed: constant | cosine")
+            raise UserError(f"schedule = {schedule!r} is invalid; allowed: constant | cosine")
         self.model = ForgeFormer(cfg)
         self.lr, self.wd, self.rank_weight, self.y_std = lr, weight_decay, rank_weight, y_std
         self.schedule, self.epochs = schedule, epochs

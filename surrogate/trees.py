@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
+from forge.errors import UserError
 from forge.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
@@ -90,7 +91,7 @@ def tree_views(genomes: Sequence[Genome], L_max: int = 40, packed: Packed | None
 
 def _check_view(view: str) -> None:
     if view not in VIEWS:
-        raise ValueError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
+        raise UserError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
 
 
 def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
@@ -162,7 +163,7 @@ class RankForest:
         n = len(arrays["right"])
         if not all(len(arrays[k]) == n for k in ("feature", "threshold", "value")) or \
                 len(arrays["roots"]) != meta["n_trees"]:
-            raise ValueError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
+            raise UserError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
                              f"for {meta['n_trees']} trees")
         return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
 

@@ -254,8 +254,14 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
     with pytest.raises(SystemExit) as e, user_errors("forge-x"):
         raise KeyboardInterrupt
     assert e.value.code == 130
-    with pytest.raises(ZeroDivisionError), user_errors("forge-x"):  # a bug is not bad input
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):  # a bug is not bad input: exit 1, traceback
         1 / 0
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" in err and "ZeroDivisionError" in err
+    assert err.strip().splitlines()[-1].startswith("forge-x: internal error: this is a bug in Forge")
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):  # nor is numpy's ValueError (only Forge's family)
+        raise ValueError("cannot reshape array of size 0 into shape (0,newaxis)")
+    assert e.value.code == 1 and "Traceback" in capsys.readouterr().err
     monkeypatch.setenv("FORGE_DEBUG", "1")
     with pytest.raises(UserError), user_errors("forge-x"):
         raise UserError("kept for debugging")

@@ -25,6 +25,7 @@ from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, a
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.labels import Label, read_labels, write_labels
 from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
@@ -34,7 +35,7 @@ RETRY = {"none": (), "failed": ("failed",), "all": ("failed", "diverged")}
 ALLOWED_URLS = "a path (SQLite file), sqlite:///file.db or postgresql+psycopg://user@host/db"
 
 
-class StoreError(ValueError):
+class StoreError(ForgeError):
     """A store URL that cannot be opened, a file that is not a database, or a missing driver."""
 
 
@@ -135,6 +136,11 @@ class LabelStore:
         """One engine per process (a forked child never reuses its parent's connections)."""
         if self._engine is None or self._pid != os.getpid():
             self._engine, self._pid = _make_engine(self.url, self.timeout_s), os.getpid()
+            try:
+                _check_schema(self._engine, repr(self))
+            except StoreError:
+                self._engine = None
+                raise
             try:
                 _meta.create_all(self._engine, checkfirst=True)
             except DBAPIError as e:  # e.g. another process created the table at the same moment
@@ -286,6 +292,26 @@ class LabelStore:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _check_schema(engine: Engine, who: str) -> None:
+    """Refuse, before writing anything, a database that is not a label store: our table with other columns,
+    or a SQLite file holding only someone else's tables (Forge would add its table to it)."""
+    from forge.labelling.migrate import DONE, OLD
+
+    try:
+        insp = inspect(engine)
+        names = set(insp.get_table_names())
+        if labels_table.name in names:
+            missing = sorted(set(T.keys()) - {c["name"] for c in insp.get_columns(labels_table.name)})
+            if missing:
+                raise StoreError(f"{who}: table {labels_table.name} lacks column(s) {', '.join(missing)}; allowed: a "
+                                 f"Forge label store ({ALLOWED_URLS})")
+        elif engine.dialect.name == "sqlite" and names - {OLD, DONE}:
+            raise StoreError(f"{who}: a SQLite database with other tables ({', '.join(sorted(names)[:5])}), not a "
+                             f"Forge label store; allowed: {ALLOWED_URLS} (a new or a Forge file)")
+    except DBAPIError as e:
+        raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
 
 
 def _has_table(engine: Engine) -> bool:
