@@ -1,6 +1,7 @@
 """Where the Hydra configs and shipped assets live, for an editable or a plain install alike."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -120,6 +121,9 @@ def describe_error(e: BaseException) -> str | None:
 
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
+        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
+            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
+                     "last checkpoint with resume=<run dir>)")
     elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
     else:

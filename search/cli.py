@@ -23,7 +23,8 @@ from search.components import (build_backend, build_coevolution, build_evaluator
                                build_workload)
 from search.runner import Search
 from search.problem import SearchConfigError
-from search.state import CONFIG, RUNTIME_KEYS, ResumeError, check_same_config, holds_search, saved_config
+from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
+                          saved_config)
 
 
 def output_dir(cfg: Any) -> Path:
@@ -37,6 +38,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
+        check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
         c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
         check_search_config(c)
         sweep_temporaries(run_dir, run_dir / "state")

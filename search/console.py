@@ -132,4 +132,5 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, cons
                   f"{summary.get('generations_done')} of {summary.get('generations')}, "
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
     console.print(f"run directory: {run_dir}")
-    console.print("next:\n" + "\n".join(f"  {c}" for c in next_commands(run_dir)), highlight=False)
+    nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
+    console.print("next:\n" + "\n".join(f"  {c}" for c in nxt), highlight=False)

@@ -124,13 +124,13 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     from forge.model import build_model
 
     genome = genome_from_dict(row["genome"])
+    model = build_model(genome, seed=seed)
+    src = _trained_weights(genome.id, weights, labels)
+    if src is not None:  # before anything is written: unreadable weights leave no half export behind
+        _load_weights(model, src)
     dest.mkdir(parents=True, exist_ok=True)
     gfile = dest / ("genome.json" if fmt == "json" else "genome.yaml")
     atomic_write_text(gfile, genome.to_json() if fmt == "json" else genome.to_yaml())
-    model = build_model(genome, seed=seed)
-    src = _trained_weights(genome.id, weights, labels)
-    if src is not None:
-        _load_weights(model, src)
     wfile = dest / ("model.pt" if fmt == "pt" else "model.safetensors")
     if fmt == "pt":
         torch.save(model.state_dict(), wfile)

@@ -22,8 +22,8 @@ from search.algorithms import make_algorithm, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
-from search.state import (CHECKPOINT, ResumeError, append_jsonl, load_checkpoint, read_jsonl, save_checkpoint,
-                          truncate_jsonl)
+from search.state import (CHECKPOINT, ResumeError, append_jsonl, check_resumable, load_checkpoint, read_jsonl,
+                          save_checkpoint, truncate_jsonl)
 
 LOSS_CACHE = "state/loss_cache.jsonl"
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
@@ -160,7 +160,7 @@ class Search:
         With no checkpoint yet (killed in generation 0) the run starts afresh: every log line is dropped.
         A checkpoint that cannot be restored is refused before any log is touched."""
         if not (self.run_dir / CHECKPOINT).exists():
-            self._check_never_checkpointed()
+            check_resumable(self.run_dir)
             for name in LOGS:
                 truncate_jsonl(self.run_dir / name, -1)
             return
@@ -174,14 +174,6 @@ class Search:
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
-
-    def _check_never_checkpointed(self) -> None:
-        """No checkpoint: fine for a run killed in generation 0, refused for one that logged a generation
-        (its checkpoint was deleted): restarting from 0 would silently drop that work."""
-        done = len(read_jsonl(self.run_dir / "history.jsonl", tolerate_torn_tail=True))
-        if done:
-            raise ResumeError(f"resume={self.run_dir}: {CHECKPOINT} is missing but history.jsonl records {done} "
-                              "generation(s); allowed: restore the checkpoint, or start a new run (nothing was changed)")
 
     def _restore(self, st: dict[str, Any]) -> None:
         self.gen, self.history = int(st["generation"]), list(st["history"])

@@ -59,6 +59,20 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
     return st
 
 
+def check_resumable(run_dir: Path) -> None:
+    """The checkpoint, when there is one, is readable; without one (a run killed in generation 0 restarts
+    afresh) no generation may have been logged: a deleted checkpoint would silently restart from 0."""
+    run_dir = Path(run_dir)
+    if (run_dir / CHECKPOINT).exists():
+        load_checkpoint(run_dir)
+        return
+    rows = read_jsonl(run_dir / "history.jsonl", tolerate_torn_tail=True)
+    done = [r for r in rows if int(r.get("generation") or 0) >= 1]  # generation 0 may be logged before its checkpoint
+    if done:
+        raise ResumeError(f"resume={run_dir}: {CHECKPOINT} is missing but history.jsonl records {len(rows)} generation(s); "
+                          "allowed: restore the checkpoint, or start a new run (nothing was changed)")
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
     path = Path(run_dir) / SUMMARY
@@ -160,11 +174,16 @@ def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for r in rows:
-            f.write(json.dumps(r, sort_keys=True, default=_default) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with path.open("a") as f:
+            for r in rows:
+                f.write(json.dumps(r, sort_keys=True, default=_default) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk: name the file; lines past the checkpoint are dropped on resume
+        if e.filename is None:
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
+        raise
 
 
 def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, Any]]:
