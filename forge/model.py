@@ -226,7 +226,7 @@ class IHAModel(nn.Module):
     def _positions(self, T: int, past: int, device: torch.device) -> torch.Tensor:
         if self.wpe is not None and past + T > self.genome.block_size:
             raise UserError(f"sequence length {past + T} exceeds block_size={self.genome.block_size} "
-                             "of the learned position table; allowed: at most block_size positions")
+                            "of the learned position table; allowed: at most block_size positions")
         return torch.arange(past, past + T, device=device)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
@@ -236,7 +236,7 @@ class IHAModel(nn.Module):
         past = kv_cache.length if kv_cache is not None else 0
         if kv_cache is not None and past + T > kv_cache.max_len:
             raise UserError(f"KV cache overflow: {past} cached + {T} new > max_len={kv_cache.max_len}; "
-                             "allowed: allocate new_kv_cache(batch, max_len) large enough")
+                            "allowed: allocate new_kv_cache(batch, max_len) large enough")
         pos = self._positions(T, past, idx.device)
         x = self.wte(idx)  # (B, T, d)
         if self.wpe is not None:

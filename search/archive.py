@@ -126,7 +126,7 @@ class Hypervolume:
         self.anchor = np.asarray(self.anchor, float)
         if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
             raise UserError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
-                             "set search.hv.anchor_values or pick another anchor genome")
+                            "set search.hv.anchor_values or pick another anchor genome")
         self._hv = HV(ref_point=np.full(len(self.anchor), float(self.ref)))
 
     def __call__(self, F: np.ndarray) -> float:

@@ -15,10 +15,11 @@ Stores from before the fingerprint (table `forge_labels`) are migrated on open (
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, and_, create_engine, event, func,
                         inspect, or_, select, update)
@@ -300,10 +301,9 @@ def _check_schema(engine: Engine, who: str) -> None:
     from forge.labelling.migrate import DONE, OLD
 
     try:
-        insp = inspect(engine)
-        names = set(insp.get_table_names())
+        names, columns = _tables(engine)
         if labels_table.name in names:
-            missing = sorted(set(T.keys()) - {c["name"] for c in insp.get_columns(labels_table.name)})
+            missing = sorted(set(T.keys()) - columns(labels_table.name))
             if missing:
                 raise StoreError(f"{who}: table {labels_table.name} lacks column(s) {', '.join(missing)}; allowed: a "
                                  f"Forge label store ({ALLOWED_URLS})")
@@ -312,6 +312,24 @@ def _check_schema(engine: Engine, who: str) -> None:
                              f"Forge label store; allowed: {ALLOWED_URLS} (a new or a Forge file)")
     except DBAPIError as e:
         raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{who}: cannot open the store ({e}); allowed: {ALLOWED_URLS}") from None
+
+
+def _tables(engine: Engine) -> tuple[set[str], Callable[[str], set[str]]]:
+    """Table names and a column lookup; an existing SQLite file is read through a read-only connection, so a
+    refused file keeps its bytes and mtime (the engine's first connection would switch it to WAL)."""
+    db = engine.url.database if engine.dialect.name == "sqlite" else None
+    if db and db != ":memory:" and Path(db).is_file() and Path(db).stat().st_size:
+        con = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            cols = {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
+        finally:
+            con.close()
+        return names, lambda n: cols.get(n, set())
+    insp = inspect(engine)
+    return set(insp.get_table_names()), lambda n: {c["name"] for c in insp.get_columns(n)}
 
 
 def _has_table(engine: Engine) -> bool:
