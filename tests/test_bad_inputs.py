@@ -547,7 +547,7 @@ def test_full_disk_in_forge_space_is_one_line(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-@pytest.mark.parametrize("fail_at", [5, 11])  # generation 0's checkpoint / a later generation's log append
+@pytest.mark.parametrize("fail_at", [5, 11])  # the 6th / 12th fsync: generation 0's / generation 1's checkpoint
 def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypatch, capsys, fail_at):
     from forge.config import user_errors
     from search.cli import run
