@@ -14,7 +14,7 @@ therefore not the paper's numbers (Figure 7 uses an undocumented normalization).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from pymoo.indicators.hv import HV
@@ -97,6 +97,22 @@ def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None
         return np.zeros(len(rows), dtype=bool), None
     mask = (lo <= hi[best]) & (hi >= lo[best])
     return mask, int(mask.sum())
+
+
+def least_violating(ids: Sequence[str], cv: Any, records: dict[str, dict[str, Any]],
+                    violations: Callable[[dict[str, Any]], dict[str, float]], k: int = 5) -> list[dict[str, Any]]:
+    """When no genome met the constraints: the k population members with the smallest total violation (pymoo's
+    CV, what constraint dominance ranks by), each with by how much it misses each constraint."""
+    cv = np.asarray(cv, float).reshape(-1)
+    out: list[dict[str, Any]] = []
+    for j in np.argsort(cv, kind="stable"):
+        rec = records.get(ids[j])
+        if rec is None or any(r["id"] == ids[j] for r in out):
+            continue
+        out.append({"id": ids[j], "violation": float(cv[j]), "violated": violations(rec), "metrics": rec["metrics"]})
+        if len(out) == k:
+            break
+    return out
 
 
 def default_anchor(space: SearchSpace) -> Genome:

@@ -19,7 +19,7 @@ from pymoo.core.population import Population
 from forge.io import atomic_write_json, atomic_write_text
 from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_state, restore
-from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
+from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, check_resumable, load_checkpoint, read_jsonl,
@@ -235,22 +235,6 @@ class Search:
         out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
         return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1]}
 
-    def least_violating(self, k: int = 5) -> list[dict[str, Any]]:
-        """No genome met the constraints (an empty front is a result): the population's k members with the
-        smallest total violation (pymoo's CV, what constraint dominance ranks by), each violated constraint's miss."""
-        pop = self.algo.pop
-        ids, cv = self.problem.ids(pop.get("X")), np.asarray(pop.get("CV"), float).reshape(-1)
-        out: list[dict[str, Any]] = []
-        for j in np.argsort(cv, kind="stable"):
-            rec = self.records.get(ids[j])
-            if rec is None or any(r["id"] == ids[j] for r in out):
-                continue
-            out.append({"id": ids[j], "violation": float(cv[j]), "violated": self.problem.violations(rec),
-                        "metrics": rec["metrics"]})
-            if len(out) == k:
-                break
-        return out
-
     def write_summary(self, status: str, interrupted_by: str | None = None, reason: str | None = None) -> dict[str, Any]:
         """summary.json; `status` (complete | stopped | interrupted | running | failed) is the field consumers
         check; a failed run says why in `reason` (and resumes from its last checkpoint)."""
@@ -272,7 +256,9 @@ class Search:
         if reason:
             summary["reason"] = reason
         if self.gen >= 0 and not len(self.archive):
-            summary["least_violating"] = self.least_violating()
+            pop = self.algo.pop  # no genome met the constraints: an empty front is a result, say by how much
+            summary["least_violating"] = least_violating(self.problem.ids(pop.get("X")), pop.get("CV"), self.records,
+                                                         self.problem.violations)
         if self.coevo is not None:
             summary["coevolution"] = self.coevo.summary()
         atomic_write_json(self.run_dir / "summary.json", summary)
