@@ -13,9 +13,10 @@ from typing import Iterator
 
 
 @contextmanager
-def term_as_interrupt() -> Iterator[dict[str, str]]:
-    """Yields a dict whose "signal" names the signal that stopped the loop (SIGTERM; absent for Ctrl-C)."""
-    caught: dict[str, str] = {}
+def term_as_interrupt(caught: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """Yields a dict whose "signal" names the signal that stopped the loop (SIGTERM; absent for Ctrl-C). A loop
+    may also check it: a KeyboardInterrupt raised inside a finalizer or a logging lock is ignored by Python."""
+    caught = {} if caught is None else caught
 
     def raise_interrupt(signum, frame):
         caught["signal"] = "SIGTERM"

@@ -177,6 +177,10 @@ class Search:
 
     def _restore(self, st: dict[str, Any]) -> None:
         self.gen, self.history = int(st["generation"]), list(st["history"])
+        n_var = np.asarray(st["pop"].get("X") or [[0] * self.space.n_var]).shape[-1]
+        if n_var != self.space.n_var:
+            raise ResumeError(f"{self.run_dir / CHECKPOINT}: its population has {n_var} genes per genome, the space "
+                              f"{self.space.name} {self.space.n_var}; allowed: the checkpoint of a run of this space")
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"])

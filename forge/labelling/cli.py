@@ -74,13 +74,15 @@ def _out_dir(cfg: DictConfig) -> Path | None:
     return output_dir(cfg, fallback=None)
 
 
-def _progress(new: list[Label]):
+def _progress(new: list[Label], caught: dict[str, str]):
     from rich.console import Console
 
     console = Console(stderr=True)
 
     def on_label(lab: Label) -> None:
         new.append(lab)
+        if caught.get("signal"):  # a SIGTERM whose KeyboardInterrupt landed where Python ignores exceptions
+            raise KeyboardInterrupt
         p = lab.provenance
         what = f"{lab.label:.4f}" if lab.finite else f"inf [{lab.status}] ({lab.reason[:80]})"
         console.print(f"[{len(new)}] {lab.genome_id} label={what} wall={p.get('wall_s', '?')}s "
@@ -100,13 +102,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
+    caught: dict[str, str] = {}
     factory = hydra.utils.instantiate(cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")))
+                      on_label=_progress(new, caught), retry=str(cfg.get("retry", "failed")))
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
-    with term_as_interrupt() as caught:
+    with term_as_interrupt(caught):
         try:
             trainer.train(genomes)  # Ctrl-C or SIGTERM: in-flight claims are released as failed (retried next run)
             status = "complete"
