@@ -50,7 +50,7 @@ class LowEndStretch:
         pred, y = np.asarray(pred, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if pred.shape != y.shape or pred.ndim != 1 or len(y) < 20:
             raise UserError(f"calibration needs >= 20 held-out rows as two equal 1-D arrays; got {pred.shape}, "
-                             f"{y.shape}")
+                            f"{y.shape}")
         if not (np.isfinite(pred).all() and np.isfinite(y).all()):
             raise UserError("calibration: non-finite prediction or label; allowed: finite numbers")
         cut, top = float(np.quantile(pred, CUT_QUANTILE)), top_rows(y, 5)

@@ -108,11 +108,11 @@ def _calibrate(cfg: DictConfig) -> dict:
     t = p.meta.get("test") or {}
     if not t.get("test_frac") or not t.get("n_test"):
         raise UserError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
-                         "with test_frac > 0, whose test rows calibrate it")
+                        "with test_frac > 0, whose test rows calibrate it")
     train, _, held = train_val_test(_labels(cfg), int(t["seed"]), float(t["test_frac"]))
     if train.data_hash() != p.meta.get("data_hash"):
         raise UserError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
-                         f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
+                        f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
     p.conformal = _conformal(cfg, p, held)
     atomic_write_json(stem.with_suffix(".json"), p.sidecar())
     return {"mode": "calibrate", "checkpoint": str(stem.with_suffix(".json")), "n_rows": len(held),

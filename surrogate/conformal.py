@@ -115,7 +115,7 @@ class ConformalInterval:
                        dict(d.get("provenance") or {}))
         except (KeyError, TypeError) as e:
             raise UserError(f"conformal calibration: missing or malformed {e}; allowed: "
-                             "{'residual': {'edges', 'scores'}, 'sigma': ... | null, 'provenance': {...}}") from None
+                            "{'residual': {'edges', 'scores'}, 'sigma': ... | null, 'provenance': {...}}") from None
 
 
 def check_level(level: float) -> None:

@@ -117,7 +117,7 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     """A new predictor fine-tuned from the frozen base checkpoint (re-read from disk every call)."""
     if ratio < 0 or epochs < 1 or batch < 2:
         raise UserError(f"finetune: ratio={ratio}, epochs={epochs}, batch={batch}; allowed: ratio >= 0, "
-                         "epochs >= 1, batch >= 2")
+                        "epochs >= 1, batch >= 2")
     stem = resolve_checkpoint(base_ckpt)
     base = load_predictor(stem)
     new, old = _as_labelset(new_labels), _as_labelset(replay_data)

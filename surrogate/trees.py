@@ -164,7 +164,7 @@ class RankForest:
         if not all(len(arrays[k]) == n for k in ("feature", "threshold", "value")) or \
                 len(arrays["roots"]) != meta["n_trees"]:
             raise UserError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
-                             f"for {meta['n_trees']} trees")
+                            f"for {meta['n_trees']} trees")
         return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
 
 
