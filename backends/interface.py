@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.precision import PrecisionError, parse_format
 from forge.workload import Precision
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from forge.arrays import PopArrays
 
 
-class BackendError(ValueError):
+class BackendError(ForgeError):
     """Bad backend input (unknown template, preset or workload); the message lists what is allowed."""
 
 

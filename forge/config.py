@@ -1,6 +1,7 @@
 """Where the Hydra configs and shipped assets live, for an editable or a plain install alike."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -9,6 +10,9 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from forge.errors import REPORT_BUG, ForgeError, UserError  # UserError: kept importable from forge.config
+from forge.limits import check_range
 
 CONFIG_PATH = "pkg://forge_conf"  # what every @hydra.main uses
 
@@ -32,19 +36,16 @@ def to_container(cfg: Any) -> Any:
     return cfg
 
 
-class UserError(ValueError):
-    """Bad input the user can fix; the message says what is wrong and what is allowed."""
-
-
-EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # shell conventions: 128 + signal number
+EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
 _ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
 _GUARD: list["RunDirGuard"] = []  # the outermost command's guard
 
 
 @contextmanager
 def user_errors(app: str) -> Iterator[None]:
-    """One error path for every forge-* command: a known error (ValueError subclasses, a missing or unwritable
+    """One error path for every forge-* command: a known error (the ForgeError family, an OS error naming a
     file, Hydra's and OmegaConf's config errors) prints one line `app: error: ...` and exits 2; Ctrl-C exits 130.
+    Anything else is a bug: its traceback, one line saying how to report it, exit 1.
 
     Use it outside @hydra.main (catches Hydra's own errors, which HYDRA_FULL_ERROR makes Hydra re-raise) and,
     optionally, inside the task (it then also checks override types). FORGE_DEBUG=1 keeps the traceback.
@@ -71,14 +72,25 @@ def user_errors(app: str) -> Iterator[None]:
         raise SystemExit(EXIT_SIGINT) from None
     except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
         msg = describe_error(e)
-        if msg is None or os.environ.get("FORGE_DEBUG"):
+        if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):
             raise
+        if msg is None:
+            _report_bug(app)
         if outer and _GUARD:
             _GUARD[0].undo()
         print(f"{app}: error: {msg}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     finally:
         _ACTIVE.pop()
+
+
+def _report_bug(app: str) -> None:
+    """A bug: the traceback, then one line saying it is a bug and how to report it; exit 1 (not 2)."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    raise SystemExit(EXIT_BUG) from None
 
 
 def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
@@ -112,13 +124,12 @@ def describe_error(e: BaseException) -> str | None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    if isinstance(e, UnicodeDecodeError):
-        text = f"not UTF-8 text ({e.reason} at byte {e.start}); allowed: a UTF-8 text file"
-    elif isinstance(e, OSError) and e.filename is not None:
+    if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
-    elif isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
-        text = str(e)
-    elif isinstance(e, (ValueError, HydraException, OmegaConfBaseException)):
+        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
+            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
+                     "last checkpoint with resume=<run dir>)")
+    elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
     else:
         return None
@@ -233,8 +244,9 @@ def _hydra_output_dir() -> Path | None:
 
 
 def check_override_types(hydra_cfg: Any = None) -> None:
-    """Command-line values must have the type of the shipped default (`seed=abc` names `seed`): Hydra
-    accepts any value for an untyped YAML key, and the failure would come later without the key's name."""
+    """Command-line values must have the type of the shipped default (`seed=abc` names `seed`) and lie in the
+    key's range (forge.limits): Hydra accepts any value for an untyped YAML key, and the failure would come
+    later without the key's name (or never: `n=1e9` hangs)."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
@@ -252,6 +264,7 @@ def check_override_types(hydra_cfg: Any = None) -> None:
         problem = _type_problem(default, o.value())
         if problem:
             raise UserError(f"{key}={o.value()!r} is not {problem}; allowed: {problem} (default {default!r})")
+        check_range(hc.job.config_name, key, o.value())
 
 
 def _default_value(key: str, config_name: str, choices: dict[str, Any]) -> Any:

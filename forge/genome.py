@@ -25,6 +25,7 @@ from typing import Any, Iterable, Literal
 
 import yaml
 
+from forge.errors import ForgeError
 from forge.genes import LAYER_GENES, LEGACY, Gene
 from forge.precision import PrecisionError, PrecisionGenes
 
@@ -34,7 +35,7 @@ BIAS_KINDS = ("none", "qkv", "all")
 POS_KINDS = ("rope", "learned")
 
 
-class GenomeError(ValueError):
+class GenomeError(ForgeError):
     """A genome field holds a value outside its domain; the message names field, value and domain."""
 
 

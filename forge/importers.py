@@ -13,6 +13,7 @@ the published configuration of a known model (`KNOWN_GLOBALS`) or from `defaults
 """
 from __future__ import annotations
 
+import errno
 import ast
 import csv
 import io
@@ -24,7 +25,7 @@ from typing import Any, Iterator
 import yaml
 
 from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
-from forge.io import read_text
+from forge.io import load_yaml, read_text
 
 CSV_REQUIRED = ("global_n_embd", "global_block_size", "global_layer_mask", "val_loss")
 CSV_GLOBALS = dict(vocab_size=50257, mlp="gelu", norm="layernorm", bias="none", tied=True, pos="rope")
@@ -89,7 +90,7 @@ def iter_llmforge_csv(path: str | Path, drop_nonfinite: bool = True) -> Iterator
     """Yield one CsvRow per line; a malformed line raises GenomeError naming its line number."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"LLMForge CSV not found: {path}")
+        raise FileNotFoundError(errno.ENOENT, "LLMForge CSV not found", str(path))
     with io.StringIO(read_text(path, "CSV file"), newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
@@ -157,9 +158,9 @@ def load_genome(path: str | Path) -> Genome:
     """Read a genome YAML/JSON file (ours or the LLMForge per-model YAML)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"genome file not found: {path}")
+        raise FileNotFoundError(errno.ENOENT, "genome file not found", str(path))
     try:
-        data = yaml.safe_load(read_text(path, "genome file"))
+        data = load_yaml(read_text(path, "genome file"), path)
     except yaml.YAMLError as e:
         raise GenomeError(f"{path}: malformed YAML/JSON: {e}") from None
     if isinstance(data, dict) and "n_embd" in data:

@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from forge.errors import UserError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -29,6 +31,11 @@ def atomic_write_bytes(path: str | Path, data: bytes, durable: bool = True) -> N
             if durable:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, a read-only folder: name the file (a user error, not a bug), keep the old one
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None:
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -40,10 +47,27 @@ def read_text(path: str | Path, what: str = "file") -> str:
     try:
         return data.decode()
     except UnicodeDecodeError as e:
-        from forge.config import UserError
-
         raise UserError(f"{path}: not a UTF-8 text {what} (byte 0x{data[e.start]:02x} at offset {e.start}); "
                         f"allowed: a UTF-8 text {what}") from None
+
+
+def load_yaml(text: str, where: str | Path) -> Any:
+    """YAML from untrusted text (safe loader: data only, never code), refusing a key given twice in one
+    mapping (PyYAML silently keeps the last; the first was almost certainly meant to be something else)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise UserError(f"{where}:{key_node.start_mark.line + 1}: key {key!r} is given twice; "
+                                    "allowed: each key once per mapping")
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:

@@ -19,6 +19,7 @@ A corrupt line is an error naming its line number, never silently skipped.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -27,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from forge.errors import ForgeError, UserError
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.io import NONFINITE, atomic_write_text, json_num, read_text
 
 STATUSES = ("done", "diverged", "failed")
 
 
-class LabelFileError(ValueError):
+class LabelFileError(ForgeError):
     """A label file line that cannot be parsed; names the file and line."""
 
 
@@ -51,7 +53,7 @@ class Label:
         if not self.status:
             object.__setattr__(self, "status", derive_status(self.label, self.reason))
         elif self.status not in STATUSES:
-            raise ValueError(f"status = {self.status!r}; allowed: {', '.join(STATUSES)}")
+            raise UserError(f"status = {self.status!r}; allowed: {', '.join(STATUSES)}")
         if not self.protocol_fp:
             object.__setattr__(self, "protocol_fp", fingerprint_from_provenance(self.provenance))
 
@@ -74,7 +76,7 @@ class Label:
         g = genome_from_dict(d["genome"])
         lab = _label_value(d["label"])
         if "genome_id" in d and d["genome_id"] != g.id:
-            raise ValueError(f"genome_id {d['genome_id']} does not match its genome (id {g.id})")
+            raise UserError(f"genome_id {d['genome_id']} does not match its genome (id {g.id})")
         return cls(genome=g, label=lab, provenance=dict(d.get("provenance", {})), reason=str(d.get("reason", "")),
                    status=str(d.get("status", "")), protocol_fp=str(d.get("protocol_fp", "")),
                    attempts=int(d.get("attempts", 0)))
@@ -87,7 +89,7 @@ def _label_value(v: Any) -> float:
         return float(v)
     if isinstance(v, str) and v.strip().lower() in NONFINITE:
         return NONFINITE[v.strip().lower()]
-    raise ValueError(f"label {v!r} is not a number; allowed: a JSON number, or \"inf\" for a failed/diverged run")
+    raise UserError(f"label {v!r} is not a number; allowed: a JSON number, or \"inf\" for a failed/diverged run")
 
 
 def derive_status(label: float, reason: str) -> str:
@@ -119,7 +121,7 @@ def read_labels(path: str | Path, protocol: str | None = None) -> Iterator[Label
     `protocol` (a fingerprint) keeps only that protocol's labels."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"label file not found: {path}")
+        raise FileNotFoundError(errno.ENOENT, "label file not found", str(path))
     with io.StringIO(read_text(path, "label file")) as f:  # binary / non-UTF-8: one error naming the file
         for n, line in enumerate(f, start=1):
             if not line.strip():

@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from forge.errors import UserError
 from forge.genome import Genome, GenomeError, LayerGene
 
 
@@ -268,8 +269,8 @@ class IHAModel(nn.Module):
     # ---------------------------------------------------------------- forward
     def _positions(self, T: int, past: int, device: torch.device) -> torch.Tensor:
         if self.wpe is not None and past + T > self.genome.block_size:
-            raise ValueError(f"sequence length {past + T} exceeds block_size={self.genome.block_size} "
-                             "of the learned position table; allowed: at most block_size positions")
+            raise UserError(f"sequence length {past + T} exceeds block_size={self.genome.block_size} "
+                            "of the learned position table; allowed: at most block_size positions")
         return torch.arange(past, past + T, device=device)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
@@ -278,8 +279,8 @@ class IHAModel(nn.Module):
         B, T = idx.shape
         past = kv_cache.length if kv_cache is not None else 0
         if kv_cache is not None and past + T > kv_cache.max_len:
-            raise ValueError(f"KV cache overflow: {past} cached + {T} new > max_len={kv_cache.max_len}; "
-                             "allowed: allocate new_kv_cache(batch, max_len) large enough")
+            raise UserError(f"KV cache overflow: {past} cached + {T} new > max_len={kv_cache.max_len}; "
+                            "allowed: allocate new_kv_cache(batch, max_len) large enough")
         pos = self._positions(T, past, idx.device)
         x = self.wte(idx)  # (B, T, d)
         if self.wpe is not None:

@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from forge.errors import UserError
+
 log = logging.getLogger(__name__)
 
 
@@ -25,7 +27,7 @@ def map_spawned(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> 
     without an `if __name__ == "__main__":` guard, a sandbox without fork/exec), the jobs run here with
     one torch thread: slower, same results. A job's own exception is re-raised as it is."""
     if workers < 1:
-        raise ValueError(f"workers = {workers}; allowed: an integer >= 1")
+        raise UserError(f"workers = {workers}; allowed: an integer >= 1")
     if workers == 1 or len(jobs) <= 1:
         return [fn(*job) for job in jobs]
     ctx = multiprocessing.get_context("spawn")

@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from forge.errors import ForgeError
+
 SCALE_BITS = 8  # E8M0 shared scale (OCP MX v1.0; PLENA Fig. 3: power-of-two scale per block)
 MX_BLOCK = 32  # OCP MX default block size
 _BASE = {  # name: (family, element bits)
@@ -36,7 +38,7 @@ _ALIASES = {"w": "weights", "weight": "weights", "a": "acts", "act": "acts", "ac
             "kv_cache": "kv"}
 
 
-class PrecisionError(ValueError):
+class PrecisionError(ForgeError):
     """An unknown format or a malformed precision triple; the one-line message lists what is allowed."""
 
 
@@ -195,9 +197,8 @@ class QuantPenalty:
             raise PrecisionError(f"quant_penalty.{bad[0]} is unknown; allowed: scale, table")
         table = d.get("table") or {}
         if isinstance(table, str):
-            import yaml
-            from pathlib import Path
+            from forge.io import load_yaml, read_text
 
-            table = yaml.safe_load(Path(table).read_text()) or {}
+            table = load_yaml(read_text(table, "quantization table"), table) or {}
         table = {parse_format(k).name: dict(v) for k, v in dict(table).items()}
         return cls(table=table, scale=float(d.get("scale", 1.0)))

@@ -74,7 +74,7 @@ def restore(algo: NSGA2, st: Mapping[str, Any], n_iter: int, rng_state: Mapping[
     cols["X"] = cols["X"].astype(np.int64)
     cols.pop("feas", None)  # derived by pymoo from CV
     for k in ("rank", "fgen"):
-        if k in cols:
+        if k in cols and not any(x is None for x in cols[k].ravel()):  # generation 0's pop has no rank yet
             cols[k] = cols[k].astype(int)
     pop = Population.new("X", cols.pop("X"))
     for k, v in cols.items():

@@ -14,12 +14,13 @@ therefore not the paper's numbers (Figure 7 uses an undocumented normalization).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from pymoo.indicators.hv import HV
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
+from forge.errors import UserError
 from forge.genome import Genome, LayerGene
 from forge.io import as_float
 from forge.space import SearchSpace
@@ -95,6 +96,22 @@ def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None
     return mask, int(mask.sum())
 
 
+def least_violating(ids: Sequence[str], cv: Any, records: dict[str, dict[str, Any]],
+                    violations: Callable[[dict[str, Any]], dict[str, float]], k: int = 5) -> list[dict[str, Any]]:
+    """When no genome met the constraints: the k population members with the smallest total violation (pymoo's
+    CV, what constraint dominance ranks by), each with by how much it misses each constraint."""
+    cv = np.asarray(cv, float).reshape(-1)
+    out: list[dict[str, Any]] = []
+    for j in np.argsort(cv, kind="stable"):
+        rec = records.get(ids[j])
+        if rec is None or any(r["id"] == ids[j] for r in out):
+            continue
+        out.append({"id": ids[j], "violation": float(cv[j]), "violated": violations(rec), "metrics": rec["metrics"]})
+        if len(out) == k:
+            break
+    return out
+
+
 def default_anchor(space: SearchSpace) -> Genome:
     """GPT-2-style uniform stack: round(0.3·L_max) layers, 64-wide heads, n_kv = n_h, d_mlp ≈ 4·d_model.
 
@@ -126,8 +143,8 @@ class Hypervolume:
         self.anchor = np.asarray(self.anchor, float)
         self.maxi = np.asarray(self.signs if self.signs is not None else np.ones(len(self.anchor))) < 0
         if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
-            raise ValueError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
-                             "set search.hv.anchor_values or pick another anchor genome")
+            raise UserError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
+                            "set search.hv.anchor_values or pick another anchor genome")
         self._hv = HV(ref_point=np.full(len(self.anchor), float(self.ref)))
 
     def __call__(self, F: np.ndarray) -> float:

@@ -19,11 +19,13 @@ from forge import plugins
 from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
 from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
+from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.runner import Search
 from search.problem import SearchConfigError
-from search.state import CONFIG, RUNTIME_KEYS, ResumeError, check_same_config, holds_search, saved_config
+from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
+                          saved_config)
 
 
 def output_dir(cfg: Any) -> Path:
@@ -38,6 +40,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
+        check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
         c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
         check_search_config(c)
         sweep_temporaries(run_dir, run_dir / "state")
@@ -83,6 +86,9 @@ def check_search_config(c: dict[str, Any]) -> None:
         v = _select(s, key)
         if v != "<unset>" and not (isinstance(v, int) and v >= low):
             raise SearchConfigError(f"search.{key}={v!r} is out of range; allowed: an integer >= {low}")
+    for key in ("seed", "search.pop_size", "search.offspring", "evaluator.n_mc"):  # upper bounds (forge.limits)
+        if _select(c, key) not in ("<unset>", None):
+            check_range("forge-search", key, _select(c, key))
     ref = _select(c, "hv.ref")
     if ref not in ("<unset>", None) and not (isinstance(ref, (int, float)) and ref > 0):
         raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
@@ -141,7 +147,7 @@ def _set_threads(n: Any) -> None:
 
 def _brief(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("status", "run_dir", "space", "backend", "algorithm", "seed", "generations_done", "evaluations",
-            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_interval")
+            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_interval", "least_violating")
     out = {k: s[k] for k in keys if k in s}
     from search.export import chosen_design  # the knee's array shape, precisions and batch (where reported)
 
@@ -175,11 +181,18 @@ def _search_job(cfg: DictConfig) -> None:
 def resume_argv(argv: list[str]) -> list[str]:
     """`resume=DIR` runs inside DIR: Hydra gets it as its run directory and writes no `.hydra/` there, so a
     resume leaves no empty outputs/search/<stamp>/ and keeps the run's own record of how it was started."""
-    given = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
+    given = [_unquote(a.split("=", 1)[1]) for a in argv if a.startswith("resume=")]
     if not given or not Path(given[-1]).is_dir() or any(a.startswith("hydra.run.dir=") for a in argv) \
             or any(a in ("-m", "--multirun") for a in argv):
         return argv
-    return [*argv, f"hydra.run.dir={given[-1]}", "hydra.output_subdir=null"]
+    quoted = given[-1].replace("\\", "\\\\").replace("'", "\\'")  # Hydra's quoted-string escapes
+    return [*argv, f"hydra.run.dir='{quoted}'", "hydra.output_subdir=null"]
+
+
+def _unquote(value: str) -> str:
+    """`resume='my runs/a'` (quoted for Hydra, spaces inside) names the folder `my runs/a`."""
+    v = value.strip()
+    return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
 
 
 def search_main() -> None:

@@ -88,6 +88,23 @@ def extra_columns(summary: dict[str, Any]) -> list[tuple[str, str, float, str]]:
     return [(n, n + (" ↑" if n in (summary.get("maximize") or []) else ""), 1.0, "sig") for n in names]
 
 
+def violation_table(summary: dict[str, Any]) -> Table:
+    """An empty front is a result: no genome met the constraints; show the least-violating ones and by how much."""
+    cons = ", ".join(summary.get("constraints") or []) or "the backend's feasibility"
+    t = Table(title=f"No genome met the constraints ({cons}) in {summary.get('evaluations')} evaluations; "
+                    "the least-violating ones:", title_justify="left", box=box.SIMPLE_HEAD)
+    for head in ("#", "id", "violated by", "loss μ", *(c[1] for c in COLUMNS)):
+        t.add_column(head, justify="left" if head in ("id", "violated by") else "right", no_wrap=True)
+    for j, r in enumerate(summary["least_violating"]):
+        m = r.get("metrics") or {}
+        miss = "; ".join(f"{k} (by {_fmt(v, 'sig')})" for k, v in (r.get("violated") or {}).items()) or "–"
+        t.add_row(str(j + 1), r["id"][:8], miss, _fmt(m.get("mu", m.get("val_loss"))),
+                  *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in COLUMNS))
+    t.caption = "Relax a constraint (constraints=[...]) or pick another backend; the run itself is complete."
+    t.caption_justify = "left"
+    return t
+
+
 def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> str:
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     if n_same is None:
@@ -124,9 +141,14 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, cons
     if not console.is_terminal:  # piped or logged: no terminal width to respect, keep rows on one line
         console.width = max(console.width, 110)
     run_dir = summary.get("run_dir", "?")
-    console.print(front_table(front_rows(run_dir), summary))
+    rows = front_rows(run_dir)
+    if not rows and summary.get("least_violating"):
+        console.print(violation_table(summary))
+    else:
+        console.print(front_table(rows, summary))
     console.print(f"hypervolume {_fmt(summary.get('hypervolume'), '{:.4f}')} after generation "
                   f"{summary.get('generations_done')} of {summary.get('generations')}, "
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
     console.print(f"run directory: {run_dir}")
-    console.print("next:\n" + "\n".join(f"  {c}" for c in next_commands(run_dir)), highlight=False)
+    nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
+    console.print("next:\n" + "\n".join(f"  {c}" for c in nxt), highlight=False)

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
@@ -31,7 +32,7 @@ from search.state import read_jsonl, require_complete
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
 
-class ExportError(ValueError):
+class ExportError(ForgeError):
     """Bad selection, format or run folder; the message lists what is allowed."""
 
 
@@ -106,14 +107,25 @@ def _trained_weights(gid: str, weights: Path | None, labels: dict[str, dict[str,
 
 
 def _load_weights(model: Any, path: Path) -> None:
+    """Trained weights into `model`; a file that is not a checkpoint of this genome is refused, naming it."""
+    import pickle
+
+    import safetensors
     import torch
 
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_model
+    unreadable = (RuntimeError, EOFError, KeyError, TypeError, ValueError, pickle.UnpicklingError,
+                  getattr(safetensors, "SafetensorError", RuntimeError))
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_model
 
-        load_model(model, str(path))
-    else:
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            load_model(model, str(path))
+        else:
+            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except unreadable as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        raise ExportError(f"{path}: not a readable weights file for this genome ({first}); allowed: a .pt state "
+                          "dict or .safetensors saved by forge-label / forge-verify for this genome") from None
 
 
 def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Path | None,
@@ -124,13 +136,13 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     from forge.model import build_model
 
     genome = genome_from_dict(row["genome"])
+    model = build_model(genome, seed=seed)
+    src = _trained_weights(genome.id, weights, labels)
+    if src is not None:  # before anything is written: unreadable weights leave no half export behind
+        _load_weights(model, src)
     dest.mkdir(parents=True, exist_ok=True)
     gfile = dest / ("genome.json" if fmt == "json" else "genome.yaml")
     atomic_write_text(gfile, genome.to_json() if fmt == "json" else genome.to_yaml())
-    model = build_model(genome, seed=seed)
-    src = _trained_weights(genome.id, weights, labels)
-    if src is not None:
-        _load_weights(model, src)
     wfile = dest / ("model.pt" if fmt == "pt" else "model.safetensors")
     if fmt == "pt":
         torch.save(model.state_dict(), wfile)

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from forge.errors import ForgeError
 from forge.genes import LEGACY, attention_genes
 from forge.genome import Genome
 
@@ -21,7 +22,7 @@ MODELING_FILE = "modeling_forge.py"
 AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
 
 
-class HFExportError(ValueError):
+class HFExportError(ForgeError):
     """format=hf cannot be written (transformers missing, or a genome it cannot express)."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.workload import WORKLOAD_TOTALS
 
@@ -28,7 +29,7 @@ NOT_BACKEND = (LOSS, *MODEL_METRICS, *WORKLOAD_TOTALS)  # metrics the backend is
 DIRECTIONS = ("min", "max")
 
 
-class SearchConfigError(ValueError):
+class SearchConfigError(ForgeError):
     """Bad search configuration; the message names the key and what is allowed."""
 
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from forge.errors import UserError
 from search.export import select
 from search.problem import LOSS
 
@@ -28,7 +29,7 @@ def _norm(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> np.ndarr
 def front_picks(rows: Sequence[dict[str, Any]], objectives: Sequence[str], k: int) -> list[tuple[str, dict]]:
     """[(role, row)]: knee, extremes ('min:<objective>'), then 'spread' members; all rows when |front| <= k."""
     if k < 1:
-        raise ValueError(f"k = {k} is invalid; allowed: a positive number of front picks")
+        raise UserError(f"k = {k} is invalid; allowed: a positive number of front picks")
     rows, objectives = list(rows), list(objectives)
     chosen: dict[str, str] = {}  # id -> role, in pick order
 

@@ -346,6 +346,18 @@ class ForgeProblem(Problem):
         rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
         return rec | ({"design": design} if design else {})
 
+    def violations(self, rec: dict[str, Any]) -> dict[str, float]:
+        """By how much a record misses each constraint it violates (`ttft_ms <= 100`: 37.5 ms over), plus
+        `hardware` when the backend found no design for it: what the no-feasible-genome table shows."""
+        out = {}
+        for c in self.constraints:
+            v = float(c.g(np.array([float(rec["metrics"].get(c.name, "inf"))]))[0])
+            if v > 0:
+                out[str(c)] = v
+        if rec.get("reason") and not rec.get("feasible") and not out:
+            out["hardware"] = 1.0
+        return out
+
 
 def _batch(genomes: list[Genome], ids: list[str], todo: list[str], arrays: PopArrays | None) -> list[Genome]:
     """The first genome of each id in `todo`, with its rows of `arrays` when given (a GenomeBatch)."""

@@ -24,6 +24,7 @@ import numpy as np
 
 from forge.io import as_float as _f
 from forge.genes import LAYER_GENES, attention_genes
+from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
@@ -32,7 +33,7 @@ ATTN_FIELDS = attention_genes()
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
 
-class ReportError(ValueError):
+class ReportError(ForgeError):
     """No runs found, or a run folder without the files a report needs."""
 
 

@@ -8,11 +8,8 @@ resumed run writes exactly what an uninterrupted one would. Ctrl-C keeps the las
 """
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,12 +17,14 @@ import numpy as np
 from pymoo.core.population import Population
 
 from forge.io import as_float, atomic_write_json, atomic_write_text, json_line
+from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_state, restore
-from search.archive import Hypervolume, ParetoArchive, default_anchor, loss_overlap
+from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
 from search.components import seed_genome
 from search.problem import LOSS, ForgeProblem
-from search.state import CHECKPOINT, append_jsonl, compact_json, load_checkpoint, read_jsonl, save_checkpoint, truncate_jsonl
+from search.state import (CHECKPOINT, ResumeError, append_jsonl, check_resumable, compact_json, load_checkpoint,
+                          read_jsonl, save_checkpoint, truncate_jsonl)
 from search.tables import GenerationLog, write_tables
 
 LOSS_CACHE = "state/loss_cache.jsonl"
@@ -183,26 +182,42 @@ class Search:
         return text
 
     def load(self) -> None:
-        """Continue from `run_dir`'s checkpoint: restore everything and drop log lines written after it.
-        With no checkpoint yet (killed in generation 0) the run starts afresh: every log line is dropped."""
-        if not (self.run_dir / CHECKPOINT).is_file():
+        """Continue from `run_dir`'s checkpoint: restore everything, then drop log lines written after it.
+        With no checkpoint yet (killed in generation 0) the run starts afresh: every log line is dropped.
+        A checkpoint that cannot be restored is refused before any log is touched."""
+        if not (self.run_dir / CHECKPOINT).exists():
+            check_resumable(self.run_dir)
             for name in LOGS:
                 truncate_jsonl(self.run_dir / name, -1)
             self.table_log.truncate(-1)
             return
         st = load_checkpoint(self.run_dir)
-        self.gen, self.history = int(st["generation"]), list(st["history"])
+        try:
+            self._restore(st)
+        except ResumeError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the checkpoint is data
+            raise ResumeError(f"{self.run_dir / CHECKPOINT}: corrupt checkpoint, cannot restore it "
+                              f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(json_line(r) + "\n" for r in self.history))
         self.table_log.truncate(self.gen)
+        self._write_front(durable=True)
+
+    def _restore(self, st: dict[str, Any]) -> None:
+        self.gen, self.history = int(st["generation"]), list(st["history"])
+        n_var = np.asarray(st["pop"].get("X") or [[0] * self.space.n_var]).shape[-1]
+        if n_var != self.space.n_var:
+            raise ResumeError(f"{self.run_dir / CHECKPOINT}: its population has {n_var} genes per genome, the space "
+                              f"{self.space.name} {self.space.n_var}; allowed: the checkpoint of a run of this space")
         if self.gen >= 0:
             restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
-        self._write_front(durable=True)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
-        cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE)}
+        cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE, True)
+                  if int(r.get("generation", -1)) <= self.gen}  # newer lines are dropped below
         self.problem._loss.update(cached)
         self._flushed.update(cached)
         if self.coevo is not None and st.get("coevolution"):
@@ -224,7 +239,7 @@ class Search:
         from search.progress import SearchProgress
 
         self.write_summary("running")
-        with SearchProgress(self.G, enabled=self.progress) as bar, _term_as_interrupt() as caught:
+        with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:
             try:
                 for g in range(self.gen + 1, self.G + 1):
                     self.step(g)
@@ -234,10 +249,21 @@ class Search:
                         break
             except KeyboardInterrupt:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
+            except Exception as e:  # a bug or a full disk: never leave `running` behind; the checkpoint stays
+                self._write_failed(e)
+                raise
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self._write_front(durable=True)
         write_tables(self.run_dir, self.problem.objectives)  # front.csv, archive.csv beside the JSONL
         return self.write_summary(status, stopped_by)
+
+    def _write_failed(self, e: Exception) -> None:
+        """summary.json status `failed` with the reason; on a full disk even that may not fit (then it stays)."""
+        reason = (str(e).strip().splitlines() or [""])[0]
+        try:
+            self.write_summary("failed", reason=f"{type(e).__name__}: {reason}" if reason else type(e).__name__)
+        except Exception:  # noqa: BLE001  (the original error is the one to report)
+            pass
 
     def _interval_summary(self) -> dict[str, Any]:
         """The contract's `loss_interval`: level, method, source, and the front members whose interval
@@ -246,8 +272,9 @@ class Search:
         out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
         return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1]}
 
-    def write_summary(self, status: str, interrupted_by: str | None = None) -> dict[str, Any]:
-        """summary.json; `status` (complete | stopped | interrupted | running) is the field consumers check."""
+    def write_summary(self, status: str, interrupted_by: str | None = None, reason: str | None = None) -> dict[str, Any]:
+        """summary.json; `status` (complete | stopped | interrupted | running | failed) is the field consumers
+        check; a failed run says why in `reason` (and resumes from its last checkpoint)."""
         hv, hv2 = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
         summary = {"status": status, "generations_done": self.gen, "generations": self.G,
                    "hypervolume": hv, "hypervolume_loss_params": hv2,
@@ -264,28 +291,15 @@ class Search:
                    "run_dir": str(self.run_dir), "loss_interval": self._interval_summary()}
         if interrupted_by:
             summary["interrupted_by"] = interrupted_by
+        if reason:
+            summary["reason"] = reason
+        if self.gen >= 0 and not len(self.archive):
+            pop = self.algo.pop  # no genome met the constraints: an empty front is a result, say by how much
+            summary["least_violating"] = least_violating(self.problem.ids(pop.get("X")), pop.get("CV"), self.records,
+                                                         self.problem.violations)
         if self.coevo is not None:
             summary["coevolution"] = self.coevo.summary()
         atomic_write_json(self.run_dir / "summary.json", summary)
         return summary
-
-
-@contextmanager
-def _term_as_interrupt():
-    """SIGTERM (a scheduler's preemption, `kill`) stops like Ctrl-C: keep the last checkpoint, write the summary.
-    Yields a dict that names the signal that stopped the run (for the 130 / 143 exit code)."""
-    caught: dict[str, str] = {}
-
-    def raise_interrupt(signum, frame):
-        caught["signal"] = "SIGTERM"
-        raise KeyboardInterrupt
-
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, raise_interrupt) if main else None
-    try:
-        yield caught
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, old)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+from forge.errors import ForgeError
 from forge.io import atomic_write_text, json_default, json_line
 
 CHECKPOINT = "state/checkpoint.json"
@@ -22,7 +23,7 @@ CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.ya
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
 
 
-class ResumeError(ValueError):
+class ResumeError(ForgeError):
     """A resume that cannot continue (missing/corrupt state, or a different config)."""
 
 
@@ -43,15 +44,61 @@ def compact_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
+# what every checkpoint holds, and the JSON type of each: a file that lacks one is not ours (or is corrupt)
+CHECKPOINT_KEYS = {"generation": int, "config": dict, "n_iter": int, "rng": dict, "pop": dict, "pop_records": list,
+                   "archive": list, "history": list, "n_evaluated": int, "timers": dict, "wall_s": (int, float)}
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """The checkpoint, checked before anything is restored from it (a refused resume must change nothing)."""
     path = Path(run_dir) / CHECKPOINT
+    if path.exists() and not path.is_file():
+        raise ResumeError(f"{path}: not a file; allowed: the checkpoint forge-search wrote")
     if not path.is_file():
         raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
     try:
-        return json.loads(path.read_text())
+        st = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResumeError(f"{path}: corrupt checkpoint ({type(e).__name__}); allowed: the checkpoint forge-search "
                           "wrote (start a new run if it is lost)") from None
+    if not isinstance(st, dict):
+        raise ResumeError(f"{path}: corrupt checkpoint (a JSON {type(st).__name__}, not an object); allowed: the "
+                          "checkpoint forge-search wrote")
+    bad = [k for k, t in CHECKPOINT_KEYS.items() if not isinstance(st.get(k), t) or isinstance(st.get(k), bool)]
+    if bad:
+        raise ResumeError(f"{path}: corrupt checkpoint (missing or mistyped {', '.join(bad)}); allowed: the "
+                          "checkpoint forge-search wrote")
+    return st
+
+
+def check_resumable(run_dir: Path) -> None:
+    """The checkpoint, when there is one, is readable; without one (a run killed in generation 0 restarts
+    afresh) no generation may have been logged: a deleted checkpoint would silently restart from 0."""
+    run_dir = Path(run_dir)
+    if (run_dir / CHECKPOINT).exists():
+        load_checkpoint(run_dir)
+        return
+    rows = read_jsonl(run_dir / "history.jsonl", tolerate_torn_tail=True)
+    done = [r for r in rows if int(r.get("generation") or 0) >= 1]  # generation 0 may be logged before its checkpoint
+    if done:
+        raise ResumeError(f"resume={run_dir}: {CHECKPOINT} is missing but history.jsonl records {len(rows)} generation(s); "
+                          "allowed: restore the checkpoint, or start a new run (nothing was changed)")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return {}
+    try:
+        s = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
+                          "wrote") from None
+    if not isinstance(s, dict):
+        raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
+                          "summary.json forge-search wrote")
+    return s
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
@@ -90,12 +137,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     """`status`, `generations_done`, `generations` of a run as its summary.json says (the one field every
     consumer checks); a run with no summary is `running` (or was killed) at its checkpoint's generation."""
     run_dir = Path(run_dir)
-    s: dict[str, Any] = {}
-    if (run_dir / SUMMARY).is_file():
-        try:
-            s = json.loads((run_dir / SUMMARY).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            s = {}
+    s = read_summary(run_dir)
     out = {"status": s.get("status", "running"), "generations_done": s.get("generations_done", -1),
            "generations": s.get("generations")}
     if out["status"] != "complete" and (run_dir / CHECKPOINT).is_file():
@@ -145,12 +187,17 @@ def append_jsonl(path: Path, rows: Iterable[dict[str, Any]], sync: bool = True) 
     import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for r in rows:
-            f.write(json_line(r) + "\n")
-        f.flush()
-        if sync:
-            os.fsync(f.fileno())
+    try:
+        with path.open("a") as f:
+            for r in rows:
+                f.write(json_line(r) + "\n")
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+    except OSError as e:  # a full disk: name the file; lines past the checkpoint are dropped on resume
+        if e.filename is None:
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
+        raise
 
 
 def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from forge.errors import ForgeError
 from forge import plugins
 from forge.config import group_yaml
 from forge.genome import genome_from_dict
@@ -27,14 +28,14 @@ from search.components import (build_backend, build_evaluator, build_space, buil
                                import_callable)
 from search.picks import control_draw, front_picks
 from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
-from search.state import read_jsonl, require_complete
+from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
 from search.verify_report import figure, interval_of, row_of, summarize
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
 
 
-class VerifyError(ValueError):
+class VerifyError(ForgeError):
     """A run directory or option forge-verify cannot use; the message lists what is allowed."""
 
 
@@ -42,7 +43,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[
     """(resolved config, pareto rows, summary) of a forge-search run directory."""
     if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
         raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    summary = read_summary(run_dir)
     return yaml.safe_load((run_dir / "config.yaml").read_text()), read_jsonl(run_dir / "pareto.jsonl"), summary
 
 
@@ -132,11 +133,15 @@ class Verify:
         self.trainer = parts.get("trainer") or self._trainer()
         self.finetune = parts.get("finetune")
 
+    def _coevolution(self) -> dict[str, Any]:
+        """The checkpoint's co-evolution state ({} without one); a corrupt checkpoint is refused, naming it."""
+        has = (self.run_dir / CHECKPOINT).exists()
+        return dict((load_checkpoint(self.run_dir).get("coevolution") or {}) if has else {})
+
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
         ev = build_evaluator(self.run_cfg, self.space, self.store)
-        ckpt = self.run_dir / "state" / "checkpoint.json"
-        path = (json.loads(ckpt.read_text()).get("coevolution") or {}).get("predictor_path") if ckpt.is_file() else None
+        path = self._coevolution().get("predictor_path")
         if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
             from surrogate.predictor import load_predictor
 
@@ -217,8 +222,7 @@ class Verify:
         rc = self.run_cfg
         co = dict((rc.get("search") or {}).get("coevolve") or {})
         ft = self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune")
-        ckpt = self.run_dir / "state" / "checkpoint.json"
-        buf = ((json.loads(ckpt.read_text()).get("coevolution") or {}).get("buffer") or []) if ckpt.is_file() else []
+        buf = self._coevolution().get("buffer") or []
         buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
         new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
         buffer.update({lab.genome_id: lab for lab in new})

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import UserError
 from surrogate.metrics import top_rows
 
 GRID_K = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0)  # fixed in advance (acc_study.py); k = 1 is the identity
@@ -36,7 +37,7 @@ class LowEndStretch:
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.cut) and np.isfinite(self.k) and 1.0 <= self.k <= 10.0):
-            raise ValueError(f"calibration cut={self.cut}, k={self.k}; allowed: finite cut and 1 <= k <= 10")
+            raise UserError(f"calibration cut={self.cut}, k={self.k}; allowed: finite cut and 1 <= k <= 10")
 
     def apply(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(μ', σ') in loss units; identity above the cut."""
@@ -48,10 +49,10 @@ class LowEndStretch:
         """Pick k on held-out (prediction, label) pairs by MAE over their true top-5 % rows."""
         pred, y = np.asarray(pred, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if pred.shape != y.shape or pred.ndim != 1 or len(y) < 20:
-            raise ValueError(f"calibration needs >= 20 held-out rows as two equal 1-D arrays; got {pred.shape}, "
-                             f"{y.shape}")
+            raise UserError(f"calibration needs >= 20 held-out rows as two equal 1-D arrays; got {pred.shape}, "
+                            f"{y.shape}")
         if not (np.isfinite(pred).all() and np.isfinite(y).all()):
-            raise ValueError("calibration: non-finite prediction or label; allowed: finite numbers")
+            raise UserError("calibration: non-finite prediction or label; allowed: finite numbers")
         cut, top = float(np.quantile(pred, CUT_QUANTILE)), top_rows(y, 5)
 
         def mae_at_5(k: float) -> float:
@@ -67,4 +68,4 @@ class LowEndStretch:
         try:
             return cls(float(d["cut"]), float(d["k"]))
         except (KeyError, TypeError) as e:
-            raise ValueError(f"calibration {d!r}: {e}; allowed: {{'cut': float, 'k': float}}") from None
+            raise UserError(f"calibration {d!r}: {e}; allowed: {{'cut': float, 'k': float}}") from None

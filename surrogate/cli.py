@@ -13,6 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
+from forge.errors import UserError
 from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
@@ -27,7 +28,7 @@ MODES = ("train", "eval", "compare", "finetune", "calibrate")
 def _out_dir(cfg: DictConfig) -> Path:
     out = output_dir(cfg, fallback=None)
     if out is None:
-        raise ValueError("out_dir is required when run() is called outside Hydra")
+        raise UserError("out_dir is required when run() is called outside Hydra")
     return out
 
 
@@ -70,7 +71,7 @@ def _save(cfg: DictConfig, model: Any, res: dict, test: Any) -> Path:
     """`out=`: the model's own `save(stem)` (surrogate.interface); a Forge-Former's sidecar also records the
     held-out metrics and split and its conformal interval, calibrated on those held-out rows."""
     if not callable(getattr(model, "save", None)):
-        raise ValueError(f"out= saves the trained model, and {type(model).__name__} has no save(stem); allowed: "
+        raise UserError(f"out= saves the trained model, and {type(model).__name__} has no save(stem); allowed: "
                          "a surrogate with save (forgeformer*), or no out=")
     p = getattr(model, "predictor", None)
     if p is not None and hasattr(p, "meta"):
@@ -111,12 +112,12 @@ def _calibrate(cfg: DictConfig) -> dict:
     p = load_predictor(stem)
     t = p.meta.get("test") or {}
     if not t.get("test_frac") or not t.get("n_test"):
-        raise ValueError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
-                         "with test_frac > 0, whose test rows calibrate it")
+        raise UserError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
+                        "with test_frac > 0, whose test rows calibrate it")
     train, _, held = train_val_test(_labels(cfg), int(t["seed"]), float(t["test_frac"]))
     if train.data_hash() != p.meta.get("data_hash"):
-        raise ValueError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
-                         f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
+        raise UserError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
+                        f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
     p.conformal = _conformal(cfg, p, held)
     atomic_write_json(stem.with_suffix(".json"), p.sidecar())
     return {"mode": "calibrate", "checkpoint": str(stem.with_suffix(".json")), "n_rows": len(held),
@@ -127,7 +128,7 @@ def _finetune(cfg: DictConfig) -> dict:
     from surrogate.fit import finetune
 
     if not (cfg.get("new") and cfg.get("out")):
-        raise ValueError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
+        raise UserError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
     check_writable(Path(f"{cfg.out}.safetensors"), "out")
     p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_path(cfg), cfg.ratio, cfg.ft_epochs,
                  cfg.ft_lr, cfg.ft_batch, cfg.seed)
@@ -151,7 +152,7 @@ def run(cfg: DictConfig) -> dict:
     """Dispatch on `cfg.mode`; writes and returns the summary."""
     plugins.trust(cfg)  # the user's own config: a model class named in it is theirs to run
     if cfg.mode not in MODES:
-        raise ValueError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
+        raise UserError(f"mode={cfg.mode!r} is unknown; allowed: {' | '.join(MODES)}")
     torch.set_num_threads(int(cfg.get("threads", 2)))
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)

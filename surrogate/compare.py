@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from forge.errors import UserError
 from forge import plugins
 from forge.config import conf_dir
 from forge.parallel import map_spawned
@@ -63,7 +64,7 @@ def model_config(name: str) -> Any:
         return node
     if not path.is_file():
         avail = sorted(p.stem for p in (conf_dir() / "surrogate").glob("*.yaml"))
-        raise ValueError(f"model={name!r} is unknown; allowed: {' | '.join(avail)} or a YAML file with _target_")
+        raise UserError(f"model={name!r} is unknown; allowed: {' | '.join(avail)} or a YAML file with _target_")
     return OmegaConf.load(path)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import UserError
+
 METHODS = {"residual": "conformal-residual", "sigma": "conformal-sigma"}
 MIN_BIN = 30  # fewest calibration rows per μ bin (a 90 % quantile of fewer is mostly noise)
 
@@ -59,9 +61,9 @@ class ScoreBins:
     def from_dict(cls, d: dict[str, Any]) -> "ScoreBins":
         edges, scores = tuple(float(e) for e in d["edges"]), tuple(tuple(float(x) for x in s) for s in d["scores"])
         if len(scores) != len(edges) + 1 or any(len(s) == 0 for s in scores) or list(edges) != sorted(edges):
-            raise ValueError("conformal bins: need len(edges) + 1 non-empty score lists and ascending edges")
+            raise UserError("conformal bins: need len(edges) + 1 non-empty score lists and ascending edges")
         if any(not (np.all(np.isfinite(s)) and min(s) >= 0) for s in scores):
-            raise ValueError("conformal scores must be finite and >= 0")
+            raise UserError("conformal scores must be finite and >= 0")
         return cls(edges, scores)
 
 
@@ -79,13 +81,13 @@ class ConformalInterval:
         """Scores from held-out labels `y`: deterministic μ (residual) and, if given, MC μ/σ (sigma)."""
         y, mu = np.asarray(y, float), np.asarray(mu, float)
         if y.shape != mu.shape or y.ndim != 1 or len(y) < 10 or not np.isfinite(y).all() or not np.isfinite(mu).all():
-            raise ValueError(f"conformal calibration needs >= 10 finite held-out (label, μ) pairs; got {len(y)}")
+            raise UserError(f"conformal calibration needs >= 10 finite held-out (label, μ) pairs; got {len(y)}")
         res = ScoreBins.fit(mu, np.abs(y - mu), bins)
         sig = None
         if sigma is not None:
             mu_mc, sigma = np.asarray(mu_mc, float), np.asarray(sigma, float)
             if not (sigma > 0).all():
-                raise ValueError("conformal-sigma needs σ > 0 on every calibration row; allowed: n_mc > 0")
+                raise UserError("conformal-sigma needs σ > 0 on every calibration row; allowed: n_mc > 0")
             sig = ScoreBins.fit(mu_mc, np.abs(y - mu_mc) / sigma, bins)
         return cls(res, sig, dict(provenance or {}))
 
@@ -112,13 +114,13 @@ class ConformalInterval:
             return cls(ScoreBins.from_dict(d["residual"]), ScoreBins.from_dict(d["sigma"]) if d.get("sigma") else None,
                        dict(d.get("provenance") or {}))
         except (KeyError, TypeError) as e:
-            raise ValueError(f"conformal calibration: missing or malformed {e}; allowed: "
-                             "{'residual': {'edges', 'scores'}, 'sigma': ... | null, 'provenance': {...}}") from None
+            raise UserError(f"conformal calibration: missing or malformed {e}; allowed: "
+                            "{'residual': {'edges', 'scores'}, 'sigma': ... | null, 'provenance': {...}}") from None
 
 
 def check_level(level: float) -> None:
     if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
-        raise ValueError(f"interval level {level!r} is invalid; allowed: a number with 0 < level < 1 (e.g. 0.9)")
+        raise UserError(f"interval level {level!r} is invalid; allowed: a number with 0 < level < 1 (e.g. 0.9)")
 
 
 def coverage_cv(y: np.ndarray, mu: np.ndarray, mu_mc: np.ndarray | None, sigma: np.ndarray | None, level: float,

@@ -14,11 +14,12 @@ from typing import Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.labels import Label, load_any
 
 
-class LabelSetError(ValueError):
+class LabelSetError(ForgeError):
     """A label set is unusable (empty, NaN label); names what is wrong."""
 
 

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from forge.arrays import PopArrays, population
+from forge.errors import ForgeError
 from forge.genes import LAYER_GENES
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
@@ -36,7 +37,7 @@ _MLP_OPS = ("mlp_gate", "mlp_up", "mlp_down")
 FIELD_SETS = {"paper": BASE_FIELDS, "derived": BASE_FIELDS + DERIVED_FIELDS}
 
 
-class FeatureError(ValueError):
+class FeatureError(ForgeError):
     """A genome or checkpoint does not fit the field layout; the message says what and what is allowed."""
 
 

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from forge.errors import UserError
 from forge.labels import Label
 from surrogate.calibration import LowEndStretch
 from surrogate.conformal import ConformalInterval, coverage_cv
@@ -66,7 +67,7 @@ def _fit(train: LabelSet, val: LabelSet | None, recipe: Recipe, space_name: str,
     p = ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max), target, meta)
     if recipe.forests:
         if not 0.0 <= recipe.nn_weight <= 1.0:
-            raise ValueError(f"nn_weight = {recipe.nn_weight}; allowed: 0 <= nn_weight <= 1")
+            raise UserError(f"nn_weight = {recipe.nn_weight}; allowed: 0 <= nn_weight <= 1")
         p.forests, p.nn_weight = fit_forests(train, val, recipe.forest_trees, recipe.seed, L_max), recipe.nn_weight
     return p
 
@@ -115,13 +116,13 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
              lr: float = 1e-4, batch: int = 32, seed: int = 0) -> ForgeFormerPredictor:
     """A new predictor fine-tuned from the frozen base checkpoint (re-read from disk every call)."""
     if ratio < 0 or epochs < 1 or batch < 2:
-        raise ValueError(f"finetune: ratio={ratio}, epochs={epochs}, batch={batch}; allowed: ratio >= 0, "
-                         "epochs >= 1, batch >= 2")
+        raise UserError(f"finetune: ratio={ratio}, epochs={epochs}, batch={batch}; allowed: ratio >= 0, "
+                        "epochs >= 1, batch >= 2")
     stem = resolve_checkpoint(base_ckpt)
     base = load_predictor(stem)
     new, old = _as_labelset(new_labels), _as_labelset(replay_data)
     if len(new) == 0:
-        raise ValueError("finetune: no new labels; allowed: at least one finite label")
+        raise UserError("finetune: no new labels; allowed: at least one finite label")
     args = (base.norm, base.field_set, base.L_max, base.target)
     new_a, old_a = _arrays(base, new, *args), _arrays(base, old, *args)
     members = [finetune_member(m, new_a, old_a, ratio, epochs, lr, batch, seed + k, base.target.scale)

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 
+
 @dataclass
 class FFConfig:
     """Encoder shape (paper values, App. C) and training recipe."""

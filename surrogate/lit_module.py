@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from surrogate.forgeformer import FFConfig, ForgeFormer, pairwise_rank_loss
+from forge.errors import UserError
 
 
 class FFModule(L.LightningModule):
@@ -18,7 +19,7 @@ class FFModule(L.LightningModule):
                  y_std: float = 1.0, schedule: str = "constant", epochs: int = 0) -> None:
         super().__init__()
         if schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule = {schedule!r} is invalid; allowed: constant | cosine")
+            raise UserError(f"schedule = {schedule!r} is invalid; allowed: constant | cosine")
         self.model = ForgeFormer(cfg)
         self.lr, self.wd, self.rank_weight, self.y_std = lr, weight_decay, rank_weight, y_std
         self.schedule, self.epochs = schedule, epochs

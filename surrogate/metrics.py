@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from forge.errors import UserError
+
 METRICS = ("mae", "mae_at_5", "spearman", "kendall", "k_at_1", "k_at_5")
 
 
@@ -30,7 +32,7 @@ def evaluate(y_true, y_pred) -> dict[str, float]:
     if y.shape != p.shape or y.ndim != 1 or len(y) < 2:
         raise ValueError(f"metrics need two equal 1-D arrays of >= 2 rows; got {y.shape} and {p.shape}")
     if not (np.isfinite(y).all() and np.isfinite(p).all()):
-        raise ValueError("metrics: non-finite value in labels or predictions; allowed: finite numbers")
+        raise UserError("metrics: non-finite value in labels or predictions; allowed: finite numbers")
     from scipy import stats  # here, not at import: the search path needs top_rows only (~1 s of imports)
 
     top5 = top_rows(y, 5)

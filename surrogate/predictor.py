@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from forge.errors import ForgeError
 from forge.config import data_dir
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
@@ -30,7 +31,7 @@ from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 FORMAT = "forge-surrogate/forgeformer-v1"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ForgeError):
     """A checkpoint is missing, corrupt or does not match the field layout / space it is used with."""
 
 

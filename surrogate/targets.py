@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri  # = scipy.stats.norm.cdf / .ppf, without importing scipy.stats
 
+from forge.errors import UserError
+
 KINDS = ("raw", "standard", "normal_scores")
 
 
@@ -33,7 +35,7 @@ class TargetMap:
     @classmethod
     def fit(cls, y: np.ndarray, kind: str) -> "TargetMap":
         if kind not in KINDS:
-            raise ValueError(f"target = {kind!r} is invalid; allowed: {' | '.join(KINDS)}")
+            raise UserError(f"target = {kind!r} is invalid; allowed: {' | '.join(KINDS)}")
         y = np.asarray(y, dtype=np.float64)
         if kind == "standard":
             return cls(kind, float(y.mean()), float(y.std()) or 1.0)
@@ -75,6 +77,6 @@ class TargetMap:
         gq, gy = d.get("grid_q"), d.get("grid_y")
         if (gq is None) != (gy is None) or (gq is not None and len(gq) != len(gy)) or \
                 (kind == "normal_scores" and gq is None):
-            raise ValueError("target map: grid_q and grid_y must both be present and of equal length")
+            raise UserError("target map: grid_q and grid_y must both be present and of equal length")
         arr = lambda v: None if v is None else np.asarray(v, dtype=np.float64)  # noqa: E731
         return cls(kind, float(d.get("mean", 0.0)), float(d.get("std", 1.0)), arr(gq), arr(gy))

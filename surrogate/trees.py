@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from forge.errors import UserError
 from forge.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
@@ -92,7 +93,7 @@ def tree_views(genomes: Sequence[Genome], L_max: int = 40, packed: Packed | None
 
 def _check_view(view: str) -> None:
     if view not in VIEWS:
-        raise ValueError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
+        raise UserError(f"forest view = {view!r} is invalid; allowed: {' | '.join(VIEWS)}")
 
 
 def tree_features(genomes: Sequence[Genome], view: str, L_max: int = 40) -> np.ndarray:
@@ -166,8 +167,8 @@ class RankForest:
         n = len(arrays["right"])
         if not all(len(arrays[k]) == n for k in ("feature", "threshold", "value")) or \
                 len(arrays["roots"]) != meta["n_trees"]:
-            raise ValueError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
-                             f"for {meta['n_trees']} trees")
+            raise UserError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
+                            f"for {meta['n_trees']} trees")
         return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
 
 

@@ -9,16 +9,20 @@ run keeps a representative fast subset, the whole table is `slow`.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, Sequence
 
 import pytest
 
@@ -254,8 +258,14 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
     with pytest.raises(SystemExit) as e, user_errors("forge-x"):
         raise KeyboardInterrupt
     assert e.value.code == 130
-    with pytest.raises(ZeroDivisionError), user_errors("forge-x"):  # a bug is not bad input
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):  # a bug is not bad input: exit 1, traceback
         1 / 0
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" in err and "ZeroDivisionError" in err
+    assert err.strip().splitlines()[-1].startswith("forge-x: internal error: this is a bug in Forge")
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"):  # nor is numpy's ValueError (only Forge's family)
+        raise ValueError("cannot reshape array of size 0 into shape (0,newaxis)")
+    assert e.value.code == 1 and "Traceback" in capsys.readouterr().err
     monkeypatch.setenv("FORGE_DEBUG", "1")
     with pytest.raises(UserError), user_errors("forge-x"):
         raise UserError("kept for debugging")
@@ -315,3 +325,382 @@ def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     g.undo()
     assert (run / ".checkpoint.json").is_file() and (run / "config.yaml").is_file()
     assert not (run / ".hydra" / "config.yaml").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 25 §2-3, by category: each category is one parametrized test over several variants per CLI, run in
+# process (the real console entry, sys.argv set) so a variant costs a Hydra compose, not an interpreter start.
+# `unchanged` asserts the refused command left every file byte- and mtime-identical and added nothing.
+
+
+@contextmanager
+def unchanged(*folders: Path) -> Iterator[None]:
+    """Every file under `folders` is byte- and mtime-identical afterwards; no file or folder added or removed."""
+    def tree(f: Path) -> dict[str, tuple[bytes, int] | str]:
+        return {**{str(p.relative_to(f)): "dir" for p in f.rglob("*") if p.is_dir()}, **_state(f)}
+
+    before = {f: tree(f) for f in folders}
+    yield
+    for f in folders:
+        after = tree(f)
+        changed = sorted(k for k in set(before[f]) | set(after) if before[f].get(k) != after.get(k))
+        assert changed == [], f"{f}: changed {changed}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    app: str
+    args: tuple[str, ...]  # "{r}" = the variant's own copy of a finished run, "{w}" = the world, "{c}" = its cwd
+    says: str
+    prepare: Callable[[Path], None] | None = None  # corrupts the run copy
+
+
+def cli(app: str, args: Sequence[str], cwd: Path, monkeypatch, capsys) -> tuple[int, str]:
+    """Run a console entry point in process; (exit code, stderr)."""
+    import importlib
+
+    mod, fn = SCRIPTS[app].split(":")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", [app, *args])
+    monkeypatch.delenv("FORGE_DEBUG", raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    capsys.readouterr()
+    try:
+        getattr(importlib.import_module(mod), fn)()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return code, capsys.readouterr().err
+
+
+def refused(v: Variant, world: Path, tmp: Path, monkeypatch, capsys) -> str:
+    """Run a variant on a fresh copy of the finished run: exit 2, one line naming the problem, nothing changed."""
+    run, cwd = tmp / "run copy", tmp / "cwd"
+    shutil.copytree(world / "done", run)
+    cwd.mkdir()
+    if v.prepare:
+        v.prepare(run)
+    args = [a.format(r=run, w=world, c=cwd) for a in v.args]
+    with unchanged(run, world):
+        code, err = cli(v.app, args, cwd, monkeypatch, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2, f"{v.id}: rc {code}\n{err[-3000:]}"
+    assert len(lines) == 1 and lines[0].startswith(f"{v.app}: error: ") and v.says in lines[0], f"{v.id}: {err[-3000:]}"
+    assert sorted(cwd.rglob("*")) == [], f"{v.id}: left {sorted(cwd.rglob('*'))}"
+    return lines[0]
+
+
+def _write(rel: str, text: str) -> Callable[[Path], None]:
+    return lambda r: (r / rel).write_text(text)
+
+
+def _ckpt_dir(r: Path) -> None:
+    (r / "state" / "checkpoint.json").unlink()
+    (r / "state" / "checkpoint.json").mkdir()
+
+
+def _ckpt_garbage_pop(r: Path) -> None:
+    st = json.loads((r / "state" / "checkpoint.json").read_text())
+    (r / "state" / "checkpoint.json").write_text(json.dumps({**st, "pop": {"X": "not an array"}}))
+
+
+CORRUPT_STATE = [
+    Variant("search-ckpt-empty", "forge-search", ("resume={r}",), "corrupt checkpoint", _write("state/checkpoint.json", "")),
+    Variant("search-ckpt-list", "forge-search", ("resume={r}",), "a JSON list", _write("state/checkpoint.json", "[1, 2]")),
+    Variant("search-ckpt-missing-keys", "forge-search", ("resume={r}",), "missing or mistyped",
+            _write("state/checkpoint.json", '{"generation": 3, "config": {}}')),
+    Variant("search-ckpt-directory", "forge-search", ("resume={r}",), "not a file", _ckpt_dir),
+    Variant("search-ckpt-deleted", "forge-search", ("resume={r}",), "is missing but history.jsonl records 4",
+            lambda r: (r / "state" / "checkpoint.json").unlink()),
+    Variant("search-ckpt-garbage-pop", "forge-search", ("resume={r}",), "cannot restore it", _ckpt_garbage_pop),
+    Variant("export-summary-list", "forge-export", ("run={r}", "out={c}/exp"), "summary.json", _write("summary.json", "[]")),
+    Variant("verify-summary-string", "forge-verify", ("run={r}", "k=1"), "summary.json", _write("summary.json", '"done"')),
+    Variant("export-summary-dir", "forge-export", ("run={r}", "out={c}/exp"), "summary.json",
+            lambda r: ((r / "summary.json").unlink(), (r / "summary.json").mkdir())),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("v", CORRUPT_STATE, ids=lambda v: v.id)
+def test_corrupt_run_state_is_refused_and_changes_nothing(v, world, tmp_path, monkeypatch, capsys):
+    refused(v, world, tmp_path, monkeypatch, capsys)
+
+
+def _sqlite(sql: str) -> Callable[[Path], None]:
+    def make(r: Path) -> None:
+        import sqlite3
+
+        con = sqlite3.connect(r / "store.db")
+        con.executescript(sql)
+        con.commit()
+        con.close()
+    return make
+
+
+def _bad_weights(suffix: str, data: bytes) -> Callable[[Path], None]:
+    def make(r: Path) -> None:
+        (r / "weights").mkdir()
+        for row in (json.loads(x) for x in (r / "pareto.jsonl").read_text().splitlines()):
+            (r / "weights" / f"{row['id']}{suffix}").write_bytes(data)
+    return make
+
+
+CORRUPT_STORES = [
+    Variant("label-sqlite-other-tables", "forge-label", ("store={r}/store.db", "n=1"), "not a Forge label store",
+            _sqlite("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ada');")),
+    Variant("label-sqlite-wrong-columns", "forge-label", ("store={r}/store.db", "n=1"), "lacks column",
+            _sqlite("CREATE TABLE forge_labels_v2 (genome_id TEXT, label REAL);")),
+    Variant("label-status-wrong-schema", "forge-label", ("action=status", "store={r}/store.db"), "not a Forge label store",
+            _sqlite("CREATE TABLE t (x INTEGER);")),
+    Variant("export-corrupt-pt", "forge-export", ("run={r}", "weights={r}/weights", "out={c}/exp"),
+            "not a readable weights file", _bad_weights(".pt", b"PK\x03\x04 not a torch file" * 4)),
+    Variant("export-corrupt-safetensors", "forge-export", ("run={r}", "weights={r}/weights", "out={c}/exp"),
+            "not a readable weights file", _bad_weights(".safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("v", CORRUPT_STORES, ids=lambda v: v.id)
+def test_corrupt_stores_and_weights_are_refused(v, world, tmp_path, monkeypatch, capsys):
+    refused(v, world, tmp_path, monkeypatch, capsys)
+
+
+def _dup_yaml(r: Path) -> None:
+    (r / "dup.yaml").write_text((data_dir() / "archs" / "gpt2.yaml").read_text() + "\nd_model: 512\n")
+
+
+CONFIG_MISTAKES = [
+    Variant("arch-duplicate-key", "forge-arch", ("arch={r}/dup.yaml",), "given twice", _dup_yaml),
+    Variant("label-duplicate-key", "forge-label", ("genomes={r}/dup.yaml", "store={r}/s.db"), "given twice", _dup_yaml),
+    Variant("search-duplicate-key", "forge-search", ("search.sampling={r}/dup.yaml", "hydra.run.dir={c}/new"),
+            "given twice", _dup_yaml),
+    Variant("label-empty-genomes", "forge-label", ("genomes={r}/empty.jsonl", "store={r}/s.db"), "holds no genome",
+            _write("empty.jsonl", "")),
+    Variant("label-blank-genomes", "forge-label", ("genomes={r}/blank.jsonl", "store={r}/s.db"), "holds no genome",
+            _write("blank.jsonl", "\n\n")),
+    Variant("report-top-0", "forge-report", ("runs={r}", "top=0", "out={c}/rep"), "top=0"),
+    Variant("search-seed-negative", "forge-search", ("seed=-1",), "seed=-1"),
+    Variant("search-pop-1e9", "forge-search", ("search.pop_size=1000000000",), "search.pop_size=1000000000"),
+    Variant("search-offspring-1e9", "forge-search", ("search.offspring=1000000000",), "what fits in"),
+    Variant("label-n-1e9", "forge-label", ("n=1000000000", "store={r}/s.db"), "n=1000000000"),
+    Variant("label-seed-negative", "forge-label", ("seed=-1", "store={r}/s.db"), "seed=-1"),
+    Variant("hw-calibrate-n-0", "forge-hw", ("mode=calibrate", "calibrate.n=0"), "calibrate.n=0"),
+    Variant("surrogate-seed-negative", "forge-surrogate", ("seed=-1",), "seed=-1"),
+    Variant("verify-k-0", "forge-verify", ("run={r}", "k=0"), "k=0"),
+    Variant("serve-seed-negative", "forge-serve", ("seed=-5",), "seed=-5"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("v", CONFIG_MISTAKES, ids=lambda v: v.id)
+def test_config_mistakes_and_ranges_are_refused(v, world, tmp_path, monkeypatch, capsys):
+    refused(v, world, tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("v", [v for v in CONFIG_MISTAKES if v.id in ("arch-duplicate-key", "search-seed-negative")],
+                         ids=lambda v: v.id)
+def test_config_mistakes_fast_subset(v, world, tmp_path, monkeypatch, capsys):
+    refused(v, world, tmp_path, monkeypatch, capsys)
+
+
+def test_range_messages_name_the_key_and_the_memory_bound():
+    from forge.errors import RangeError
+    from forge.limits import check_range, genome_limit
+
+    check_range("forge-search", "search.pop_size", genome_limit())
+    for app, key, value in (("forge-search", "seed", -1), ("forge-label", "n", 0), ("forge-hw", "calibrate.n", 0),
+                            ("forge-search", "search.pop_size", genome_limit() + 1), ("forge-report", "top", 0)):
+        with pytest.raises(RangeError, match=f"^{key}={value!r} is out of range; allowed: an integer"):
+            check_range(app, key, value)
+
+
+# ------------------------------------------------------------------ a full disk: one line, nothing lost, resumable
+_FSYNC = os.fsync
+
+
+class _FullDisk:
+    """os.fsync raising ENOSPC from its `after`-th call on, `times` times (the atomic writer and the log appends)."""
+
+    def __init__(self, after: int = 0, times: int = 10**9):
+        self.calls, self.after, self.times = 0, after, times
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        if self.calls > self.after and self.times > 0:
+            self.times -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        _FSYNC(fd)
+
+
+def _one_line_enospc(app: str, err: str, names: str) -> None:
+    """The error is one line (the last; forge-label's progress lines come before it), with no traceback."""
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and line.startswith(f"{app}: error: ") and "No space left on device" in line, err
+    assert names in line and "free some disk space" in line
+
+
+def test_full_disk_in_forge_space_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(os, "fsync", _FullDisk())
+    code, err = cli("forge-space", [f"hydra.run.dir={tmp_path}/out"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    _one_line_enospc("forge-space", err, "summary.json")
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("fail_at", [5, 11])  # the 6th / 12th fsync: generation 0's / generation 1's checkpoint
+def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypatch, capsys, fail_at):
+    from forge.config import user_errors
+    from search.cli import run
+    from tests.search.conftest import tiny_cfg
+    from tests.search.test_resume import _components
+
+    full = run(tiny_cfg(out_dir=str(tmp_path / "full"), progress=False), _components())
+    cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    monkeypatch.setattr(os, "fsync", _FullDisk(after=fail_at))
+    with pytest.raises(SystemExit) as e, user_errors("forge-search"):
+        run(cfg, _components())
+    monkeypatch.setattr(os, "fsync", _FullDisk(times=0))  # space freed
+    assert e.value.code == 2
+    _one_line_enospc("forge-search", capsys.readouterr().err, str(tmp_path / "run"))
+    done = run({**cfg, "resume": str(tmp_path / "run")}, _components())
+    assert done["status"] == "complete" and done["hypervolume"] == full["hypervolume"]
+    for name in ("pareto.jsonl", "archive.jsonl", "history.jsonl"):
+        strip = lambda t: [{k: v for k, v in json.loads(x).items() if "wall" not in k} for x in t.splitlines()]  # noqa: E731
+        assert strip((tmp_path / "run" / name).read_text()) == strip((tmp_path / "full" / name).read_text()), name
+
+
+@pytest.mark.slow
+def test_full_disk_at_the_end_of_a_label_run_keeps_the_labels(tmp_path, monkeypatch, capsys):
+    from forge.config import user_errors
+    from forge.labelling.cli import run
+    from tests.forge.labelling.test_cli import _cfg, _genome_file, _overrides
+
+    gfile, db = _genome_file(tmp_path, 2), tmp_path / "l.db"
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    monkeypatch.setattr(os, "fsync", _FullDisk())  # SQLite syncs by itself; the summary write fails
+    with pytest.raises(SystemExit) as e, user_errors("forge-label"):
+        run(_cfg(_overrides(db, genomes=gfile, out_dir=tmp_path / "o", **{"dispatch.workers": 1})))
+    monkeypatch.setattr(os, "fsync", _FullDisk(times=0))
+    assert e.value.code == 2
+    _one_line_enospc("forge-label", capsys.readouterr().err, "label_summary.json")
+    again = run(_cfg(_overrides(db, genomes=gfile, out_dir=tmp_path / "o")))
+    assert (again["skipped_done"], again["trained"]) == (2, 0)
+
+
+# ------------------------------------------------------------------ bugs are not user errors
+def test_an_internal_value_error_in_a_search_is_a_bug(tmp_path, monkeypatch, capsys):
+    """exit 1, the traceback, a line saying how to report it, and summary.json `failed` with the reason."""
+    from forge.config import user_errors
+    from search.archive import ParetoArchive
+    from search.cli import run
+    from tests.search.conftest import tiny_cfg
+    from tests.search.test_resume import _components
+
+    calls = {"n": 0}
+    real = ParetoArchive.update
+
+    def update(self, entries, F):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ValueError("operands could not be broadcast together")
+        return real(self, entries, F)
+
+    monkeypatch.setattr(ParetoArchive, "update", update)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    monkeypatch.delenv("FORGE_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as e, user_errors("forge-search"):
+        run(tiny_cfg(out_dir=str(tmp_path / "run"), progress=False), _components())
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" in err and "operands could not be broadcast" in err
+    assert err.strip().splitlines()[-1].startswith("forge-search: internal error: this is a bug in Forge")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["status"] == "failed" and s["reason"] == "ValueError: operands could not be broadcast together"
+    assert s["generations_done"] == 1  # the checkpoint of generation 1 stays: resumable once fixed
+
+
+# ------------------------------------------------------------------ infeasible constraints are a result
+def test_no_feasible_genome_ends_with_the_least_violating_table(tmp_path):
+    from rich.console import Console
+
+    from search.cli import run
+    from search.console import show_end
+    from tests.search.conftest import tiny_cfg
+    from tests.search.test_resume import _components
+
+    cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False, constraints=["val_loss < 3.8", "ttft_ms <= 0"])
+    cfg["search"]["generations"] = 2
+    s = run(cfg, _components())
+    assert s["status"] == "complete" and s["archive_size"] == 0 and s["hypervolume"] == 0.0
+    worst = s["least_violating"]
+    assert 1 <= len(worst) <= 5 and [w["violation"] for w in worst] == sorted(w["violation"] for w in worst)
+    assert all("ttft_ms <= 0" in w["violated"] and w["violated"]["ttft_ms <= 0"] > 0 for w in worst)
+    console = Console(record=True, width=160)
+    show_end(s, {}, as_json=False, console=console)
+    text = console.export_text()
+    assert "No genome met the constraints (val_loss < 3.8, ttft_ms <= 0)" in text and worst[0]["id"][:8] in text
+    assert "forge-export" not in text
+
+
+@pytest.mark.slow
+def test_readme_gemmini_budget_command_finishes(tmp_path, monkeypatch, capsys):
+    """The README tour's budget search (small population): a front or the no-feasible-genome table, exit 0."""
+    args = ["backend=gemmini", 'constraints=["val_loss < 3.8","ttft_ms <= 100"]', "search.pop_size=8",
+            "search.offspring=8", "search.generations=1", f"hydra.run.dir={tmp_path}/run", "progress=false"]
+    code, _ = cli("forge-search", args, tmp_path, monkeypatch, capsys)
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert code == 0 and s["status"] == "complete"
+    assert s["archive_size"] > 0 or s["least_violating"]
+
+
+# ------------------------------------------------------------------ resume= with spaces, forge-label SIGTERM
+def test_quoted_resume_path_with_spaces_runs_in_that_folder():
+    from search.cli import resume_argv
+
+    d = Path(__file__).parent  # any existing folder; spaces and quotes go through Hydra's quoted string
+    assert resume_argv([f"resume='{d}'"])[-2:] == [f"hydra.run.dir='{d}'", "hydra.output_subdir=null"]
+
+
+@pytest.mark.slow
+def test_quoted_resume_with_spaces_leaves_no_stray_folder(tmp_path, monkeypatch, capsys):
+    run, cwd = tmp_path / "my runs" / "a b", tmp_path / "cwd"
+    cwd.mkdir()
+    tiny = ["space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "search.pop_size=4", "search.offspring=4",
+            "search.generations=2", "progress=false"]
+    code, err = cli("forge-search", [*tiny, "stop_after=1", f"hydra.run.dir='{run}'"], cwd, monkeypatch, capsys)
+    assert code == 0 and json.loads((run / "summary.json").read_text())["status"] == "stopped", err[-3000:]
+    code, err = cli("forge-search", [f"resume='{run}'", "progress=false"], cwd, monkeypatch, capsys)
+    assert code == 0, err[-3000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "complete"
+    assert sorted(cwd.rglob("*")) == []  # no outputs/search/<stamp>
+
+
+@pytest.mark.slow
+def test_forge_label_sigterm_releases_claims_and_writes_the_summary(tmp_path):
+    import sqlite3
+    import time
+
+    from tests.forge.labelling.test_cli import LABEL, _genome_file, _overrides
+
+    gfile, db, out = _genome_file(tmp_path, 20), tmp_path / "t.db", tmp_path / "h"
+    args = LABEL + _overrides(db, genomes=gfile, **{"dispatch.workers": 1, "hydra.run.dir": out})
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, count = time.monotonic() + 240, 0
+    while time.monotonic() < deadline and count < 1:
+        time.sleep(0.2)
+        if db.exists():
+            con = sqlite3.connect(db, timeout=30)
+            try:
+                count = con.execute("SELECT count(*) FROM forge_labels_v2 WHERE status='done'").fetchone()[0]
+            except sqlite3.OperationalError:
+                count = 0
+            con.close()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err[-3000:]
+    con = sqlite3.connect(db)
+    running = con.execute("SELECT count(*) FROM forge_labels_v2 WHERE status='running'").fetchone()[0]
+    con.close()
+    s = json.loads((out / "label_summary.json").read_text())
+    assert running == 0 and s["status"] == "interrupted" and s["interrupted_by"] == "SIGTERM"

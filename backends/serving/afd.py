@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import ForgeError
+
 TBAR_FORMS = ("exact", "asymptotic", "infinite")
 
 
-class AfdError(ValueError):
+class AfdError(ForgeError):
     """Bad AFD input; the message names the field and what is allowed."""
 
 

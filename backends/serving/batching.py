@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import UserError
 from backends.serving.trace import Trace
 
 
@@ -84,7 +85,7 @@ def decode_instance(ready: np.ndarray, prompt: np.ndarray, output: np.ndarray, p
             nxt += 1
         if not active:
             if ready[nxt] <= t:  # ready, nothing running, and still not admitted: it can never fit
-                raise ValueError(f"a request needs {need[nxt]:.0f} KV tokens > {pool.kv_tokens:.0f} per decode instance")
+                raise UserError(f"a request needs {need[nxt]:.0f} KV tokens > {pool.kv_tokens:.0f} per decode instance")
             t = ready[nxt]
             continue
         base, growth = a * S + c * n + b, a * n

@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import ForgeError
+
 FIELDS = ("servers", "devices", "links", "hbm_gb", "global_buffer_mb", "cores", "local_buffer_kb", "lanes",
           "array_height", "vector_width")
 
 
-class PoolError(ValueError):
+class PoolError(ForgeError):
     """Bad pool input; the message names the field and what is allowed."""
 
 

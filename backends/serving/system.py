@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import UserError
 from backends.serving.batching import Instance, simulate
 from backends.serving.latency import fit_models, grid_ops, systolic_models, tensor_parallel
 from backends.serving.pool import col, device_perf, pool_cost
@@ -27,12 +28,12 @@ class ServingModel:
     def __init__(self, genome: Genome, trace: Trace, cost: dict[str, Any], sched: dict[str, Any] | None = None,
                  latency: str = "roofline") -> None:
         if latency not in LATENCY:
-            raise ValueError(f"serve.pools.latency = {latency!r} is unknown; allowed: {', '.join(LATENCY)}")
+            raise UserError(f"serve.pools.latency = {latency!r} is unknown; allowed: {', '.join(LATENCY)}")
         self.genome, self.trace, self.cost, self.latency = genome, trace, dict(cost), latency
         self.sched = {**SCHED_DEFAULTS, **dict(sched or {})}
         bad = sorted(set(self.sched) - set(SCHED_DEFAULTS))
         if bad:
-            raise ValueError(f"pools.sched.{bad[0]} is unknown; allowed: {', '.join(SCHED_DEFAULTS)}")
+            raise UserError(f"pools.sched.{bad[0]} is unknown; allowed: {', '.join(SCHED_DEFAULTS)}")
         g = grid_ops(genome)
         self.weights, self.kv_per_token = g["weights"], g["kv_per_token"]
         self._coef: dict[tuple[float, ...], dict[str, np.ndarray]] = {}

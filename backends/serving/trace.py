@@ -6,6 +6,7 @@ column names (arrival_s, prompt_tokens, output_tokens) or those of the Azure LLM
 """
 from __future__ import annotations
 
+import errno
 import csv
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from forge.errors import ForgeError
+
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 DISTS = ("lognormal", "fixed", "uniform")
 
 
-class TraceError(ValueError):
+class TraceError(ForgeError):
     """Bad trace input; the message names what is wrong and what is allowed."""
 
 
@@ -67,7 +70,7 @@ def load_csv(path: str | Path) -> Trace:
     """A trace CSV (our columns or Azure's); arrivals are shifted to start at 0 and sorted."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"trace file {str(path)!r} does not exist; allowed: synthetic or a CSV path")
+        raise FileNotFoundError(errno.ENOENT, "trace file does not exist; allowed: synthetic or a CSV path", str(path))
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         header = [h.strip() for h in (reader.fieldnames or [])]

@@ -11,12 +11,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol as TypingProtocol, Sequence
 
+from forge.errors import ForgeError
 from forge.genome import Genome, genome_from_dict
 from forge.labels import Label
 from forge.labelling.store import RETRY, LabelStore
 
 
-class DispatchError(ValueError):
+class DispatchError(ForgeError):
     """A dispatcher that cannot run: missing optional extra, bad option."""
 
 

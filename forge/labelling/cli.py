@@ -20,11 +20,12 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.config import forge_main, output_dir, to_container
+from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, output_dir, to_container
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
 from forge.io import atomic_write_json, read_text
 from forge.labels import Label
+from forge.signals import term_as_interrupt
 from forge.space import space_from_config
 from forge.labelling.store import LabelStore
 
@@ -58,7 +59,11 @@ def read_genomes(path: str | Path) -> list[Genome]:
 
 def _genomes(cfg: DictConfig) -> list[Genome]:
     if cfg.get("genomes"):
-        return read_genomes(cfg.genomes)
+        genomes = read_genomes(cfg.genomes)
+        if not genomes:  # an empty file is a mistake, not a finished job
+            raise GenomeError(f"genomes={cfg.genomes}: holds no genome; allowed: a file with at least one genome "
+                              "(.jsonl lines, .yaml, .csv) or a folder of .yaml")
+        return genomes
     if int(cfg.n) < 1:
         raise GenomeError(f"n = {cfg.n} is invalid; allowed: a positive int (or genomes=FILE)")
     space = space_from_config(to_container(cfg.space))
@@ -69,13 +74,15 @@ def _out_dir(cfg: DictConfig) -> Path | None:
     return output_dir(cfg, fallback=None)
 
 
-def _progress(new: list[Label]):
+def _progress(new: list[Label], caught: dict[str, str]):
     from rich.console import Console
 
     console = Console(stderr=True)
 
     def on_label(lab: Label) -> None:
         new.append(lab)
+        if caught.get("signal"):  # a SIGTERM whose KeyboardInterrupt landed where Python ignores exceptions
+            raise KeyboardInterrupt
         p = lab.provenance
         what = f"{lab.label:.4f}" if lab.finite else f"inf [{lab.status}] ({lab.reason[:80]})"
         console.print(f"[{len(new)}] {lab.genome_id} label={what} wall={p.get('wall_s', '?')}s "
@@ -109,15 +116,24 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
+    caught: dict[str, str] = {}
     plugins.trust(cfg)  # the user's own config: a dispatch class named in it is theirs to run
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
+                      on_label=_progress(new, caught), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
-    trainer.train(genomes)
+    with term_as_interrupt(caught):
+        try:
+            trainer.train(genomes)  # Ctrl-C or SIGTERM: in-flight claims are released as failed (retried next run)
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
     summary = _summary(cfg, genomes, new, store, time.perf_counter() - t0, fp)
+    summary["status"] = status
+    if status == "interrupted":
+        summary["interrupted_by"] = caught.get("signal", "SIGINT")
     if cfg.get("export"):
         summary["exported"] = store.export_jsonl(cfg.export, finite_only=bool(cfg.get("export_finite_only")),
                                                  protocol=fp)
@@ -144,7 +160,10 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
 
 @forge_main("forge-label")
 def _hydra_main(cfg: DictConfig) -> None:
-    print(json.dumps(run(cfg), indent=2))
+    summary = run(cfg)
+    print(json.dumps(summary, indent=2))
+    if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
+        raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
 
 
 def main() -> None:

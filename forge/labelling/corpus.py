@@ -16,12 +16,13 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from forge.errors import ForgeError
 from forge.labelling.tokenizer import get_tokenizer
 
 _CACHE: dict[tuple, "Corpus"] = {}
 
 
-class CorpusError(ValueError):
+class CorpusError(ForgeError):
     """A corpus that cannot be built: missing path, empty, unknown option, missing optional extra."""
 
 

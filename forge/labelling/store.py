@@ -15,16 +15,18 @@ Stores from before the fingerprint (table `forge_labels`) are migrated on open (
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, and_, create_engine, event, func,
                         inspect, or_, select, update)
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.labels import Label, read_labels, write_labels
 from forge.redact import mask
@@ -35,7 +37,7 @@ RETRY = {"none": (), "failed": ("failed",), "all": ("failed", "diverged")}
 ALLOWED_URLS = "a path (SQLite file), sqlite:///file.db or postgresql+psycopg://user@host/db"
 
 
-class StoreError(ValueError):
+class StoreError(ForgeError):
     """A store URL that cannot be opened, a file that is not a database, or a missing driver."""
 
 
@@ -136,6 +138,11 @@ class LabelStore:
         """One engine per process (a forked child never reuses its parent's connections)."""
         if self._engine is None or self._pid != os.getpid():
             self._engine, self._pid = _make_engine(self.url, self.timeout_s), os.getpid()
+            try:
+                _check_schema(self._engine, repr(self))
+            except StoreError:
+                self._engine = None
+                raise
             try:
                 _meta.create_all(self._engine, checkfirst=True)
             except DBAPIError as e:  # e.g. another process created the table at the same moment
@@ -287,6 +294,43 @@ class LabelStore:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _check_schema(engine: Engine, who: str) -> None:
+    """Refuse, before writing anything, a database that is not a label store: our table with other columns,
+    or a SQLite file holding only someone else's tables (Forge would add its table to it)."""
+    from forge.labelling.migrate import DONE, OLD
+
+    try:
+        names, columns = _tables(engine)
+        if labels_table.name in names:
+            missing = sorted(set(T.keys()) - columns(labels_table.name))
+            if missing:
+                raise StoreError(f"{who}: table {labels_table.name} lacks column(s) {', '.join(missing)}; allowed: a "
+                                 f"Forge label store ({ALLOWED_URLS})")
+        elif engine.dialect.name == "sqlite" and names - {OLD, DONE}:
+            raise StoreError(f"{who}: a SQLite database with other tables ({', '.join(sorted(names)[:5])}), not a "
+                             f"Forge label store; allowed: {ALLOWED_URLS} (a new or a Forge file)")
+    except DBAPIError as e:
+        raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{who}: cannot open the store ({e}); allowed: {ALLOWED_URLS}") from None
+
+
+def _tables(engine: Engine) -> tuple[set[str], Callable[[str], set[str]]]:
+    """Table names and a column lookup; an existing SQLite file is read through a read-only connection, so a
+    refused file keeps its bytes and mtime (the engine's first connection would switch it to WAL)."""
+    db = engine.url.database if engine.dialect.name == "sqlite" else None
+    if db and db != ":memory:" and Path(db).is_file() and Path(db).stat().st_size:
+        con = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            cols = {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
+        finally:
+            con.close()
+        return names, lambda n: cols.get(n, set())
+    insp = inspect(engine)
+    return set(insp.get_table_names()), lambda n: {c["name"] for c in insp.get_columns(n)}
 
 
 def _has_table(engine: Engine) -> bool:

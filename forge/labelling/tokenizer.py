@@ -9,8 +9,10 @@ from typing import Protocol
 
 import numpy as np
 
+from forge.errors import ForgeError
 
-class TokenizerError(ValueError):
+
+class TokenizerError(ForgeError):
     """An unknown tokenizer name, or an optional tokenizer whose package is missing."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from forge.errors import ForgeError
 from forge.labelling.corpus import Corpus
 from forge.genome import Genome
 from forge.labels import Label, fingerprint
@@ -36,7 +37,7 @@ PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 SCHEDULES = ("constant", "cosine")
 
 
-class ProtocolError(ValueError):
+class ProtocolError(ForgeError):
     """A protocol option outside its allowed values."""
 
 

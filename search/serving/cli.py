@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 from rich.console import Console
 
+from forge.errors import UserError
 from forge import plugins
 from forge.config import forge_main, output_dir
 from forge.io import atomic_write_json
@@ -25,7 +26,7 @@ def run(cfg: Any) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's own config: a backend class named in it is theirs to run
     cmd = str(cfg.get("command", "afd"))
     if cmd not in COMMANDS:
-        raise ValueError(f"command = {cmd!r} is unknown; allowed: {', '.join(COMMANDS)}")
+        raise UserError(f"command = {cmd!r} is unknown; allowed: {', '.join(COMMANDS)}")
     out = output_dir(cfg)
     if cmd == "afd":
         from search.serving.afd_run import run_afd

@@ -157,8 +157,8 @@ def test_exit_codes_and_resume_argv(tmp_path):
     assert [exit_code({"status": s}) for s in ("complete", "stopped")] == [0, 0]
     assert exit_code({"status": "interrupted", "interrupted_by": "SIGINT"}) == 130
     assert exit_code({"status": "interrupted", "interrupted_by": "SIGTERM"}) == 143
-    assert resume_argv([f"resume={R}", "progress=false"]) == [f"resume={R}", "progress=false", f"hydra.run.dir={R}",
-                                                              "hydra.output_subdir=null"]
+    assert resume_argv([f"resume={R}", "progress=false"]) == [f"resume={R}", "progress=false", f"hydra.run.dir='{R}'",
+                                                              "hydra.output_subdir=null"]  # quoted: spaces pass
     for argv in (["seed=1"], [f"resume={R}", "hydra.run.dir=X"], ["-m", f"resume={R}"], ["resume=null"],
                  [f"resume={R}/not-there"]):
         assert resume_argv(argv) == argv
