@@ -7,7 +7,7 @@ two-tailed (lower and upper calibrated apart): coverage, how often the true loss
 above the upper bound, width, and coverage on the best-predicted 10 % (where search fronts live); plus the
 coverage without calibration (raw σ under a Gaussian z).
 
-    nice -n 10 .venv/bin/python bench/bench_intervals.py --repeats 20
+    .venv/bin/python bench/bench_intervals.py --repeats 10
 
 Writes bench/results/intervals.json and prints a markdown table.
 """
@@ -80,7 +80,7 @@ def main() -> None:
     res = {name: one(name, a.level, a.repeats) for name in CHECKPOINTS}
     out = ROOT / "bench" / "results" / "intervals.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": f"nice -n 10 .venv/bin/python bench/bench_intervals.py --repeats {a.repeats}",
+    out.write_text(json.dumps({"command": f".venv/bin/python bench/bench_intervals.py --repeats {a.repeats}",
                                "level": a.level, **res}, indent=2) + "\n")
     print(table(res, a.level))
 
