@@ -3,7 +3,7 @@
 Reads the out-of-fold predictions of `bench/bench_grouped_cv.py` (every row predicted by models that never
 saw its architecture). Everything chosen here is chosen by cross-fitting: for test fold f, the extra-trees
 weight and the low-end stretch are picked on the other folds' out-of-fold rows only, then scored on fold f.
-Paired CIs: 2,000 bootstrap resamples of architectures within each fold (the per-fold metric averaged over
+Paired CIs: 500 bootstrap resamples of architectures within each fold (the per-fold metric averaged over
 folds, both models on the same resample), 2.5-97.5 percentiles of the difference.
 
     .venv/bin/python bench/grouped_cv_report.py
@@ -30,7 +30,8 @@ def per_fold(y, pred, fold, fn) -> list[float]:
 
 
 def spearman(y, p) -> float:
-    return float(stats.spearmanr(y, p).statistic)
+    """Spearman's rho as the Pearson correlation of average ranks (what scipy computes, ~10x faster here)."""
+    return float(np.corrcoef(stats.rankdata(y), stats.rankdata(p))[0, 1])
 
 
 def mae5(y, p) -> float:
@@ -60,7 +61,7 @@ def cross_fit_stretch(y, pred, fold) -> tuple[np.ndarray, dict]:
     return out, picked
 
 
-def paired_ci(y, a, b, fold, ids, fn, reps=2000, seed=0) -> dict:
+def paired_ci(y, a, b, fold, ids, fn, reps=500, seed=0) -> dict:
     """Bootstrap CI of mean-over-folds fn(a) − fn(b), resampling architectures within each fold."""
     rng = np.random.default_rng(seed)
     parts = []

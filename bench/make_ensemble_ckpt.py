@@ -83,7 +83,7 @@ def main() -> None:
     print(json.dumps(res, indent=1))
 
 
-def boot_ci(y, pred, ids, fn, reps=2000, seed=0) -> list[float]:
+def boot_ci(y, pred, ids, fn, reps=500, seed=0) -> list[float]:
     """Bootstrap 95 % CI of fn over resampled architectures (groups) of one split."""
     rng = np.random.default_rng(seed)
     _, g = np.unique(ids, return_inverse=True)
