@@ -110,7 +110,7 @@ def main() -> None:
     w_all = float(GRID_W[int(np.argmax(score_all))])
     hyb_s, k_hyb = cross_fit_stretch(y, hybrid, fold)
     ens_s, k_ens = cross_fit_stretch(y, ens, fold)
-    models = {"encoder (1 member, 40 ep)": d["encoder"], "extra trees (full view)": d["et_full"],
+    models = {"encoder (1 member, 12 ep)": d["encoder"], "extra trees (full view)": d["et_full"],
               "hybrid recipe, no stretch": hybrid, "hybrid recipe + stretch": hyb_s,
               "ensemble, no stretch": ens, "ensemble + stretch": ens_s}
     res = {"source": str(SRC.relative_to(ROOT)), "n_rows": len(y), "folds": int(fold.max() + 1),
@@ -122,7 +122,7 @@ def main() -> None:
                                     "mae_at_5": paired_ci(y, models[a], models[b], fold, ids, mae5)}
                      for a, b in (("ensemble, no stretch", "hybrid recipe, no stretch"),
                                   ("ensemble + stretch", "hybrid recipe + stretch"),
-                                  ("ensemble, no stretch", "encoder (1 member, 40 ep)"),
+                                  ("ensemble, no stretch", "encoder (1 member, 12 ep)"),
                                   ("hybrid recipe + stretch", "hybrid recipe, no stretch"),
                                   ("ensemble + stretch", "ensemble, no stretch"))}
     res["intervals"] = {m: {"one-tailed |e|, 3 equal bins": cv_intervals(y, models[m], fold, False, 3),
