@@ -215,3 +215,12 @@ def test_tails_round_trip_and_bins_at_quantile_levels():
     back = ConformalInterval.from_dict(json.loads(json.dumps(cal.to_dict())))  # scores stored to 6 decimals
     assert back.two_tailed and back.to_dict() == cal.to_dict()
     assert ScoreBins.fit(mu[:100], y[:100] - mu[:100], (0.1, 0.5)).edges == (float(np.quantile(mu[:100], 0.5)),)
+
+
+def test_one_tailed_sidecars_written_before_two_tails_still_load_and_stay_symmetric():
+    y, mu = _skewed(300)
+    old = ConformalInterval.fit(y, mu, bins=3, two_tailed=False).to_dict()
+    assert set(old["residual"]) == {"edges", "scores"}  # the format every sidecar had before issue 27
+    cal = ConformalInterval.from_dict(old)
+    lo, hi = cal.interval(mu[:4], np.zeros(4), 0.9)
+    assert not cal.two_tailed and np.allclose((lo + hi) / 2, mu[:4])
