@@ -14,6 +14,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -66,8 +67,9 @@ def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
 
 
 class LossEvaluator:
-    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic),
-    and a calibrated interval [lo, hi] around μ at `level` (the predictor's `interval`; NaN without one).
+    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic; with a
+    calibrated interval σ is its lower tail, see `optimism`), and a calibrated interval [lo, hi] around μ at
+    `level` (the predictor's `interval`; NaN without one).
 
     The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
     predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
@@ -107,6 +109,15 @@ class LossEvaluator:
     def swap(self, predictor: Any) -> None:
         self.predictor, self.version = predictor, self.version + 1
 
+    def optimism(self, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        """The σ that `beta` multiplies: with a calibrated interval, the calibrated lower tail in σ units,
+        (μ − lo) / z (z the two-sided Gaussian quantile of `level`, so beta = z reaches the calibrated lower
+        bound); raw MC-dropout σ only when the predictor has no calibration."""
+        lo, _ = self.interval(mu, sigma)
+        if not np.all(np.isfinite(lo)):
+            return sigma
+        return np.maximum(mu - lo, 0.0) / NormalDist().inv_cdf(0.5 + self.level / 2.0)
+
     def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         _seed_torch(self.seed + 7919 * self.version)
         arch = strip_precision(genomes)
@@ -114,7 +125,7 @@ class LossEvaluator:
         mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
         if any(g.precision is not None for g in genomes):
             mu = mu + np.array([self.penalty(g.precision) for g in genomes])
-        return mu - self.beta * sigma, mu, sigma
+        return (mu - self.beta * self.optimism(mu, sigma) if self.beta else mu), mu, sigma
 
 
 class TrainEvaluator:

@@ -18,7 +18,7 @@ from forge.config import forge_main, output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
-from surrogate.dataset import load_labelset, train_val_test
+from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
 from surrogate.generic import build_model
 from surrogate.metrics import evaluate
 
@@ -43,7 +43,17 @@ def _labels(cfg: DictConfig, key: str = "data") -> Any:
     if data.dropped:
         print(f"forge-surrogate: {key}={path}: dropped {data.dropped} row(s) with a non-finite label (NaN/inf); "
               f"using {len(data)}", flush=True)
+    dup = duplicate_groups(data.ids)
+    if dup["duplicate_groups"]:
+        print(f"forge-surrogate: {key}={path}: {dup['rows']} rows hold {dup['architectures']} architectures; "
+              f"{dup['duplicate_groups']} of them have more than one row ({dup['rows_in_duplicate_groups']} rows); "
+              "every split keeps an architecture's rows together", flush=True)
     return data
+
+
+def _data_info(data: Any) -> dict:
+    """Rows used, rows dropped, and how many architectures repeat (splits group them)."""
+    return {"n_rows": len(data), "dropped": data.dropped, "duplicates": duplicate_groups(data.ids)}
 
 
 def _model_cfg(cfg: DictConfig) -> Any:
@@ -58,7 +68,7 @@ def _train(cfg: DictConfig) -> dict:
     train, val, test = train_val_test(data, cfg.seed, cfg.test_frac)
     test = test if len(test) else None
     model = build_model(_model_cfg(cfg), seed=cfg.seed, space=space.name, L_max=space.L_max).fit(train, val)
-    res: dict[str, Any] = {"mode": "train", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
+    res: dict[str, Any] = {"mode": "train", "data": str(_data_path(cfg)), **_data_info(data),
                            "n_train": len(train), "n_val": len(val), "n_test": len(test) if test else 0}
     if test is not None:
         res["metrics"] = evaluate(test.y, model.predict(test.genomes))
@@ -88,8 +98,8 @@ def _eval(cfg: DictConfig) -> dict:
     p = load_predictor(cfg.ckpt or "forgeformer-iha-paper")
     data = _labels(cfg)
     mu, _ = p.predict(data.genomes)
-    return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), "n_rows": len(data),
-            "dropped": data.dropped, "metrics": evaluate(data.y, mu)}
+    return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), **_data_info(data),
+            "metrics": evaluate(data.y, mu)}
 
 
 def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
@@ -98,8 +108,9 @@ def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
     iv = cfg.get("interval") or {}
     split = {"data": Path(_data_path(cfg)).name, "split": f"train_val_test(seed={p.meta['test']['seed']}, "
                                                           f"test_frac={p.meta['test']['test_frac']})"}
-    return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), int(iv.get("bins", 3)), int(cfg.seed),
-                         float(iv.get("level", 0.9)))
+    bins = iv.get("bins", 3)
+    bins = int(bins) if isinstance(bins, int) else tuple(float(b) for b in bins)
+    return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), bins, int(cfg.seed), float(iv.get("level", 0.9)))
 
 
 def _calibrate(cfg: DictConfig) -> dict:
@@ -143,7 +154,7 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
                   workers=int(cfg.get("workers", 1)))
     n_test = res[models[0]]["runs"][0]["n_test"]
     write_markdown(out / "table.md", res, n_test, int(cfg.seeds))
-    return {"mode": "compare", "data": str(_data_path(cfg)), "n_rows": len(data), "dropped": data.dropped,
+    return {"mode": "compare", "data": str(_data_path(cfg)), **_data_info(data),
             "seeds": int(cfg.seeds), "models": {m: {"summary": r["summary"], "runs": r["runs"], "fit_s": r["fit_s"]}
                                                 for m, r in res.items()}, "table": str(out / "table.md")}
 

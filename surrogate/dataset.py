@@ -1,8 +1,11 @@
 """Label sets and architecture-level splits, deterministic by seed.
 
-Splits are made over unique `genome.id`s, so duplicate architectures (same id, e.g. differing only in
-pruned slots) always land in the same split; the validation carve for model selection comes out of
-the training ids, never the test ids.
+Every split is grouped by canonical architecture (`genome.id`, a hash of the network the genome builds):
+the label set holds some architectures more than once (relabelled runs, or genomes differing only in
+pruned slots), and rows of one architecture on both sides of a split inflate ranking metrics. So the
+train/test split and the validation and calibration carves (`split_ids`, a group shuffle split over
+unique ids) and the CV folds (`group_folds`, sklearn's GroupKFold) never put one architecture on two sides.
+`split_ids` predates `group_folds` and is kept as is: the shipped checkpoints' test splits are re-made by it.
 """
 from __future__ import annotations
 
@@ -91,3 +94,27 @@ def train_val_test(data: LabelSet, seed: int, test_frac: float = 0.2,
     train_all = data.take(rest)
     tr, va = split_ids(train_all.ids, val_frac, seed + 7919)
     return train_all.take(tr), train_all.take(va), data.take(test)
+
+
+def duplicate_groups(ids: Sequence[str]) -> dict[str, int]:
+    """How often the label set repeats an architecture: rows, unique architectures (canonical genome ids),
+    groups holding more than one row, and the rows in those groups (relabelled runs of one network)."""
+    _, counts = np.unique(np.asarray(list(ids)), return_counts=True)
+    return {"rows": int(counts.sum()), "architectures": int(len(counts)),
+            "duplicate_groups": int((counts > 1).sum()), "rows_in_duplicate_groups": int(counts[counts > 1].sum())}
+
+
+def group_folds(ids: Sequence[str], k: int, seed: int) -> np.ndarray:
+    """(n,) fold index 0..k-1 per row from sklearn's GroupKFold over canonical genome ids, the groups shuffled
+    by `seed` first: every row of one architecture sits in one fold, so a CV test fold holds only
+    architectures its model never trained on."""
+    from sklearn.model_selection import GroupKFold
+
+    uniq, groups = np.unique(np.asarray(list(ids)), return_inverse=True)
+    if not 2 <= k <= len(uniq):
+        raise LabelSetError(f"cannot cut {len(uniq)} architectures into {k} folds; allowed: 2 <= folds <= architectures")
+    shuffled = np.random.default_rng(seed).permutation(len(uniq))[groups]  # GroupKFold itself is deterministic
+    fold = np.empty(len(groups), dtype=np.int64)
+    for f, (_, te) in enumerate(GroupKFold(n_splits=k).split(np.zeros(len(groups)), groups=shuffled)):
+        fold[te] = f
+    return fold

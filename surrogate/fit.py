@@ -18,7 +18,7 @@ import numpy as np
 from forge.errors import UserError
 from forge.labels import Label
 from surrogate.calibration import LowEndStretch
-from surrogate.conformal import ConformalInterval, coverage_cv
+from surrogate.conformal import BEST_BINS, ConformalInterval, coverage_cv
 from surrogate.dataset import LabelSet, from_labels, load_labelset, split_ids
 from surrogate.features import MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig
@@ -133,7 +133,8 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
                                       "batch": batch, "seed": seed, "new_data_hash": new.data_hash()}}
     forests = base.forests
     if forests and len(old):  # forests train in seconds: refit on replay + new rows (base forests if no replay)
-        forests = fit_forests(old, new, forests[0].n_trees, seed, base.L_max)
+        et = [f.n_trees for f in forests if f.kind == "et"]
+        forests = fit_forests(old, new, forests[0].n_trees, seed, base.L_max, et[0] if et else 0)
     # the base's low-end stretch is kept: it corrects the recipe's shrinkage, which a short refit keeps.
     # So is its conformal calibration, marked as measured on the base (the refit's own error is unmeasured)
     conformal = base.conformal
@@ -141,7 +142,7 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
         conformal = replace(conformal, provenance={**conformal.provenance, "measured_on": f"base checkpoint {stem.name} "
                                                    "(this predictor is a replay fine-tune of it)"})
     return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
-                                base.nn_weight, base.calib, conformal)
+                                base.nn_weight, base.calib, conformal, base.forest_weights)
 
 
 def held_predictions(p: ForgeFormerPredictor, held: LabelSet, n_mc: int,
@@ -158,17 +159,20 @@ def held_predictions(p: ForgeFormerPredictor, held: LabelSet, n_mc: int,
     return mu, mu_mc, sigma
 
 
-def conformal_fit(p: ForgeFormerPredictor, held: LabelSet, split: dict, n_mc: int = 10, bins: int = 3,
-                  seed: int = 0, level: float = 0.9) -> ConformalInterval:
+def conformal_fit(p: ForgeFormerPredictor, held: LabelSet, split: dict, n_mc: int = 10,
+                  bins: int | tuple[float, ...] = BEST_BINS, seed: int = 0, level: float = 0.9) -> ConformalInterval:
     """Split-conformal scores of `p` on `held`, rows it never trained on (its test split); `split` says which
     rows they are. Deterministic μ gives the residual scores; n_mc MC-dropout passes seeded by `seed` give
-    μ/σ for the σ-scaled ones (n_mc = 0: residual only). The provenance records a 5-fold cross-conformal
-    coverage check at `level` on the same rows (calibrate on 4 folds, measure on the 5th)."""
+    μ/σ for the σ-scaled ones (n_mc = 0: residual only). Both tails are calibrated separately. The
+    provenance records a 5-fold cross-conformal check at `level` on the same rows, folds grouped by
+    architecture (calibrate on 4 folds, measure on the 5th): coverage, each tail's misses, best-10 % coverage."""
     mu, mu_mc, sigma = held_predictions(p, held, n_mc, seed)
-    cv = coverage_cv(held.y, mu, mu_mc, sigma, level, bins=bins, seed=seed)
+    bins = bins if isinstance(bins, int) else tuple(float(b) for b in bins)
+    cv = coverage_cv(held.y, mu, mu_mc, sigma, level, bins=bins, seed=seed, ids=held.ids)
+    keys = ("coverage", "below", "above", "width", "coverage_best10")
     prov = {"rows": "held-out test split (architecture-level; never trained on, never used to pick an epoch)",
             **split, "n_rows": len(held), "rows_hash": held.data_hash(), "n_mc": n_mc, "mc_seed": seed,
-            "bins": bins, "cv_check": {"level": level, "folds": 5,
-                                       **{k: {"coverage": round(v["coverage"], 4), "width": round(v["width"], 4)}
-                                          for k, v in cv.items()}}}
+            "bins": bins if isinstance(bins, int) else list(bins), "tails": "two (lower and upper calibrated apart)",
+            "cv_check": {"level": level, "folds": 5, "grouped_by": "architecture (canonical genome id)",
+                         **{k: {s: round(v[s], 4) for s in keys} for k, v in cv.items()}}}
     return ConformalInterval.fit(held.y, mu, mu_mc, sigma, bins, prov)

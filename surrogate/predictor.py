@@ -58,6 +58,7 @@ class ForgeFormerPredictor:
     nn_weight: float = 1.0  # weight of the encoder ensemble; the forests share the rest equally
     calib: LowEndStretch | None = None  # low-end stretch fit on held-out predictions (surrogate/calibration.py)
     conformal: ConformalInterval | None = None  # interval calibration on held-out labels (surrogate/conformal.py)
+    forest_weights: list[float] | None = None  # weights of the forests within their share (None: equal)
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
@@ -103,10 +104,10 @@ class ForgeFormerPredictor:
         if self.forests and len(genomes):
             w, shared = self.nn_weight, packed if self.field_set == "derived" else None
             if n_mc > 0:  # the encoder's MC-dropout spread and the forests' across-tree spread, as independent parts
-                trees, spread = forests_predict_spread(self.forests, genomes, shared)
+                trees, spread = forests_predict_spread(self.forests, genomes, shared, self.forest_weights)
                 sigma = np.sqrt((w * sigma) ** 2 + ((1.0 - w) * spread) ** 2)
             else:  # deterministic (the search's hot path): no per-tree loss mapping
-                trees = forests_predict(self.forests, genomes, shared)
+                trees = forests_predict(self.forests, genomes, shared, self.forest_weights)
             mu = w * mu + (1.0 - w) * trees
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 
@@ -168,6 +169,7 @@ class ForgeFormerPredictor:
                 "forests": [f.meta() for f in self.forests], "nn_weight": self.nn_weight,
                 "calibration": self.calib.to_dict() if self.calib is not None else None,
                 **({"conformal": self.conformal.to_dict()} if self.conformal is not None else {}),
+                **({"forest_weights": self.forest_weights} if self.forest_weights is not None else {}),
                 "space": self.space, **self.meta}
 
     def save(self, stem: str | Path) -> Path:
@@ -276,8 +278,12 @@ def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> Any:
         conformal = ConformalInterval.from_dict(meta["conformal"]) if meta.get("conformal") else None
     except ValueError as e:
         raise CheckpointError(f"{stem}.json: {e}") from None
+    fw = meta.get("forest_weights")
+    if fw is not None and (len(fw) != len(forests) or any(not (0 <= float(w) <= 1) for w in fw) or sum(fw) <= 0):
+        raise CheckpointError(f"{stem}.json: forest_weights {fw}; allowed: one weight in [0, 1] per forest, sum > 0")
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields", "norm",
                                                          "target", "space", "forests", "nn_weight", "calibration",
-                                                         "conformal")}
+                                                         "conformal", "forest_weights")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib, conformal)
+                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib, conformal,
+                                None if fw is None else [float(w) for w in fw])

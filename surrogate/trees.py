@@ -1,4 +1,5 @@
-"""Rank-target random forests over whole-architecture aggregates: the tree half of the hybrid surrogate.
+"""Rank-target tree ensembles (random forests, extra trees) over whole-architecture aggregates and
+per-layer-position fields: the tree half of the hybrid surrogate and of the Forge-Former + trees ensemble.
 
 Why (bench/results/acc_study/REPORT.md, 5 splits): a scikit-learn forest fit on the *normal scores*
 of the losses (not the raw, bimodal losses) and given early-attention aggregates (value width of the
@@ -27,6 +28,23 @@ if TYPE_CHECKING:  # sklearn is imported to fit only: predicting walks the flat 
     from sklearn.ensemble import RandomForestRegressor
 
 VIEWS = ("agg", "full")  # aggregates only | aggregates + packed per-layer fields
+# the tree learners, settings fixed in advance (never tuned on a test fold): `rf` as in the hybrid; `et`,
+# extremely randomized trees on the full view (per-layer-position fields), the strongest tabular model of
+# the issue-27 audit (Spearman 0.783 on one split); no bootstrap, so no out-of-bag rows
+def _rf(n: int, seed: int) -> Any:
+    from sklearn.ensemble import RandomForestRegressor  # sklearn to fit only (the search path never loads it)
+
+    return RandomForestRegressor(n_estimators=n, max_features=0.3, min_samples_leaf=3, random_state=seed,
+                                 n_jobs=1, oob_score=True)
+
+
+def _et(n: int, seed: int) -> Any:
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    return ExtraTreesRegressor(n_estimators=n, max_features=0.5, min_samples_leaf=2, random_state=seed, n_jobs=1)
+
+
+KINDS = {"rf": _rf, "et": _et}
 _ARRAYS = ("right", "feature", "threshold", "value", "roots")  # left child = node + 1 (depth-first order)
 
 
@@ -106,9 +124,9 @@ class RankForest:
     """A random forest on normal-score targets, stored as flat node arrays."""
 
     def __init__(self, view: str, target: TargetMap, arrays: dict[str, np.ndarray], L_max: int = 40,
-                 oob: np.ndarray | None = None) -> None:
-        self.view, self.target, self.a, self.L_max = view, target, arrays, L_max
-        self.oob = oob  # after `fit`: out-of-bag loss prediction of every training row (not saved)
+                 oob: np.ndarray | None = None, kind: str = "rf") -> None:
+        self.view, self.target, self.a, self.L_max, self.kind = view, target, arrays, L_max, kind
+        self.oob = oob  # after `fit` of an `rf`: out-of-bag loss prediction of every training row (not saved)
 
     @property
     def n_trees(self) -> int:
@@ -116,21 +134,20 @@ class RankForest:
 
     @classmethod
     def fit(cls, genomes: Sequence[Genome], y: np.ndarray, view: str, n_trees: int = 100, seed: int = 0,
-            L_max: int = 40, X: np.ndarray | None = None) -> "RankForest":
+            L_max: int = 40, X: np.ndarray | None = None, kind: str = "rf") -> "RankForest":
         """X: this view's features of `genomes` when the caller already has them."""
-        from sklearn.ensemble import RandomForestRegressor
-
+        if kind not in KINDS:
+            raise UserError(f"forest kind = {kind!r} is invalid; allowed: {' | '.join(KINDS)}")
         target = TargetMap.fit(y, "normal_scores")
-        # settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test
-        # oob_score only adds the out-of-bag pass (honest predictions of the training rows); the trees
-        # are the same as without it
-        rf = RandomForestRegressor(n_estimators=n_trees, max_features=0.3, min_samples_leaf=3,
-                                   random_state=seed, n_jobs=1, oob_score=True)
+        # rf settings fixed in advance (a flat plateau in bench/results/acc_study/tune.json), never tuned on test;
+        # oob_score only adds the out-of-bag pass (honest predictions of the training rows), the trees are the same
+        rf = KINDS[kind](n_trees, seed)
         X = tree_features(genomes, view, L_max) if X is None else X
         with warnings.catch_warnings():  # with a handful of trees some rows are never out of bag: sklearn
             warnings.filterwarnings("ignore", "Some inputs do not have OOB")  # gives them z = 0, the median
             rf.fit(X.astype(np.float32), target.to_target(y))
-        return cls(view, target, _flatten(rf), L_max, target.to_loss(np.ravel(rf.oob_prediction_)))
+        oob = target.to_loss(np.ravel(rf.oob_prediction_)) if kind == "rf" else None
+        return cls(view, target, _flatten(rf), L_max, oob, kind)
 
     def leaves_z(self, X: np.ndarray) -> np.ndarray:
         """(n, trees) leaf values (normal-score units); same float32 inputs and `<=` rule as sklearn."""
@@ -155,7 +172,8 @@ class RankForest:
         return self.target.to_loss(self.predict_z(X))
 
     def meta(self) -> dict[str, Any]:
-        return {"view": self.view, "n_trees": self.n_trees, "target": self.target.to_dict()}
+        return {"view": self.view, "n_trees": self.n_trees, "target": self.target.to_dict(),
+                **({"kind": self.kind} if self.kind != "rf" else {})}  # rf sidecars stay as they were
 
     def tensors(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.{k}": np.ascontiguousarray(self.a[k]) for k in _ARRAYS}
@@ -169,15 +187,23 @@ class RankForest:
                 len(arrays["roots"]) != meta["n_trees"]:
             raise UserError(f"{prefix}: node arrays of unequal length or {len(arrays['roots'])} roots "
                             f"for {meta['n_trees']} trees")
-        return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max)
+        kind = meta.get("kind", "rf")
+        if kind not in KINDS:
+            raise UserError(f"{prefix}: forest kind {kind!r}; allowed: {' | '.join(KINDS)}")
+        return cls(meta["view"], TargetMap.from_dict(meta["target"]), arrays, L_max, kind=kind)
 
 
-def fit_forests(train: LabelSet, val: LabelSet | None, n_trees: int, seed: int, L_max: int) -> list[RankForest]:
+def fit_forests(train: LabelSet, val: LabelSet | None, n_trees: int, seed: int, L_max: int,
+                extra_trees: int = 0) -> list[RankForest]:
     """One rank forest per view (seeds seed, seed + 1), on train + val: the settings are fixed and nothing
-    is selected on val, so the carve is free training data here."""
+    is selected on val, so the carve is free training data here. extra_trees > 0 appends an `et` forest of
+    that many trees on the full view (seed + 2): the ensemble's tree model."""
     rows = train if val is None or not len(val) else train.join(val)
     X = tree_views(rows.genomes, L_max)
-    return [RankForest.fit(rows.genomes, rows.y, v, n_trees, seed + j, L_max, X[v]) for j, v in enumerate(VIEWS)]
+    out = [RankForest.fit(rows.genomes, rows.y, v, n_trees, seed + j, L_max, X[v]) for j, v in enumerate(VIEWS)]
+    if extra_trees > 0:
+        out.append(RankForest.fit(rows.genomes, rows.y, "full", extra_trees, seed + 2, L_max, X["full"], kind="et"))
+    return out
 
 
 def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
@@ -188,20 +214,22 @@ def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
     return np.mean([f.oob[len(f.oob) - last:] for f in forests], axis=0)
 
 
-def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome],
-                    packed: Packed | None = None) -> np.ndarray:
-    """Mean loss prediction of several forests, featurizing the population once (or not at all: packed)."""
-    return np.mean([f.target.to_loss(z.mean(1)) for f, z in _leaves(forests, genomes, packed)], axis=0)
+def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome], packed: Packed | None = None,
+                    weights: Sequence[float] | None = None) -> np.ndarray:
+    """Mean (or `weights`-weighted) loss prediction of several forests, featurizing the population once
+    (or not at all: packed)."""
+    preds = [f.target.to_loss(z.mean(1)) for f, z in _leaves(forests, genomes, packed)]
+    return np.average(preds, axis=0, weights=weights)
 
 
-def forests_predict_spread(forests: Sequence[RankForest], genomes: Sequence[Genome],
-                           packed: Packed | None = None) -> tuple[np.ndarray, np.ndarray]:
+def forests_predict_spread(forests: Sequence[RankForest], genomes: Sequence[Genome], packed: Packed | None = None,
+                           weights: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(mean, spread) in loss units. The spread is the standard deviation of every tree's own prediction,
     the usual random-forest uncertainty (as in SMAC, Hutter et al. 2011). On the 5 compare splits it ranks
     the hybrid's held-out |error| with Spearman 0.56 ± 0.04, against 0.45 for MC-dropout σ, and its scale
     is right: (1 − w)·spread averages 1.19 × the mean |error| (a Gaussian gives 1.25). bench/RESULTS.md."""
     leaves = _leaves(forests, genomes, packed)
-    mean = np.mean([f.target.to_loss(z.mean(1)) for f, z in leaves], axis=0)
+    mean = np.average([f.target.to_loss(z.mean(1)) for f, z in leaves], axis=0, weights=weights)
     return mean, np.concatenate([f.target.to_loss(z) for f, z in leaves], axis=1).std(1)
 
 

@@ -111,6 +111,27 @@ def test_beta_needs_mc_passes():
     assert np.allclose(loss, mu - 2.0 * sigma) and np.all(sigma > 0)
 
 
+def test_beta_uses_the_calibrated_lower_tail_when_the_predictor_has_one():
+    """With a two-tailed calibration, β multiplies (μ − lo) / z: β = z reaches the calibrated lower bound."""
+    from forge.space import load_space
+    from surrogate.conformal import ConformalInterval
+
+    class Calibrated(FakePredictor):
+        def interval(self, mu, sigma, level):
+            return self.cal.interval(mu, sigma, level)
+
+    rng = np.random.default_rng(0)
+    m = rng.uniform(2.5, 3.5, 400)
+    y = m + rng.normal(0, 0.02, 400) + rng.exponential(0.2, 400) * (rng.random(400) < 0.3)
+    pred = Calibrated()
+    pred.cal = ConformalInterval.fit(y, m, m, np.full(400, 0.05), bins=1)
+    ev = LossEvaluator(pred, beta=1.6448536269514722, n_mc=4, level=0.9)
+    g = load_space("iha-tiny").sample(3, np.random.default_rng(5))
+    loss, mu, sigma = ev(g)
+    lo, _ = pred.interval(mu, sigma, 0.9)
+    assert np.allclose(loss, lo) and not np.allclose(loss, mu - 1.6448536269514722 * sigma)
+
+
 def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_space, tmp_path):
     from forge import plugins
     from search.components import build_evaluator

@@ -49,7 +49,7 @@ def test_synthetic_heteroscedastic_coverage_on_held_back_folds():
     mu = rng.uniform(2.0, 4.0, 600)
     scale = 0.02 + 0.1 * (mu - 2.0)  # errors grow with the predicted loss, as on the real label sets
     y = mu + rng.normal(0.0, 1.0, 600) * scale
-    cv = coverage_cv(y, mu, mu, scale / 7.0, 0.9)  # σ has the right shape but a 7x too small scale
+    cv = coverage_cv(y, mu, mu, scale / 7.0, 0.9, bins=1)  # σ has the right shape but a 7x too small scale
     for method in ("conformal-residual", "conformal-sigma"):
         assert abs(cv[method]["coverage"] - 0.9) <= 0.05, cv
     assert cv["conformal-sigma"]["width"] < cv["conformal-residual"]["width"]  # σ carries the local scale
@@ -94,11 +94,11 @@ def test_shipped_checkpoints_carry_a_conformal_calibration_with_provenance():
                 assert abs(check["coverage"] - 0.9) <= 0.05, (name, method, check)
 
 
-def test_interval_is_symmetric_about_mu_and_picks_sigma_only_when_every_sigma_is_positive():
+def test_interval_brackets_mu_and_picks_sigma_only_when_every_sigma_is_positive():
     p = load_predictor("forgeformer-iha-tiny")
     mu = np.array([2.9, 3.0, 3.2])
     lo, hi = p.interval(mu, np.zeros(3), 0.9)
-    assert np.allclose((lo + hi) / 2, mu) and np.all(hi > lo)
+    assert np.all(lo < mu) and np.all(hi > mu)
     assert p.interval_info(False)["method"] == "conformal-residual"
     assert p.interval_info(True)["method"] == "conformal-sigma"
     lo2, hi2 = p.interval(mu, np.full(3, 0.01), 0.9)
@@ -124,7 +124,7 @@ def test_round_trip_and_malformed_sidecar(tmp_path):
     q = load_predictor(tmp_path / "ck")
     assert q.conformal == p.conformal
     meta = json.loads((tmp_path / "ck.json").read_text())
-    meta["conformal"]["residual"]["scores"] = [[-1.0]]
+    meta["conformal"]["residual"]["upper"]["edges"] = [1.0]  # one edge too few or many for its score lists
     (tmp_path / "ck.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="conformal"):
         load_predictor(tmp_path / "ck")
@@ -132,7 +132,8 @@ def test_round_trip_and_malformed_sidecar(tmp_path):
 
 def _cal_cfg(tmp_path, ckpt, data):
     return OmegaConf.create({"mode": "calibrate", "ckpt": str(ckpt), "data": str(data), "seed": 0, "threads": 1,
-                             "out_dir": str(tmp_path / "out"), "interval": {"n_mc": 10, "bins": 3, "level": 0.9}})
+                             "out_dir": str(tmp_path / "out"),
+                             "interval": {"n_mc": 10, "bins": [0.1, 0.4, 0.7], "level": 0.9}})
 
 
 def _copy_tiny(tmp_path):
@@ -184,3 +185,42 @@ def test_mode_train_calibrates_on_its_test_split_as_mode_calibrate_does(tiny_jso
     (tmp_path / "ck.json").write_text(json.dumps(meta))
     surrogate_run(_cal_cfg(tmp_path, tmp_path / "ck", tiny_jsonl))
     assert load_predictor(tmp_path / "ck").conformal == trained
+
+
+def _skewed(n=1500, seed=0):
+    """Errors like a shrinking model's: mostly small and symmetric, a long tail of rows worse than predicted."""
+    rng = np.random.default_rng(seed)
+    mu = rng.uniform(2.5, 3.5, n)
+    y = mu + rng.normal(0.0, 0.03, n) + rng.exponential(0.15, n) * (rng.random(n) < 0.3)
+    return y, mu
+
+
+def test_one_tailed_scores_put_every_miss_above_two_tailed_split_them_evenly():
+    y, mu = _skewed()
+    ids = [f"a{i // 2}" for i in range(len(y))]  # pairs of rows share an architecture
+    one = coverage_cv(y, mu, None, None, 0.9, ids=ids, two_tailed=False)["conformal-residual"]
+    two = coverage_cv(y, mu, None, None, 0.9, ids=ids)["conformal-residual"]
+    assert one["below"] < 0.01 and one["above"] > 0.08, one  # |error| scores: every miss on the optimistic side
+    for tail in ("below", "above"):
+        assert abs(two[tail] - 0.05) <= 0.025, two
+    assert abs(two["coverage_best10"] - 0.9) <= 0.05, two
+
+
+def test_tails_round_trip_and_bins_at_quantile_levels():
+    y, mu = _skewed(600)
+    cal = ConformalInterval.fit(y, mu, bins=(0.1, 0.4, 0.7))
+    assert cal.two_tailed and len(cal.residual.upper.scores) == 4 and len(cal.residual.upper.scores[0]) == 60
+    lo, hi = cal.interval(mu[:5], np.zeros(5), 0.9)
+    assert np.all(hi - mu[:5] > mu[:5] - lo)  # the upper tail is the long one
+    back = ConformalInterval.from_dict(json.loads(json.dumps(cal.to_dict())))  # scores stored to 6 decimals
+    assert back.two_tailed and back.to_dict() == cal.to_dict()
+    assert ScoreBins.fit(mu[:100], y[:100] - mu[:100], (0.1, 0.5)).edges == (float(np.quantile(mu[:100], 0.5)),)
+
+
+def test_one_tailed_sidecars_written_before_two_tails_still_load_and_stay_symmetric():
+    y, mu = _skewed(300)
+    old = ConformalInterval.fit(y, mu, bins=3, two_tailed=False).to_dict()
+    assert set(old["residual"]) == {"edges", "scores"}  # the format every sidecar had before issue 27
+    cal = ConformalInterval.from_dict(old)
+    lo, hi = cal.interval(mu[:4], np.zeros(4), 0.9)
+    assert not cal.two_tailed and np.allclose((lo + hi) / 2, mu[:4])

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from forge.labels import Label, LabelFileError, write_labels
-from surrogate.dataset import LabelSetError, from_labels, load_labelset, train_val_test
+from surrogate.dataset import (LabelSetError, duplicate_groups, from_labels, group_folds, load_labelset,
+                               train_val_test)
 
 
 def _with_duplicates(labels):
@@ -62,3 +63,20 @@ def test_nan_label_in_memory_is_an_error(tiny_jsonl):
 def test_llmforge_csv_loads_with_drop_count(shared_csv):
     data = load_labelset(shared_csv)
     assert len(data) == 1753 and data.dropped == 4
+
+
+def test_group_folds_keep_an_architecture_in_one_fold_and_duplicates_are_counted(tiny_jsonl):
+    from forge.labels import read_labels
+
+    data = from_labels(_with_duplicates(list(read_labels(tiny_jsonl))))
+    dup = duplicate_groups(data.ids)
+    assert dup["duplicate_groups"] == 20 and dup["rows_in_duplicate_groups"] == 40
+    assert dup["architectures"] == dup["rows"] - 20
+    fold = group_folds(data.ids, 5, seed=0)
+    for i in set(data.ids):
+        assert len({int(fold[j]) for j, x in enumerate(data.ids) if x == i}) == 1  # never on two sides
+    assert sorted(set(fold.tolist())) == [0, 1, 2, 3, 4] and np.bincount(fold).min() >= len(data) // 5 - 2
+    assert np.array_equal(group_folds(data.ids, 5, seed=0), fold)
+    assert not np.array_equal(group_folds(data.ids, 5, seed=1), fold)  # the seed shuffles the groups
+    with pytest.raises(LabelSetError, match="folds"):
+        group_folds(data.ids[:3], 5, seed=0)

@@ -62,3 +62,24 @@ def test_forest_spread_is_the_std_of_every_trees_own_prediction(tiny_jsonl):
     per_tree = np.stack([target.to_loss(est.predict(X)) for est in rf.estimators_], axis=1)
     assert np.allclose(spread, per_tree.std(1), atol=1e-6) and (spread > 0).any()
     assert np.array_equal(mean, forests_predict([f], g))
+
+
+def test_extra_trees_forest_round_trips_and_a_weighted_blend_moves_the_prediction(tiny_jsonl, tmp_path):
+    from surrogate.dataset import load_labelset
+    from surrogate.predictor import load_predictor
+    from surrogate.trees import fit_forests
+
+    data = load_labelset(tiny_jsonl)
+    f = fit_forests(data, None, 6, 0, 12, extra_trees=6)
+    assert [x.kind for x in f] == ["rf", "rf", "et"] and f[2].view == "full" and f[2].oob is None
+    et = RankForest.from_tensors(f[2].tensors("f2"), "f2", f[2].meta(), 12)
+    assert et.kind == "et" and np.array_equal(et.predict(data.genomes), f[2].predict(data.genomes))
+    p = load_predictor("forgeformer-iha-tiny")
+    p.forests, p.nn_weight = f, 0.0
+    even = p.predict(data.genomes)[0]
+    p.forest_weights = [0.0, 0.0, 1.0]
+    assert np.allclose(p.predict(data.genomes)[0], f[2].predict(data.genomes))  # only the extra trees count
+    assert not np.allclose(even, p.predict(data.genomes)[0])
+    p.save(tmp_path / "ck")
+    q = load_predictor(tmp_path / "ck")
+    assert q.forest_weights == [0.0, 0.0, 1.0] and np.array_equal(q.predict(data.genomes)[0], p.predict(data.genomes)[0])
