@@ -112,6 +112,8 @@ def _by_index(value: object, n: int) -> object:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if env.get("PYTHONPATH"):  # the commands run in other folders: a relative entry must keep meaning the same
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
     env.pop("FORGE_TEST_PG_URL", None)
     return env
 
@@ -167,7 +169,8 @@ def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
         history = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) / "history.jsonl"
         deadline = time.monotonic() + TIMEOUT_S
         while proc.poll() is None and time.monotonic() < deadline:
-            if history.is_file() and len(history.read_text().splitlines()) >= interrupt_at:
+            # history.jsonl has one line per generation, from generation 0 (the initial population)
+            if history.is_file() and len(history.read_text().splitlines()) > interrupt_at:
                 os.killpg(proc.pid, signal.SIGINT)
                 break
             time.sleep(0.02)
