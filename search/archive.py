@@ -56,6 +56,8 @@ class ParetoArchive:
 
     def update(self, entries: Sequence[dict[str, Any]], F: np.ndarray) -> int:
         """Merge feasible candidates (first occurrence of each new id) and keep the first front; returns #added."""
+        if not len(entries):  # a generation with no feasible candidate (a tight constraint, a small population)
+            return 0
         have, new, rows = self.ids, [], []
         for e, f in zip(entries, np.asarray(F, float).reshape(len(entries), len(self.objectives))):
             if e["id"] not in have and np.all(np.isfinite(f)):

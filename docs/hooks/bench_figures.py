@@ -1,5 +1,6 @@
 """mkdocs hook: serve bench/results/*.png at results/<name>.png, so bench/RESULTS.md's figure links (relative to
-bench/) resolve on docs/results.md, which includes that file instead of copying it. Figures are read in place."""
+bench/) resolve on docs/measurement-log.md, which includes that file instead of copying it, and on
+docs/results.md. Figures are read in place."""
 from __future__ import annotations
 
 from pathlib import Path

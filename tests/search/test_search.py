@@ -78,6 +78,8 @@ def test_pareto_archive_update_and_hypervolume():
     hv = Hypervolume(np.array([1.0, 1.0]), ref=2.0)
     assert np.isclose(hv(np.array([[1.0, 1.0]])), 1.0) and np.isclose(hv(np.array([[0.5, 1.0]])), 1.5)
     assert hv(np.zeros((0, 2))) == 0.0
+    # a generation with no feasible candidate (README's gemmini budget on a tiny population) adds nothing
+    assert arch.update([], np.zeros((0, 2))) == 0 and len(arch) == 1
 
 
 def test_default_anchor_is_gpt2_small_on_the_paper_spaces():
