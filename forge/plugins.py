@@ -26,7 +26,10 @@ from typing import Any, Iterator, Mapping
 from forge.config import UserError, conf_dir, to_container
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
-BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit")}  # named by a plain string key (search.coevolve.finetune)
+# plug-ins named by a plain string key (search.coevolve.finetune) or by a default (label training's logger)
+BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit"),
+           "logger": tuple(f"lightning.pytorch.loggers.{c}" for c in
+                           ("CSVLogger", "TensorBoardLogger", "MLFlowLogger", "WandbLogger"))}
 ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
 
 _registered: dict[str, set[str]] = defaultdict(set)
@@ -125,6 +128,19 @@ def check(kind: str, path: Any) -> str:
                           f"never names code to run); allowed: {ours}, or your own class named in the config you "
                           f"launch (plugins.{kind}=[module.Class])")
     return name
+
+
+KEY_KIND = {"backend": "backend", "space": "space", "evaluator": "surrogate", "surrogate": "surrogate",
+            "dispatch": "dispatch", "corpus": "corpus", "protocol": "protocol"}  # a config key -> its plug-in kind
+
+
+def check_all(node: Mapping[str, Any]) -> None:
+    """Every `_target_` in a config read from disk (a run's saved config) is an allowed plug-in of some kind:
+    refused in one line, naming the kind its key holds, before any part of it is built."""
+    for key, value in dict(to_container(node)).items():
+        for t in targets(value):
+            if not any(_norm(t) in allowed(k) for k in kinds()):
+                check(KEY_KIND.get(str(key), str(key)), t)  # raises, naming the path
 
 
 def resolve(kind: str, path: Any) -> Any:

@@ -356,21 +356,19 @@ def _precision_grid(spec: Any) -> dict[str, tuple[str, ...]]:
 
 
 def space_class(target: Any) -> type:
-    """The space class a config's `_target_` names ('package.module.Class', a SearchSpace subclass).
-
-    The one place a space's class is resolved from config text, so a plug-in allowlist can wrap it."""
-    import importlib
+    """The space class a config's `_target_` names ('package.module.Class', a SearchSpace subclass): Forge's own,
+    or an allowed `space` plug-in (`forge.plugins`: one the user named in the config they launched)."""
+    from forge import plugins
 
     if target in (None, "", "forge.space.SearchSpace"):
         return SearchSpace
-    mod, _, name = str(target).replace(":", ".").rpartition(".")
     try:
-        cls = getattr(importlib.import_module(mod), name) if mod else None
-    except (ImportError, AttributeError, ValueError):
-        cls = None
+        cls = plugins.resolve("space", target)
+    except plugins.PluginError as e:
+        raise GenomeError(f"space._target_: {e}") from None
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-        raise GenomeError(f"space._target_ = {target!r} is invalid; allowed: forge.space.SearchSpace or an "
-                          "importable subclass of it ('package.module.Class')")
+        raise GenomeError(f"space._target_ = {target!r} is invalid; allowed: forge.space.SearchSpace or a "
+                          "subclass of it ('package.module.Class')")
     return cls
 
 

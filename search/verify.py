@@ -101,6 +101,11 @@ class Verify:
         self.cfg, parts = dict(cfg), dict(parts or {})
         self.run_dir = Path(str(self.cfg.get("run") or ""))
         self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
+        try:  # a shared run folder is data: every class its config names must be an allowed plug-in, checked first
+            injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
+            plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
+        except plugins.PluginError as e:
+            raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now

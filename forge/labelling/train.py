@@ -153,10 +153,10 @@ def make_logger(node: Mapping[str, Any] | None, name: str) -> Any:
         return False
     import inspect
 
-    from hydra.utils import get_class
+    from forge import plugins
 
-    node = dict(node)
-    cls = get_class(node.pop("_target_", "lightning.pytorch.loggers.CSVLogger"))
+    node = dict(node)  # a logger is code: only Lightning's own loggers (or one the user registers) are allowed
+    cls = plugins.resolve("logger", node.pop("_target_", "lightning.pytorch.loggers.CSVLogger"))
     if "name" in inspect.signature(cls).parameters and "name" not in node:
         node["name"] = name
     return cls(**node)

@@ -6,6 +6,7 @@ import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
+from forge import plugins
 from forge.config import group_yaml
 from forge.genome import GenomeError
 from forge.space import SearchSpace, space_from_config
@@ -20,7 +21,18 @@ def _user_node(**over):
             "p_active": 0.1, **over}
 
 
+@pytest.fixture(autouse=True)
+def _fresh_plugins(monkeypatch):
+    from collections import defaultdict
+
+    monkeypatch.setattr(plugins, "_registered", defaultdict(set))
+    monkeypatch.setattr(plugins, "_live", {})
+
+
 def test_the_target_picks_the_class_and_its_extra_field():
+    with pytest.raises(GenomeError, match="not an allowed space plug-in"):  # a saved run's config names no code
+        space_from_config(_user_node())
+    plugins.trust({"space": _user_node()})  # the config the user launched names their class
     s = space_from_config(_user_node())
     assert type(s) is MinDepthSpace and s.min_active == 6
     assert type(space_from_config(group_yaml("space", "iha-tiny"))) is SearchSpace
@@ -28,8 +40,11 @@ def test_the_target_picks_the_class_and_its_extra_field():
 
 def test_a_target_that_is_not_a_space_is_refused_in_one_line():
     for bad in ("os.system", "no.such.Module", "forge.genome.Genome"):
-        with pytest.raises(GenomeError, match="space._target_ = .* is invalid; allowed: forge.space.SearchSpace"):
+        with pytest.raises(GenomeError, match="not an allowed space plug-in"):
             space_from_config(_user_node(_target_=bad))
+    plugins.register("space", "forge.genome.Genome")  # allowed, but not a space
+    with pytest.raises(GenomeError, match="space._target_ = .* is invalid; allowed: forge.space.SearchSpace"):
+        space_from_config(_user_node(_target_="forge.genome.Genome"))
 
 
 def test_a_user_space_yaml_runs_a_search_through_the_cli(tmp_path):
