@@ -168,8 +168,11 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
-                                                               "calibrate": _calibrate}[cfg.mode](cfg)
+    from surrogate.training import log_to
+
+    with log_to(out / "logs"):  # Lightning CSV logs of every fit run in this process
+        res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
+                                                                   "calibrate": _calibrate}[cfg.mode](cfg)
     res["wall_s"] = round(time.perf_counter() - t0, 2)
     res["config"] = to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     atomic_write_json(out / "summary.json", res)

@@ -34,12 +34,14 @@ class FFModule(L.LightningModule):
         loss = nn.functional.l1_loss(pred, y)
         if self.rank_weight > 0:
             loss = loss + self.rank_weight * pairwise_rank_loss(pred, y)
+        self.log("train_loss", loss.detach(), on_step=False, on_epoch=True, batch_size=len(y))
         return loss
 
     def validation_step(self, batch, _idx):
         x, mask, y = batch
         mae = float(nn.functional.l1_loss(self.model(x, mask), y)) * self.y_std  # in loss units
         self.history.append(mae)
+        self.log("val_mae", mae, on_step=False, on_epoch=True, batch_size=len(y))
         if mae < self.best_val:
             self.best_val, self.best_epoch = mae, self.current_epoch
             self.best_state = copy.deepcopy(self.model.state_dict())

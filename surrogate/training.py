@@ -12,7 +12,8 @@ import math
 import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterator
 
 import lightning as L
 import numpy as np
@@ -73,8 +74,30 @@ class Recipe:
         return "normal_scores" if self.normal_scores else "standard" if self.standardize else "raw"
 
 
+LOG_DIR: list[Path] = []  # where `log_to` sends Lightning's CSV logs (empty: no logger, as in spawned members)
+
+
+@contextmanager
+def log_to(folder: str | Path) -> Iterator[None]:
+    """Trainings started inside log their curves (train_loss, val_mae per epoch) with Lightning's CSVLogger
+    under `folder`, one version per fit (`forge-surrogate` passes `<out_dir>/logs`)."""
+    LOG_DIR.append(Path(folder))
+    try:
+        yield
+    finally:
+        LOG_DIR.pop()
+
+
+def _logger() -> Any:
+    if not LOG_DIR:
+        return False
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(str(LOG_DIR[-1]), name="surrogate")
+
+
 def _trainer(epochs: int, with_val: bool, accelerator: str = "cpu") -> L.Trainer:
-    return L.Trainer(max_epochs=epochs, accelerator=accelerator, devices=1, logger=False, enable_checkpointing=False,
+    return L.Trainer(max_epochs=epochs, accelerator=accelerator, devices=1, logger=_logger(), enable_checkpointing=False,
                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                      limit_val_batches=1.0 if with_val else 0)
 

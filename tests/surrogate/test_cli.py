@@ -19,6 +19,12 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path):
     assert json.loads((tmp_path / "train" / "summary.json").read_text())["n_test"] == res["n_test"] > 0
     side = json.loads(stem.with_suffix(".json").read_text())
     assert side["space"]["name"] == "iha-tiny" and side["metrics"] == res["metrics"] and side["data_hash"]
+    import csv  # the training curve is logged by Lightning's CSVLogger in the run folder
+
+    logs = sorted((tmp_path / "train" / "logs").rglob("metrics.csv"))
+    assert logs, "no Lightning CSV log in <out_dir>/logs"
+    rows = list(csv.DictReader(logs[0].open()))
+    assert any(r.get("val_mae") for r in rows) and any(r.get("train_loss") for r in rows)
     ev = run(_cfg("mode=eval", f"ckpt={stem}.json", f"data={tiny_jsonl}", f"out_dir={tmp_path / 'eval'}"))
     assert ev["n_rows"] == 160 and -1 <= ev["metrics"]["spearman"] <= 1
     ft = run(_cfg("mode=finetune", f"ckpt={stem}", f"new={tiny_jsonl}", f"data={tiny_jsonl}", "ft_epochs=1",
