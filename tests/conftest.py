@@ -24,3 +24,26 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def shared_csv(shared_data: Path) -> Path:
     return shared_data / "llmforge_iha_200M.csv"
+
+
+@pytest.fixture(autouse=True)
+def _logging_handlers_are_restored():
+    """An in-process Hydra run configures logging (a file handler on cli.log, a stream handler on the
+    stderr pytest captured for that test); left attached, a later test's log line would hit a closed stream.
+    Each test leaves the loggers' handlers as it found them."""
+    import logging
+
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    before = {id(lg): list(lg.handlers) for lg in loggers}
+    yield
+    for lg in [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]:
+        keep = before.get(id(lg), [])
+        for h in list(lg.handlers):
+            if h not in keep and not type(h).__module__.startswith("_pytest"):  # pytest removes its own
+                lg.removeHandler(h)
+                try:
+                    h.close()
+                except Exception:  # noqa: BLE001 - a handler whose stream is already gone
+                    pass
