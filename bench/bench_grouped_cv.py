@@ -86,7 +86,7 @@ def main() -> None:
         for p in PARTS:
             oof[p][r["rows"]] = r["preds"][p]
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(OUT, y=data.y, ids=np.array(data.ids), fold=fold, **oof)
+    np.savez(OUT, ids=np.array(data.ids), fold=fold, **oof)  # no labels: they stay in ../shared (re-read by id)
     meta = {"command": f".venv/bin/python bench/bench_grouped_cv.py --workers {a.workers} --epochs "
                        f"{a.epochs} --members {a.members} --et-trees {a.et_trees} --folds {a.folds} --seed {a.seed}",
             "duplicates": duplicate_groups(data.ids), "dropped": data.dropped, "wall_s": round(time.perf_counter() - t0, 1),

@@ -101,9 +101,21 @@ def summarize(y, pred, fold) -> dict:
             for k in ("spearman", "kendall", "mae", "mae_at_5", "k_at_1", "k_at_5")}
 
 
+def _labels(ids: np.ndarray) -> np.ndarray:
+    """The real labels, read from ../shared by row (never committed), checked against the stored ids."""
+    from forge.io import shared_data_dir
+    from surrogate.dataset import load_labelset
+
+    data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")
+    if list(data.ids) != [str(i) for i in ids]:
+        raise SystemExit(f"{SRC}: its rows are not the shared labels' rows; re-run bench/bench_grouped_cv.py")
+    return np.asarray(data.y, dtype=float)
+
+
 def main() -> None:
     d = np.load(SRC)
-    y, fold, ids = d["y"], d["fold"], d["ids"]
+    fold, ids = d["fold"], d["ids"]
+    y = _labels(ids)
     hybrid = (d["encoder"] + d["rf_agg"] + d["rf_full"]) / 3.0
     ens, w_fold = cross_fit_weight(y, hybrid, d["et_full"], fold)
     score_all = [np.mean(per_fold(y, (1 - w) * hybrid + w * d["et_full"], fold, spearman)) for w in GRID_W]
