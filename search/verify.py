@@ -29,7 +29,7 @@ from search.components import (build_backend, build_evaluator, build_space, buil
 from search.picks import control_draw, front_picks
 from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
-from search.verify_report import figure, interval_of, row_of, summarize
+from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
@@ -182,41 +182,72 @@ class Verify:
         table = self.measure.evaluate(genomes, build_workload(rc, self.measure))
         return {r["id"]: table.row(j) for j, r in enumerate(recs)}
 
+    @property
+    def trained_run(self) -> bool:
+        """The run's loss was itself trained (evaluator.kind=train): no prediction exists to check."""
+        return getattr(self.evaluator, "kind", "") == "train"
+
     def run(self) -> dict[str, Any]:
+        if self.trained_run and self.cfg.get("refit"):
+            raise VerifyError(f"refit=true: {self.run_dir} trained every candidate (evaluator.kind=train), so it has "
+                              "no surrogate to fine-tune; allowed: refit=false, or verify a surrogate run")
         picks, control = self.choose()
         recs = [r for _, r in picks] + control
         labels = self.train(recs)
         measured = self.measure_all(recs)
+        roles = [*picks, *(("control", r) for r in control)]
+        P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
+                         else self._checked_rows(roles, labels, measured, len(picks)))
+        out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
+               "front_size": len(self.rows), "loss": self._loss_note(),
+               "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),
+               "summary": summary, "picks": P, "control": C}
+        if self.cfg.get("refit"):
+            out["refit"] = self.refit(P + C, labels)
+        self.out.mkdir(parents=True, exist_ok=True)
+        out["figure"] = str(self._figure(P, C, summary, measured is not None))
+        atomic_write_json(self.out / "verify.json", out)
+        return out
+
+    def _checked_rows(self, roles: list, labels: dict[str, Label], measured: dict | None,
+                      n_picks: int) -> tuple[list, list, dict[str, Any]]:
+        """Predicted vs real per genome and over the picks (a surrogate run)."""
         pred = getattr(self.evaluator, "predictor", None)
         rows, methods = [], set()
-        for role, rec in [*picks, *(("control", r) for r in control)]:
+        for role, rec in roles:
             lo, hi, how = interval_of(rec, pred, self.level)
             methods.add(how)
             rows.append(row_of(role, rec, float(labels[rec["id"]].label), lo, hi, self.latency,
                                measured.get(rec["id"]) if measured else None))
-        P, C = rows[:len(picks)], rows[len(picks):]
+        P, C = rows[:n_picks], rows[n_picks:]
         method = (self.summary.get("loss_interval") or {}).get("method") or (
             "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
-        out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
-               "front_size": len(self.rows), "loss": self._loss_note(),
-               "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),
-               "summary": summarize(P, C, self.latency, measured is not None, self.level, method),
-               "picks": P, "control": C}
-        if self.cfg.get("refit"):
-            out["refit"] = self.refit(P + C, labels)
-        self.out.mkdir(parents=True, exist_ok=True)
-        s = out["summary"]
+        return P, C, summarize(P, C, self.latency, measured is not None, self.level, method)
+
+    def _real_rows(self, roles: list, labels: dict[str, Label], measured: dict | None) -> tuple[list, list, dict]:
+        """Real loss and latency only (a train-mode run): the picks against the control."""
+        rows = [real_row(role, rec, float(labels[rec["id"]].label), self.latency,
+                         measured.get(rec["id"]) if measured else None) for role, rec in roles]
+        P = [r for r in rows if r["role"] != "control"]
+        C = [r for r in rows if r["role"] == "control"]
+        return P, C, summarize_real(P, C, self.latency, measured is not None)
+
+    def _figure(self, P: list, C: list, s: dict[str, Any], measured: bool) -> Path:
+        if self.trained_run:
+            b = s["best_real_loss"]
+            title = (f"{self.space.name}: {len(P)} front picks vs {len(C)} control, real only "
+                     f"(best {_fmt(b['picks'])} vs {_fmt(b['control'])})")
+            return real_figure(self.out / "verify.png", P, C, self.latency, measured, title)
         rho = "n/a" if s["spearman"] is None else f"{s['spearman']:.2f}"
         cov = "n/a" if s["coverage"] is None else f"{s['coverage']:.0%}"
         title = f"{self.space.name}: {len(P)} front picks, Spearman {rho}, coverage {cov} at {self.level:.0%}"
-        out["figure"] = str(figure(self.out / "verify.png", P, C, title))
-        atomic_write_json(self.out / "verify.json", out)
-        return out
+        return figure(self.out / "verify.png", P, C, title)
 
     def _loss_note(self) -> str:
-        if getattr(self.evaluator, "kind", "") == "train":
+        if self.trained_run:
             return ("the run's loss was itself trained (evaluator.kind=train): the picks' labels are re-read from the "
-                    "store, so predicted = real by construction; the control is what this run adds")
+                    "store and no prediction is checked; reported: the picks' real loss and latency against the "
+                    "control's")
         return "predicted by the run's surrogate; real = trained under the run's protocol"
 
     # ------------------------------------------------------------ refit
@@ -248,6 +279,10 @@ class Verify:
             predictor.save(stem)
             res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={stem} ...")
         return res
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def _mae(a: np.ndarray, y: np.ndarray) -> float | None:

@@ -5,6 +5,10 @@ real hypervolume of the picks against the control's. The HV is 2-D, in (real los
 measured where a measured backend ran (else predicted, and the summary says so). Both sets are normalized
 by one shared anchor, the worst finite value of each column over picks ∪ control, with the reference point
 at 1.1 × anchor, so the two HVs are comparable to each other (not to a search's own `hypervolume`).
+
+A run whose loss was itself trained (`evaluator.kind=train`) holds its picks' real labels already: a
+predicted-vs-real table would compare a label with itself. Its summary (`summarize_real`) and figure
+(`real_figure`) state only what the verify adds: the picks' real loss and latency against the control's.
 """
 from __future__ import annotations
 
@@ -75,13 +79,7 @@ def summarize(picks: list[dict[str, Any]], control: list[dict[str, Any]], latenc
     """Spearman, coverage, MAE over the finite picks; real HV of picks vs control on one shared scale."""
     fin = _finite(picks)
     mu, y = [r["mu"] for r in fin], [r["real_loss"] for r in fin]
-    P, C = _hv_points(picks, latency, measured), _hv_points(control, latency, measured)
-    both = np.vstack([P, C])
-    both = both[np.all(np.isfinite(both), axis=1)]
-    hv = {"picks": 0.0, "control": 0.0, "anchor": None}
-    if len(both):
-        hv_fn = Hypervolume(both.max(0), ref=HV_REF)
-        hv = {"picks": hv_fn(P), "control": hv_fn(C), "anchor": both.max(0).tolist()}
+    hv = _real_hv(picks, control, latency, measured)
     cfin = _finite(control)
     return {"n_picks": len(picks), "n_control": len(control), "n_finite": len(fin),
             "spearman": _spearman(mu, y), "mae": float(np.mean(np.abs(np.subtract(mu, y)))) if fin else None,
@@ -93,14 +91,83 @@ def summarize(picks: list[dict[str, Any]], control: list[dict[str, Any]], latenc
             "hv_ref": HV_REF}
 
 
-def figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]], title: str) -> Path:
-    """Predicted μ (with its interval as an error bar) against the real loss; y = x drawn."""
+def real_row(role: str, rec: dict[str, Any], real: float, latency: str,
+             measured: dict[str, float] | None) -> dict[str, Any]:
+    """A train-mode run's line: the real loss and the latency only (no prediction exists to compare)."""
+    row = {k: v for k, v in row_of(role, rec, real, math.nan, math.nan, latency, measured).items()
+           if k not in ("mu", "sigma", "loss_lo", "loss_hi", "inside")}
+    return row
+
+
+def summarize_real(picks: list[dict[str, Any]], control: list[dict[str, Any]], latency: str,
+                   measured: bool) -> dict[str, Any]:
+    """Real vs control only: best and median real loss, real HV of each set on one shared scale."""
+    hv = _real_hv(picks, control, latency, measured)
+    fin, cfin = _finite(picks), _finite(control)
+
+    def med(rows: list[dict[str, Any]]) -> float | None:
+        return float(np.median([r["real_loss"] for r in rows])) if rows else None
+
+    return {"n_picks": len(picks), "n_control": len(control), "n_finite": len(fin),
+            "predicted_vs_real": "none: the run's loss was trained, so its picks' labels are real already",
+            "best_real_loss": {"picks": min((r["real_loss"] for r in fin), default=None),
+                               "control": min((r["real_loss"] for r in cfin), default=None)},
+            "median_real_loss": {"picks": med(fin), "control": med(cfin)},
+            "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
+            "hv_ref": HV_REF}
+
+
+def _real_hv(picks: list[dict[str, Any]], control: list[dict[str, Any]], latency: str,
+             measured: bool) -> dict[str, Any]:
+    """Real HV of picks and control, normalized by one anchor: the worst finite value of each column over both."""
+    P, C = _hv_points(picks, latency, measured), _hv_points(control, latency, measured)
+    both = np.vstack([P, C])
+    both = both[np.all(np.isfinite(both), axis=1)]
+    if not len(both):
+        return {"picks": 0.0, "control": 0.0, "anchor": None}
+    hv_fn = Hypervolume(both.max(0), ref=HV_REF)
+    return {"picks": hv_fn(P), "control": hv_fn(C), "anchor": both.max(0).tolist()}
+
+
+def real_figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]], latency: str,
+                measured: bool, title: str) -> Path:
+    """Real loss against latency, picks and control (a train-mode run has no prediction to draw)."""
+    plt, fig, ax = _axes()
+    col = f"{'measured' if measured else 'predicted'}_{latency}"
+    for rows, name, color in ((picks, "front picks", "tab:blue"), (control, "random control", "tab:gray")):
+        fin = [r for r in _finite(rows) if math.isfinite(_f(r.get(col)))]
+        if fin:
+            ax.plot([r[col] for r in fin], [r["real_loss"] for r in fin], "o", color=color, ms=5, label=name)
+    ax.set_xlabel(col.replace("_", " "))
+    ax.set_ylabel("real loss (trained)")
+    return _save(plt, fig, ax, path, title)
+
+
+def _axes():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    return plt, fig, ax
+
+
+def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str) -> Path:
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]], title: str) -> Path:
+    """Predicted μ (with its interval as an error bar) against the real loss; y = x drawn."""
+    plt, fig, ax = _axes()
     for rows, name, color in ((picks, "front picks", "tab:blue"), (control, "random control", "tab:gray")):
         fin = _finite(rows)
         if not fin:
@@ -115,12 +182,4 @@ def figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = real")
     ax.set_xlabel("real loss (trained)")
     ax.set_ylabel("predicted loss μ (interval)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return _save(plt, fig, ax, path, title)

@@ -14,6 +14,7 @@ from forge.labelling.store import LabelStore
 from forge.labels import Label
 from search.picks import control_draw, front_picks
 from search.problem import ForgeProblem, LossEvaluator, TrainEvaluator
+from search.runner import Search
 from search.verify import Verify, VerifyError, measured_backend, run
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune, fake_loss
@@ -223,3 +224,27 @@ def test_an_unfinished_run_is_refused_unless_allow_partial(fake_run, tiny_space,
         Verify({"run": str(fake_run)}, _parts(tiny_space, tmp_path / "l.db"))
     out = run({"run": str(fake_run), "k": 2, "control": 0, "allow_partial": True}, _parts(tiny_space, tmp_path / "l.db"))
     assert len(out["picks"]) == 2
+
+
+def test_a_train_mode_run_reports_real_vs_control_only(make_search, tiny_space, tmp_path):
+    """A run whose loss was trained has no prediction to check: no Spearman/MAE/coverage, no interval columns."""
+    store = tmp_path / "run.db"
+    run_dir = tmp_path / "run"
+    cfg = tiny_cfg(space="iha-tiny", search={"generations": 2}, evaluator={"kind": "train"},
+                   constraints=["val_loss < 10"])
+    ev = TrainEvaluator(FakeProtocolTrainer(str(store)))
+    Search(cfg, run_dir, tiny_space, ev, FakeBackend(), Workload()).run()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    parts = _parts(tiny_space, store)
+    parts["evaluator"] = TrainEvaluator(parts["trainer"])  # one store-backed trainer, as the CLI builds it
+    out = run({"run": str(run_dir), "k": 3, "control": 3}, parts)
+    s = out["summary"]
+    assert not {"spearman", "mae", "coverage", "spearman_all"} & set(s) and s["predicted_vs_real"].startswith("none")
+    assert len(parts["trainer"].trained) == 3  # the picks' labels were in the run's store: only the control trained
+    for r in out["picks"] + out["control"]:
+        assert not {"mu", "loss_lo", "loss_hi", "inside"} & set(r) and r["real_loss"] > 0
+    best = min(r["real_loss"] for r in out["picks"])
+    assert s["best_real_loss"]["picks"] == pytest.approx(best) and s["real_hv"]["picks"] > 0
+    assert "no prediction is checked" in out["loss"] and (run_dir / "verify" / "verify.png").stat().st_size > 1000
+    with pytest.raises(VerifyError, match="refit=true"):
+        run({"run": str(run_dir), "k": 3, "control": 3, "refit": True}, parts)
