@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from forge.errors import UserError
+from forge.io import as_float
 from search.export import select
 from search.problem import LOSS
 
@@ -51,6 +52,36 @@ def front_picks(rows: Sequence[dict[str, Any]], objectives: Sequence[str], k: in
             take(rest[int(i)], "spread")
     by_id = {r["id"]: r for r in rows}
     return [(role, by_id[i]) for i, role in chosen.items()]
+
+
+def near_front_picks(archive: Sequence[dict[str, Any]], objectives: Sequence[str], signs: Sequence[float],
+                     exclude: Sequence[str], n: int) -> list[tuple[str, dict]]:
+    """[("near-front:<layer>", row)]: n feasible archive rows off the front, by non-dominated layer.
+
+    Fills the picks when the front holds fewer than k members (a small space's front can be one genome):
+    the search's next-best candidates, layer 2 first, each layer from its lowest summed normalized objectives,
+    so verify still checks the surrogate where the search looked."""
+    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+    seen, rows = set(exclude), []
+    for r in archive:
+        if r.get("feasible", True) and r["id"] not in seen:
+            seen.add(r["id"])
+            rows.append(r)
+    if n < 1 or not rows:
+        return []
+    F = np.array([[as_float(r["metrics"].get(o), np.inf) for o in objectives] for r in rows], float)
+    F = F.reshape(len(rows), len(objectives)) * np.asarray(signs, float)
+    F = np.where(np.isfinite(F), F, np.finfo(float).max)
+    out: list[tuple[str, dict]] = []
+    for layer, idx in enumerate(NonDominatedSorting().do(F), start=2):
+        idx = np.asarray(idx, int)
+        Fi = F[idx]
+        span = np.where(np.ptp(F, axis=0) > 0, np.ptp(F, axis=0), 1.0)
+        for i in idx[np.argsort(((Fi - F.min(0)) / span).sum(1), kind="stable")]:
+            if len(out) < n:
+                out.append((f"near-front:{layer}", rows[int(i)]))
+    return out
 
 
 def control_draw(space: Any, problem: Any, k: int, seed: int, exclude: Sequence[str] = (),

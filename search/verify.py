@@ -1,5 +1,8 @@
 """`forge-verify run=<dir>`: really train and measure a search's picks, against a random control.
 
+Picks are k members of the front; when the front holds fewer, the rest are the archive's next non-dominated
+layers ("near-front:<layer>"), the candidates the search ranked next.
+
 Picks and control come from `search.picks` (deterministic from the run and `seed`). Their loss is really
 trained through the configured dispatch into a label store, so a killed verify resumes by skipping what
 is stored (default store: the run's own `labels.db`, shared with co-evolution: same genome, same label).
@@ -26,7 +29,7 @@ from forge.labels import Label
 from forge.redact import mask
 from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable)
-from search.picks import control_draw, front_picks
+from search.picks import control_draw, front_picks, near_front_picks
 from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
 from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
@@ -166,6 +169,9 @@ class Verify:
     # ------------------------------------------------------------ the job
     def choose(self) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
         picks = front_picks(self.rows, self.objectives, self.k)
+        if len(picks) < self.k and (self.run_dir / "archive.jsonl").is_file():  # a front smaller than k
+            picks += near_front_picks(read_jsonl(self.run_dir / "archive.jsonl"), self.problem.objectives,
+                                      self.problem.signs, [r["id"] for _, r in picks], self.k - len(picks))
         control = control_draw(self.space, self.problem, self.n_control, self.seed,
                                exclude=[r["id"] for _, r in picks]) if self.n_control else []
         return picks, control

@@ -248,3 +248,25 @@ def test_a_train_mode_run_reports_real_vs_control_only(make_search, tiny_space, 
     assert "no prediction is checked" in out["loss"] and (run_dir / "verify" / "verify.png").stat().st_size > 1000
     with pytest.raises(VerifyError, match="refit=true"):
         run({"run": str(run_dir), "k": 3, "control": 3, "refit": True}, parts)
+
+
+def test_a_front_smaller_than_k_is_topped_up_from_the_next_layers(fake_run, tiny_space, tmp_path):
+    front = [json.loads(x)["id"] for x in (fake_run / "pareto.jsonl").read_text().splitlines()]
+    k = len(front) + 3
+    out = run({"run": str(fake_run), "k": k, "control": 0}, _parts(tiny_space, tmp_path / "l.db"))
+    roles = [r["role"] for r in out["picks"]]
+    assert len(roles) == k and {r["id"] for r in out["picks"][:len(front)]} == set(front)
+    assert all(r.startswith("near-front:") for r in roles[len(front):]) and roles[len(front)] == "near-front:2"
+    archive = {json.loads(x)["id"] for x in (fake_run / "archive.jsonl").read_text().splitlines()}
+    assert {r["id"] for r in out["picks"]} <= archive and len({r["id"] for r in out["picks"]}) == k
+
+
+def test_near_front_layers_follow_non_dominated_sorting():
+    from search.picks import near_front_picks
+
+    rows = [{"id": f"g{i}", "feasible": True, "metrics": {"val_loss": a, "tpot_ms": b}}
+            for i, (a, b) in enumerate([(1, 1), (2, 2), (3, 3), (2, 1.5), (9, 0.5)])]
+    rows.append({"id": "bad", "feasible": False, "metrics": {"val_loss": 0.1, "tpot_ms": 0.1}})
+    got = near_front_picks(rows, ["val_loss", "tpot_ms"], [1, 1], exclude=["g0"], n=3)
+    assert [(role, r["id"]) for role, r in got] == [("near-front:2", "g3"), ("near-front:2", "g4"),
+                                                     ("near-front:3", "g1")]
