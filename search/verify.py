@@ -225,10 +225,17 @@ class Verify:
             methods.add(how)
             rows.append(row_of(role, rec, float(labels[rec["id"]].label), lo, hi, self.latency,
                                measured.get(rec["id"]) if measured else None))
+        seen = {d.get("genome_id") for d in self._coevolution().get("buffer") or []}
+        for r in rows:  # co-evolution trained these and refitted on them: not unseen by the final surrogate
+            r["seen_by_refit"] = r["id"] in seen
         P, C = rows[:n_picks], rows[n_picks:]
         method = (self.summary.get("loss_interval") or {}).get("method") or (
             "none: no calibrated interval in this run, drawn as mu ± 0" if methods == {"none"} else "predictor.interval")
-        return P, C, summarize(P, C, self.latency, measured is not None, self.level, method)
+        s = summarize(P, C, self.latency, measured is not None, self.level, method)
+        unseen = [r for r in P if not r["seen_by_refit"] and r["real_loss"] != "inf"]
+        s.update(n_seen_by_refit=sum(r["seen_by_refit"] for r in P),
+                 mae_unseen=float(np.mean([abs(r["mu"] - r["real_loss"]) for r in unseen])) if unseen else None)
+        return P, C, s
 
     def _real_rows(self, roles: list, labels: dict[str, Label], measured: dict | None) -> tuple[list, list, dict]:
         """Real loss and latency only (a train-mode run): the picks against the control."""

@@ -121,6 +121,7 @@ def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_
         assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"])
         assert r["inside"] is False and r["loss_lo"] == r["loss_hi"] == r["mu"]  # no interval in this run
     assert s["coverage"] == 0.0 and s["mae"] == pytest.approx(0.1) and s["spearman"] == pytest.approx(1.0)
+    assert s["n_seen_by_refit"] == 0 and s["mae_unseen"] == pytest.approx(0.1)  # no co-evolution in this run
     assert s["interval_method"].startswith("none") and s["hv_objectives"] == ["real_loss", "measured_tpot_ms"]
     assert s["real_hv"]["picks"] > 0 and s["real_hv"]["control"] >= 0 and out["cost"].startswith("cost measured")
     saved = json.loads((fake_run / "verify" / "verify.json").read_text())
