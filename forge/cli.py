@@ -77,6 +77,8 @@ def run_space(cfg: Any) -> dict[str, Any]:
         t = Table("field", "range")
         for k, v in s["ranges"].items():
             t.add_row(k, v)
+        for k in space.searched_globals:  # a global gene the space searches (forge.genes.GLOBAL_GENES)
+            t.add_row(k, ", ".join(map(str, s[k])))
         c.print(t)
         cp = s["configs_per_layer"]
         c.print(f"attention configurations per layer: GQA {cp['gqa']:,}  IHA {cp['iha']:,}")
