@@ -122,24 +122,6 @@ def test_operators_hand_on_and_step_the_global_columns():
     assert {g.d_model for g in s.decode(Y)} <= {128, 160, 192}
 
 
-def test_a_grid_for_a_searchable_global_passes_the_command_line_type_check():
-    from hydra import compose, initialize_config_module
-
-    from forge.config import UserError, check_override_types
-
-    def check(*overrides):
-        with initialize_config_module(config_module="forge_conf", version_base="1.3"):
-            cfg = compose("forge-search", overrides=list(overrides), return_hydra_config=True)
-        cfg.hydra.job.config_name = "forge-search"
-        check_override_types(cfg.hydra)
-
-    check("space=iha-tiny", "space.d_model=[128,192]", "space.mlp=[gelu,swiglu]")
-    for bad, says in (("space.d_model=[128,wide]", "is not an integer"), ("seed=[1,2]", "seed=.* is not an integer"),
-                      ("space.vocab_size=[256,512]", "space.vocab_size=.* is not an integer")):
-        with pytest.raises(UserError, match=says):
-            check("space=iha-tiny", bad)
-
-
 @pytest.mark.slow
 def test_searching_d_model_runs_a_tiny_search_end_to_end_through_the_cli(tmp_path):
     """`forge-search space=iha-tiny space.d_model=[128,192]` with the roofline backend (a fake loss)."""
