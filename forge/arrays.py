@@ -9,17 +9,22 @@ Per-layer fields follow the gene registry (forge.genes): the original seven are 
 registered gene beyond them (e.g. `window`, 0 = full attention) sits in `genes` and reads as an attribute
 too (`pop.window`), its default filling arrays built without it. Masking iterates the registry.
 
+Global genes (forge.genes.GLOBAL_GENES) become (P,) arrays through `global_columns`, the one place that turns
+the nine into the analyzer's flags (swiglu, layernorm, ...); a registered global gene beyond the nine sits in
+`glob` and reads as an attribute too (`pop.n_experts`). `column(name)` gives any gene as a (P, L) array
+(a global one broadcast over the active layers): what the surrogate's tokens read.
+
 `weight_bytes`, `act_bytes`, `kv_bytes` are (P,) bytes per element from each genome's precision genes
 (shared MX scales included), NaN where a genome has none: the analyzer then uses the workload's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from forge.genes import LAYER_GENES, extra_genes
+from forge.genes import GLOBAL_GENES, LAYER_GENES, extra_genes, extra_globals
 from forge.genome import Genome
 
 LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # the dataclass's per-layer fields
@@ -34,6 +39,20 @@ class GenomeBatch(list):
     def __init__(self, genomes, arrays: "PopArrays") -> None:
         super().__init__(genomes)
         self.arrays = arrays
+
+
+def global_columns(values: Mapping[str, Any], P: int) -> dict[str, Any]:
+    """Every global gene's value (a scalar shared by the population, or a (P,) array) → PopArrays' global
+    fields: the analyzer's flags from the nine, and `glob` for registered genes beyond them."""
+    def col(k: str, f=lambda x: x) -> np.ndarray:  # noqa: ANN001
+        x = values[k]
+        return np.asarray(f(np.asarray(x))) if np.ndim(x) else np.full(P, f(x))
+    return dict(d_model=col("d_model"), block_size=col("block_size"), vocab_size=col("vocab_size"),
+                swiglu=col("mlp", lambda x: x == "swiglu"), learned_pos=col("pos", lambda x: x == "learned"),
+                tied=col("tied", lambda x: x.astype(bool) if np.ndim(x) else bool(x)),
+                bias_qkv=col("bias", lambda x: (x == "qkv") | (x == "all")), bias_all=col("bias", lambda x: x == "all"),
+                layernorm=col("norm", lambda x: x == "layernorm"),
+                glob={g.name: col(g.name) for g in extra_globals() if g.name in values})
 
 
 def population(genomes: Sequence[Genome]) -> "PopArrays":
@@ -64,6 +83,7 @@ class PopArrays:
     act_bytes: np.ndarray | None = None
     kv_bytes: np.ndarray | None = None
     genes: dict[str, np.ndarray] | None = None  # (P, L) per registered gene beyond the seven (e.g. window)
+    glob: dict[str, np.ndarray] | None = None  # (P,) per registered global gene beyond the nine
 
     def __post_init__(self) -> None:
         for k in PREC_KEYS:
@@ -73,12 +93,28 @@ class PopArrays:
         for g in extra_genes():
             if g.name not in self.genes:
                 self.genes[g.name] = np.full(self.active.shape, int(g.default), dtype=np.int64)
+        self.glob = dict(self.glob or {})
+        for gg in extra_globals():
+            if gg.name not in self.glob:
+                self.glob[gg.name] = np.full(self.active.shape[0], gg.default)
 
     def __getattr__(self, name: str) -> np.ndarray:  # pop.window and any other registered gene
-        genes = self.__dict__.get("genes")
-        if genes is not None and name in genes:
-            return genes[name]
+        for table in ("genes", "glob"):
+            t = self.__dict__.get(table)
+            if t is not None and name in t:
+                return t[name]
         raise AttributeError(name)
+
+    def column(self, name: str) -> np.ndarray:
+        """(P, L) numbers of any gene: a per-layer one as stored (masked), a global one (a choice as its index
+        in the choices) broadcast over the active layers."""
+        gene = GLOBAL_GENES.get(name)
+        if gene is None:
+            return getattr(self, name)
+        v = getattr(self, name)
+        if gene.kind == "choice":
+            v = np.array([gene.choices.index(x) for x in v.tolist()])
+        return self.active * np.asarray(v, dtype=np.int64)[:, None]
 
     @property
     def P(self) -> int:
@@ -95,7 +131,7 @@ class PopArrays:
         kw = {f.name: getattr(self, f.name) for f in fields(self)}
         kw["active"] = act.astype(np.int64)
         kw["attn"] = att.astype(np.int64)
-        kw["genes"] = dict(self.genes)
+        kw["genes"], kw["glob"] = dict(self.genes), dict(self.glob)
         for gene in LAYER_GENES.values():
             if gene.name in ("active", "attn"):
                 continue
@@ -113,8 +149,9 @@ class PopArrays:
         return replace(self, **kw)
 
     def take(self, idx: np.ndarray) -> "PopArrays":
-        kw = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "genes"}
-        return PopArrays(**{k: v[idx] for k, v in kw.items()}, genes={k: v[idx] for k, v in self.genes.items()})
+        kw = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("genes", "glob")}
+        return PopArrays(**{k: v[idx] for k, v in kw.items()}, genes={k: v[idx] for k, v in self.genes.items()},
+                         glob={k: v[idx] for k, v in self.glob.items()})
 
     @classmethod
     def from_genomes(cls, genomes: Sequence[Genome], L: int | None = None) -> "PopArrays":
@@ -127,17 +164,7 @@ class PopArrays:
             for i, gene in enumerate(g.layers):
                 for k in names:
                     lay[k][p, i] = int(gene.get(k))
-        glob = dict(
-            d_model=np.array([g.d_model for g in genomes], dtype=np.int64),
-            block_size=np.array([g.block_size for g in genomes], dtype=np.int64),
-            vocab_size=np.array([g.vocab_size for g in genomes], dtype=np.int64),
-            swiglu=np.array([g.mlp == "swiglu" for g in genomes]),
-            learned_pos=np.array([g.pos == "learned" for g in genomes]),
-            tied=np.array([g.tied for g in genomes]),
-            bias_qkv=np.array([g.bias in ("qkv", "all") for g in genomes]),
-            bias_all=np.array([g.bias == "all" for g in genomes]),
-            layernorm=np.array([g.norm == "layernorm" for g in genomes]),
-        )
+        glob = global_columns({k: np.array([g.get(k) for g in genomes]) for k in GLOBAL_GENES}, P)
         prec = np.array([g.precision.bytes() if g.precision is not None else (np.nan,) * 3 for g in genomes],
                         dtype=float).reshape(P, 3)
         glob.update({k: prec[:, j] for j, k in enumerate(PREC_KEYS)})

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
-from forge.genes import LAYER_GENES
+from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
 from forge.importers import load_genome
 from forge.io import atomic_write_json
@@ -35,9 +35,7 @@ def resolve_arch(arch: str) -> Genome:
 def arch_summary(genome: Genome) -> dict[str, Any]:
     a = analyze(genome)
     layers = genome.active_layers
-    return {"name": genome.name, "id": genome.id, **a, "d_model": genome.d_model, "block_size": genome.block_size,
-            "vocab_size": genome.vocab_size, "mlp": genome.mlp, "norm": genome.norm, "bias": genome.bias,
-            "tied": genome.tied, "pos": genome.pos,
+    return {"name": genome.name, "id": genome.id, **a, **genome.global_values(),
             "layers": [g.canonical() for g in layers]}
 
 
@@ -54,8 +52,7 @@ def run_arch(cfg: Any) -> dict[str, Any]:
 
 def _print_arch(s: dict[str, Any]) -> None:
     c = Console()
-    c.print(f"[bold]{s['name'] or s['id']}[/]  id {s['id']}  d_model {s['d_model']}  T {s['block_size']}  "
-            f"vocab {s['vocab_size']}  {s['mlp']}/{s['norm']}/bias={s['bias']}/pos={s['pos']}/tied={s['tied']}")
+    c.print(f"[bold]{s['name'] or s['id']}[/]  id {s['id']}  " + "  ".join(f"{k} {s[k]}" for k in GLOBAL_GENES))
     c.print(f"params {s['params']:,}  non-embedding {s['non_embedding_params']:,}  active layers "
             f"{s['n_active_layers']} ({s['n_attn_layers']} with attention)  KV {s['kv_bytes_per_token']:,} B/token (bf16)  "
             f"{s['flops_per_token'] / 1e6:,.1f} MFLOP/token")
@@ -80,6 +77,8 @@ def run_space(cfg: Any) -> dict[str, Any]:
         t = Table("field", "range")
         for k, v in s["ranges"].items():
             t.add_row(k, v)
+        for k in space.searched_globals:  # a global gene the space searches (forge.genes.GLOBAL_GENES)
+            t.add_row(k, ", ".join(map(str, s[k])))
         c.print(t)
         cp = s["configs_per_layer"]
         c.print(f"attention configurations per layer: GQA {cp['gqa']:,}  IHA {cp['iha']:,}")

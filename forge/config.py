@@ -261,10 +261,18 @@ def check_override_types(hydra_cfg: Any = None) -> None:
         if o.is_delete() or key.split(".")[0] == "hydra" or key in choices:
             continue
         default = _default_value(key, hc.job.config_name, choices)
-        problem = _type_problem(default, o.value())
+        grid = isinstance(o.value(), list) and key.startswith("space.") and _searchable_global(key[6:])
+        problem = next(filter(None, (_type_problem(default, v) for v in (o.value() if grid else [o.value()]))), None)
         if problem:
             raise UserError(f"{key}={o.value()!r} is not {problem}; allowed: {problem} (default {default!r})")
         check_range(hc.job.config_name, key, o.value())
+
+
+def _searchable_global(name: str) -> bool:
+    """`space.d_model=[128,192]`: a global gene a space may search takes a grid of its default's type."""
+    from forge.genes import GLOBAL_GENES
+
+    return name in GLOBAL_GENES and GLOBAL_GENES[name].search
 
 
 def _default_value(key: str, config_name: str, choices: dict[str, Any]) -> Any:

@@ -1,6 +1,6 @@
-"""The gene registry: every per-layer gene of a genome is declared here once.
+"""The gene registry: every gene of a genome, per layer or genome-wide, is declared here once.
 
-A `Gene` says its name, its type (int or bool), the smallest valid value, its default (the value a
+A `Gene` (per layer) says its name, its type (int or bool), the smallest valid value, its default (the value a
 genome written before the gene existed takes), whether identity-attention layers blank it, which gene
 its value must divide (n_kv | n_h), and whether it enters the surrogate's tokens. The genome (validation,
 canonical id, YAML/JSON), the space (grids, sampling, repair, codec), the population arrays, the
@@ -13,6 +13,15 @@ the ids and files of every genome that predates it stay byte-identical. Adding a
     register(Gene("window", lo=0, default=0, attention=True))
 
 and a space that searches it lists its grid (`window: [0, 64, 128]` in conf/space/*.yaml).
+
+A `GlobalGene` is genome-wide (d_model, block_size, vocab_size, mlp, norm, bias, tied, pos, parallel:
+`GLOBAL_LEGACY`, always stored): its kind (int, bool, or one of `choices`), smallest int, default, whether a
+space may search it (`d_model: [128, 192]` in a space yaml: one codec column after the layer slots) and
+whether it can join the surrogate's tokens (broadcast to every layer, field set `paper+<name>`; d_model and
+block_size already sit in every token as `d_model` and `T`). `card` is how the export card's architecture
+line shows it. A global gene registered later is stored only off its default, like a per-layer one:
+
+    register(GlobalGene("n_experts", lo=1, default=1, doc="mixture-of-experts MLP"))
 """
 from __future__ import annotations
 
@@ -43,34 +52,72 @@ class Gene:
         return self.name in LEGACY
 
 
+GLOBAL_LEGACY = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
+RESERVED = ("name", "layers", "n_layers", "layer_template", "precision", "extra", "id", "genes")  # genome keys
+
+
+@dataclass(frozen=True)
+class GlobalGene:
+    """One genome-wide gene. `search`: a space may list a grid (ints) or several choices for it; `token`: a
+    field set may name it (`paper+<name>`), its value (a choice's index) broadcast to every layer's token."""
+
+    name: str
+    kind: str = "int"  # int | bool | choice
+    lo: int = 1  # smallest valid int
+    choices: tuple[str, ...] = ()  # the allowed values of a choice gene
+    default: Any = REQUIRED
+    search: bool = True
+    token: bool = False
+    card: str = ""  # the card's architecture line: a format ("vocab {}"); empty: "<name> <value>" off default only
+    doc: str = ""
+
+    @property
+    def legacy(self) -> bool:
+        return self.name in GLOBAL_LEGACY
+
+    def allowed(self) -> str:
+        """What the gene accepts, in words (the error messages' `allowed:` part)."""
+        if self.kind == "choice":
+            return " | ".join(self.choices)
+        return "true/false (or 0/1)" if self.kind == "bool" else f"an integer >= {self.lo}"
+
+
 LAYER_GENES: dict[str, Gene] = {}
+GLOBAL_GENES: dict[str, GlobalGene] = {}
 
 
-def register(gene: Gene) -> Gene:
-    """Declare a per-layer gene (codec column order = registration order). Re-registering the same
-    declaration is a no-op; a different one under a taken name is an error."""
-    if not isinstance(gene, Gene):
-        raise TypeError(f"register() takes a Gene, got {type(gene).__name__}")
-    old = LAYER_GENES.get(gene.name)
+def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
+    """Declare a per-layer gene (codec column order = registration order) or a global one. Re-registering the
+    same declaration is a no-op; a different one under a taken name (of either kind) is an error."""
+    if not isinstance(gene, (Gene, GlobalGene)):
+        raise TypeError(f"register() takes a Gene or a GlobalGene, got {type(gene).__name__}")
+    table, other = (LAYER_GENES, GLOBAL_GENES) if isinstance(gene, Gene) else (GLOBAL_GENES, LAYER_GENES)
+    old = table.get(gene.name) or other.get(gene.name)
     if old is not None and old != gene:
         raise ValueError(f"gene {gene.name!r} is already registered as {old}")
-    if gene.kind not in ("int", "bool"):
-        raise ValueError(f"gene {gene.name!r}: kind = {gene.kind!r}; allowed: int | bool")
-    if gene.name not in LEGACY and gene.default is REQUIRED:
+    if gene.name in RESERVED or not gene.name.isidentifier():
+        raise ValueError(f"gene name {gene.name!r} is invalid; allowed: an identifier other than {', '.join(RESERVED)}")
+    kinds = ("int", "bool") if isinstance(gene, Gene) else ("int", "bool", "choice")
+    if gene.kind not in kinds:
+        raise ValueError(f"gene {gene.name!r}: kind = {gene.kind!r}; allowed: {' | '.join(kinds)}")
+    if isinstance(gene, GlobalGene) and (gene.kind == "choice") != bool(gene.choices):
+        raise ValueError(f"gene {gene.name!r}: choices = {gene.choices!r}; allowed: a non-empty tuple exactly when kind = choice")
+    if not gene.legacy and gene.default is REQUIRED:
         raise ValueError(f"gene {gene.name!r} needs a default (the value genomes written before it take)")
-    LAYER_GENES[gene.name] = gene
+    table[gene.name] = gene
     return gene
 
 
 def unregister(name: str) -> None:
-    """Remove a non-legacy gene (tests that register a toy gene clean up with it)."""
-    if name in LEGACY:
+    """Remove a non-legacy gene of either kind (tests that register a toy gene clean up with it)."""
+    if name in LEGACY or name in GLOBAL_LEGACY:
         raise ValueError(f"gene {name!r} is built in and cannot be removed")
     LAYER_GENES.pop(name, None)
+    GLOBAL_GENES.pop(name, None)
 
 
 @contextmanager
-def registered(gene: Gene) -> Iterator[Gene]:
+def registered(gene: Gene | GlobalGene) -> Iterator[Gene | GlobalGene]:
     """`with registered(Gene(...)):` the gene exists inside the block only."""
     register(gene)
     try:
@@ -93,6 +140,17 @@ def attention_genes() -> tuple[str, ...]:
     return tuple(g.name for g in LAYER_GENES.values() if g.attention)
 
 
+def extra_globals() -> tuple[GlobalGene, ...]:
+    """Registered global genes beyond the nine (stored only when not at their default)."""
+    return tuple(g for g in GLOBAL_GENES.values() if not g.legacy)
+
+
+def token_genes() -> tuple[str, ...]:
+    """Genes a surrogate field set may append (`paper+<name>`): per-layer ones, then global ones."""
+    return (tuple(g.name for g in LAYER_GENES.values() if g.token and not g.legacy)
+            + tuple(g.name for g in GLOBAL_GENES.values() if g.token and not g.legacy))
+
+
 for _g in (
     Gene("active", kind="bool", lo=0, default=True, grid=False, doc="the slot is a layer (False: pruned)"),
     Gene("attn", kind="bool", lo=0, default=True, grid=False, doc="attention on (False: identity attention)"),
@@ -105,3 +163,16 @@ for _g in (
          doc="attention window in tokens: 0 = full causal attention, w > 0 = query i sees keys i-w < j <= i"),
 ):
     register(_g)
+
+for _gg in (
+    GlobalGene("d_model", card="d_model {}", doc="residual width (in every surrogate token as d_model)"),
+    GlobalGene("block_size", card="block {}", doc="context length T (in every surrogate token as T)"),
+    GlobalGene("vocab_size", default=50257, search=False, card="vocab {}", doc="the tokenizer's vocabulary"),
+    GlobalGene("mlp", kind="choice", choices=("gelu", "swiglu"), default="gelu", card="{}", doc="MLP kind"),
+    GlobalGene("norm", kind="choice", choices=("layernorm", "rmsnorm"), default="rmsnorm", card="{}", doc="norm kind"),
+    GlobalGene("bias", kind="choice", choices=("none", "qkv", "all"), default="none", doc="which linears have biases"),
+    GlobalGene("tied", kind="bool", lo=0, default=True, doc="input and output embeddings share weights"),
+    GlobalGene("pos", kind="choice", choices=("rope", "learned"), default="rope", card="{}", doc="positions"),
+    GlobalGene("parallel", kind="bool", lo=0, default=False, doc="GPT-NeoX parallel attention + MLP residual"),
+):
+    register(_gg)

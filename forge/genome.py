@@ -10,9 +10,11 @@ fields of identity-attention layers blanked. Pruned slots and the meaningless at
 identity layers therefore never change the id, so two genomes share an id exactly when they build the
 same network. The id is the cache key everywhere (surrogate, backends, label store, search archive).
 
-Which per-layer genes exist is the registry's to say (forge.genes): validation, the canonical form and the
-files iterate over it. A gene registered after the original seven (e.g. `window`) is stored only off its
-default, so genomes, label stores and checkpoints written before it load unchanged and keep their ids.
+Which genes exist, per layer and genome-wide, is the registry's to say (forge.genes): validation, the
+canonical form and the files iterate over it. A gene registered after the original ones (e.g. `window`, or a
+global gene beyond the nine `GLOBAL_LEGACY`) is stored only off its default, so genomes, label stores and
+checkpoints written before it load unchanged and keep their ids. A registered global gene reads as an
+attribute (`genome.n_experts`) and is built with `Genome.build(..., n_experts=4)`.
 """
 from __future__ import annotations
 
@@ -26,13 +28,8 @@ from typing import Any, Iterable, Literal
 import yaml
 
 from forge.errors import ForgeError
-from forge.genes import LAYER_GENES, LEGACY, Gene
+from forge.genes import GLOBAL_GENES, GLOBAL_LEGACY, LAYER_GENES, LEGACY, Gene, GlobalGene
 from forge.precision import PrecisionError, PrecisionGenes
-
-MLP_KINDS = ("gelu", "swiglu")
-NORM_KINDS = ("layernorm", "rmsnorm")
-BIAS_KINDS = ("none", "qkv", "all")
-POS_KINDS = ("rope", "learned")
 
 
 class GenomeError(ForgeError):
@@ -149,9 +146,24 @@ class LayerGene:
         return d
 
 
-def _check_gene(gene: Gene, value: Any) -> Any:
-    where = f"layer.{gene.name}"
+def _check_gene(gene: Gene | GlobalGene, value: Any, where: str = "") -> Any:
+    where = where or f"layer.{gene.name}"
+    if gene.kind == "choice":
+        return _check_choice(where, value, gene.choices)
     return _check_bool(where, value) if gene.kind == "bool" else _check_int(where, value, gene.lo)
+
+
+def _check_globals(extra: Any) -> tuple[tuple[str, Any], ...]:
+    """Registered global genes beyond the nine, validated, sorted, those at their default dropped."""
+    out = []
+    for k, v in (extra.items() if isinstance(extra, dict) else dict(extra).items()):
+        gene = GLOBAL_GENES.get(k)
+        if gene is None or gene.legacy:
+            raise _fail(k, v, "keys " + ", ".join(sorted({*GLOBAL_GENES, "name", "layers", "precision"})))
+        v = _check_gene(gene, v, k)
+        if v != gene.default:
+            out.append((k, v))
+    return tuple(sorted(out))
 
 
 def _check_extra(extra: Any) -> tuple[tuple[str, int], ...]:
@@ -183,16 +195,13 @@ class Genome:
     parallel: bool = False  # GPT-NeoX style parallel attention + MLP residual
     name: str = field(default="", compare=False)
     precision: PrecisionGenes | None = None  # per-model (W, A, KV) formats; None = the workload's
+    extra: tuple[tuple[str, Any], ...] = ()  # (name, value) of registered global genes off their default, sorted
 
     def __post_init__(self) -> None:
-        for k in ("d_model", "block_size", "vocab_size"):
-            object.__setattr__(self, k, _check_int(k, getattr(self, k)))
-        _check_choice("mlp", self.mlp, MLP_KINDS)
-        _check_choice("norm", self.norm, NORM_KINDS)
-        _check_choice("bias", self.bias, BIAS_KINDS)
-        _check_choice("pos", self.pos, POS_KINDS)
-        object.__setattr__(self, "tied", _check_bool("tied", self.tied))
-        object.__setattr__(self, "parallel", _check_bool("parallel", self.parallel))
+        for gene in GLOBAL_GENES.values():
+            if gene.legacy:
+                object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name), gene.name))
+        object.__setattr__(self, "extra", _check_globals(self.extra))
         layers = tuple(self.layers)
         if not layers:
             raise _fail("layers", [], "a non-empty list of layers")
@@ -207,6 +216,27 @@ class Genome:
                 object.__setattr__(self, "precision", PrecisionGenes.from_any(self.precision))
             except PrecisionError as e:
                 raise GenomeError(str(e)) from None
+
+    @classmethod
+    def build(cls, **values: Any) -> "Genome":
+        """From every field by name (registered global genes beyond the nine included), validated."""
+        extra = {k: values.pop(k) for k in list(values) if k in GLOBAL_GENES and k not in GLOBAL_LEGACY}
+        return cls(**values, extra=tuple(extra.items()))
+
+    def __getattr__(self, name: str) -> Any:  # registered global genes beyond the nine fields
+        gene = GLOBAL_GENES.get(name)
+        if gene is None or gene.legacy:
+            raise AttributeError(name)
+        return dict(self.__dict__.get("extra", ())).get(name, gene.default)
+
+    def get(self, name: str) -> Any:
+        """A global gene's value by name (its default when the genome predates it)."""
+        return getattr(self, name)
+
+    def replace(self, **values: Any) -> "Genome":
+        """A copy with some fields or global genes (any registered name) changed, validated."""
+        return Genome.build(**{**{f: getattr(self, f) for f in (*GLOBAL_LEGACY, "layers", "name", "precision")},
+                               **dict(self.extra), **values})
 
     # ----------------------------------------------------------------- views
     @property
@@ -225,7 +255,18 @@ class Genome:
         return tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy) + tuple(extra)
 
     def globals_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in GLOBAL_FIELDS}
+        """Stored form of the global genes: the nine always, a registered one only off its default."""
+        return {**{k: getattr(self, k) for k in GLOBAL_LEGACY}, **dict(self.extra)}
+
+    def global_values(self) -> dict[str, Any]:
+        """Every registered global gene's value, defaults included, in registry order (for listings)."""
+        return {k: self.get(k) for k in GLOBAL_GENES}
+
+    def describe(self) -> str:
+        """The architecture line of a card: each gene's `card` format, a registered gene off its default."""
+        parts = [g.card.format(self.get(g.name)) if g.card else f"{g.name} {self.get(g.name)}"
+                 for g in GLOBAL_GENES.values() if g.card or (not g.legacy and self.get(g.name) != g.default)]
+        return ", ".join(parts)
 
     def canonical(self) -> dict[str, Any]:
         """Functional form: globals + active layers only (identity-attention fields blanked).
@@ -281,7 +322,7 @@ class Genome:
         return replace(self, precision=precision)
 
 
-GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
+GLOBAL_FIELDS = GLOBAL_LEGACY  # the nine global dataclass fields (the registry: forge.genes.GLOBAL_GENES)
 
 
 def _layer_from_dict(i: int, d: Any, template: dict[str, Any] | None = None) -> LayerGene:
@@ -308,11 +349,11 @@ def genome_from_dict(d: Any) -> Genome:
     if not isinstance(d, dict):
         raise GenomeError(f"genome = {type(d).__name__} is invalid; allowed: a mapping with d_model, block_size, layers")
     d = dict(d)
-    allowed = set(GLOBAL_FIELDS) | {"name", "layers", "n_layers", "layer_template", "precision"}
+    allowed = set(GLOBAL_GENES) | {"name", "layers", "n_layers", "layer_template", "precision"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise _fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)))
-    for k in ("d_model", "block_size"):
+    for k in (g.name for g in GLOBAL_GENES.values() if g.default is None):
         if k not in d:
             raise GenomeError(f"genome is missing field {k!r}")
     if "layers" in d:
@@ -327,7 +368,7 @@ def genome_from_dict(d: Any) -> Genome:
     else:
         raise GenomeError("genome is missing field 'layers' (or 'n_layers' + 'layer_template')")
     d.pop("n_layers", None)
-    return Genome(layers=tuple(genes), **d)
+    return Genome.build(layers=tuple(genes), **d)
 
 
 def save_genome(genome: Genome, path: str | Path) -> None:

@@ -7,6 +7,12 @@ it clips and rounds to the grid, snaps n_kv to the nearest divisor of n_h presen
 (ties go to the smaller divisor: fewer KV heads, cheaper), and re-activates slot 0 when every layer
 is pruned. Repair is idempotent by construction (each step maps valid input to itself).
 
+A global gene (forge.genes.GLOBAL_GENES) is fixed by one value (`d_model: 128`) or, where the registry lets a
+space search it, listed as a grid (`d_model: [128, 192]`, `{start, stop, step}`) or several choices
+(`mlp: [gelu, swiglu]`): each searched one adds a column after the layer slots (`global_genes` names them, in
+registry order), an index into its grid. The operators treat those columns like the precision genes (handed
+on by crossover, stepped by one by the tail mutation), so a space that searches none keeps its codec.
+
 `precision: {weights: [...], acts: [...], kv: [...]}` (format names, forge.precision) makes precision a
 search variable: three more genes after the layer slots, `[i_w, i_a, i_kv]` indices into those lists,
 decoded into `Genome.precision`. Without it the codec and every genome are exactly as before.
@@ -25,12 +31,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from forge.arrays import PopArrays
-from forge.genes import LAYER_GENES, LEGACY, extra_genes, grid_genes
-from forge.genome import Genome, GenomeError, LayerGene
+from forge.arrays import global_columns
+from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY, GlobalGene, extra_genes, grid_genes
+from forge.genome import Genome, GenomeError, LayerGene, _check_gene
 from forge.precision import TENSORS, PrecisionError, PrecisionGenes, parse_format
 
 N_GENES = 7  # per layer slot in a space that searches no gene beyond the original seven
 GRID_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # grids every space lists (SearchSpace fields)
+GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos")  # SearchSpace fields
 
 
 def make_grid(spec: Any, name: str, lo: int = 1) -> tuple[int, ...]:
@@ -54,7 +62,8 @@ def make_grid(spec: Any, name: str, lo: int = 1) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """Grids and fixed globals of one search space (built from `conf/space/<name>.yaml`)."""
+    """Grids and globals of one search space (built from `conf/space/<name>.yaml`). A searched global field
+    (`d_model: [128, 192]`) holds its grid's first value; `global_genes` holds its grid."""
 
     name: str
     d_model: int
@@ -77,6 +86,7 @@ class SearchSpace:
     description: str = ""
     precision: Any = None  # {weights, acts, kv: [format, ...]} → per-genome precision genes
     genes: Any = None  # {gene: grid} for registered genes beyond the five (forge.genes), e.g. window
+    global_genes: Any = None  # {global gene: value or grid} beyond the fields above (parallel, registered ones)
     _tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -93,6 +103,7 @@ class SearchSpace:
                                                      if g.name in GRID_FIELDS or g.name in extra))
         if self.attention not in ("iha", "gqa"):
             raise GenomeError(f"space.attention = {self.attention!r} is invalid; allowed: iha | gqa")
+        self._init_globals()
         if 1 not in self.n_kv:
             raise GenomeError(f"space.n_kv = {self.n_kv} is invalid; allowed: a grid containing 1")
         if self.attention == "gqa":
@@ -104,7 +115,41 @@ class SearchSpace:
         if self.precision is not None:
             object.__setattr__(self, "precision", _precision_grid(self.precision))
 
+    def _init_globals(self) -> None:
+        """Split every global gene into a fixed value or a searched grid (registry order = column order)."""
+        given = dict(self.global_genes or {})
+        unknown = [k for k in given if k not in GLOBAL_GENES]
+        if unknown:
+            raise GenomeError(f"space.{unknown[0]} is unknown; allowed: a registered global gene ({', '.join(GLOBAL_GENES)})")
+        fixed, grids = {}, {}
+        for gene in GLOBAL_GENES.values():
+            spec = given.get(gene.name, getattr(self, gene.name) if gene.name in GLOBAL_FIELDS else gene.default)
+            grid = _global_grid(gene, spec)
+            if len(grid) > 1 and not gene.search:
+                raise GenomeError(f"space.{gene.name} = {spec!r} is invalid; allowed: one value ({gene.name} is not searchable)")
+            if len(grid) > 1:
+                grids[gene.name] = grid
+            else:
+                fixed[gene.name] = grid[0]
+            if gene.name in GLOBAL_FIELDS:
+                object.__setattr__(self, gene.name, grid[0])
+        if grids and self.attention == "gqa" and "d_model" in grids:
+            raise GenomeError("space.d_model is searched; allowed: a fixed d_model with attention: gqa")
+        keep = {k: v for k, v in given.items() if k not in GLOBAL_FIELDS or k in grids}
+        object.__setattr__(self, "global_genes", _Grid({**keep, **grids}) if keep or grids else None)
+        self._tables.update(gfixed=fixed, ggrids=grids)
+
     # ------------------------------------------------------------ grids
+    @property
+    def searched_globals(self) -> tuple[str, ...]:
+        """Global genes this space searches: one codec column each, after the layer slots."""
+        return tuple(self._tables["ggrids"])
+
+    def global_grid(self, name: str) -> tuple[Any, ...]:
+        """A global gene's grid in this space: its searched values, or its one fixed value."""
+        grids = self._tables["ggrids"]
+        return grids[name] if name in grids else (self._tables["gfixed"][name],)
+
     @property
     def codec_genes(self) -> tuple[str, ...]:
         """Gene names of one layer slot's columns, in order: the two masks, then every searched grid."""
@@ -142,14 +187,19 @@ class SearchSpace:
         return len(TENSORS) if self.precision else 0
 
     @property
+    def n_glob(self) -> int:
+        return len(self._tables["ggrids"])
+
+    @property
     def n_var(self) -> int:
-        return self.n_layer_var + self.n_prec
+        return self.n_layer_var + self.n_glob + self.n_prec
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         hi = [1, 1, *(len(self.grid(k)) - 1 for k in self.codec_genes[2:])]
         if self.attention == "gqa":
             hi[4] = hi[5] = 0  # d_qk, d_v: derived from n_h
-        tail = [len(self.precision[t]) - 1 for t in TENSORS] if self.precision else []
+        tail = [len(g) - 1 for g in self._tables["ggrids"].values()]
+        tail += [len(self.precision[t]) - 1 for t in TENSORS] if self.precision else []
         return (np.zeros(self.n_var, dtype=np.int64),
                 np.concatenate([np.tile(np.array(hi, dtype=np.int64), self.L_max), np.array(tail, dtype=np.int64)]))
 
@@ -208,7 +258,21 @@ class SearchSpace:
                 X[p, :n, j] = self._snap(self.grid(k), raw[:, j])
         if self.attention == "gqa":
             X[:, :, 4:6] = 0
-        return np.concatenate([X.reshape(len(genomes), -1), self._encode_precision(genomes)], axis=1)
+        return np.concatenate([X.reshape(len(genomes), -1), self._encode_globals(genomes),
+                               self._encode_precision(genomes)], axis=1)
+
+    def _encode_globals(self, genomes: Sequence[Genome]) -> np.ndarray:
+        """(n, n_glob) indices of the searched global genes; an off-grid int snaps to the nearest grid value,
+        an unlisted choice to the first."""
+        out = np.zeros((len(genomes), self.n_glob), dtype=np.int64)
+        for j, (k, grid) in enumerate(self._tables["ggrids"].items()):
+            for p, g in enumerate(genomes):
+                v = g.get(k)
+                if v in grid:
+                    out[p, j] = grid.index(v)
+                elif GLOBAL_GENES[k].kind == "int":
+                    out[p, j] = int(self._snap(grid, np.array(v)))
+        return out
 
     def _encode_precision(self, genomes: Sequence[Genome]) -> np.ndarray:
         """(n, n_prec) indices; a genome without genes takes each list's first format, an off-list
@@ -229,7 +293,9 @@ class SearchSpace:
         X3 = X[:, :self.n_layer_var].reshape(-1, self.L_max, self.n_genes)
         out = {"active": X3[:, :, 0], "attn": X3[:, :, 1]}
         if self.precision:
-            out["precision"] = X[:, self.n_layer_var:]
+            out["precision"] = X[:, self.n_layer_var + self.n_glob:]
+        for j, (k, grid) in enumerate(self._tables["ggrids"].items(), start=self.n_layer_var):
+            out[k] = np.asarray(grid)[X[:, j]]  # (n,) values of a searched global gene
         for j, k in enumerate(self.codec_genes[2:], start=2):
             out[k] = np.asarray(self.grid(k))[X3[:, :, j]]
         for gene in extra_genes():  # registered genes this space does not search: their default
@@ -246,18 +312,14 @@ class SearchSpace:
     def arrays_from_values(self, v: dict[str, np.ndarray]) -> PopArrays:
         """`values(X)` → PopArrays, so a caller that also decodes converts the matrix once."""
         P = v["active"].shape[0]
-        full = lambda x: np.full(P, x)  # noqa: E731
         v = dict(v)
         prec = v.pop("precision", None)
         if prec is not None:  # per-genome bytes from the precision genes (shared MX scales included)
             for j, (t, k) in enumerate(zip(TENSORS, ("weight_bytes", "act_bytes", "kv_bytes"))):
                 v[k] = np.array([parse_format(f).bytes for f in self.precision[t]])[prec[:, j]]
         genes = {g.name: v.pop(g.name) for g in extra_genes() if g.name in v}
-        return PopArrays(**v, genes=genes, d_model=full(self.d_model), block_size=full(self.block_size),
-                         vocab_size=full(self.vocab_size), swiglu=full(self.mlp == "swiglu"),
-                         learned_pos=full(self.pos == "learned"), tied=full(self.tied),
-                         bias_qkv=full(self.bias in ("qkv", "all")), bias_all=full(self.bias == "all"),
-                         layernorm=full(self.norm == "layernorm")).masked()
+        glob = {**self._tables["gfixed"], **{k: v.pop(k) for k in self._tables["ggrids"]}}
+        return PopArrays(**v, genes=genes, **global_columns(glob, P)).masked()
 
     def decode(self, X: np.ndarray) -> list[Genome]:
         return self.genomes_from_values(self.values(X))
@@ -271,14 +333,24 @@ class SearchSpace:
         cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
         flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
         template = self.genome((LayerGene(1, 1, 1, 1, 1),))
+        templates = self._templates(v, template)
         out = []
         for p in range(n):
             layers = tuple(flat[p * L:(p + 1) * L])
             prec = None
             if "precision" in v:
                 prec = PrecisionGenes(*(self.precision[t][int(i)] for t, i in zip(TENSORS, v["precision"][p])))
-            out.append(template.trusted_copy(layers, prec))
+            out.append((templates[p] if templates else template).trusted_copy(layers, prec))
         return out
+
+    def _templates(self, v: dict[str, np.ndarray], template: Genome) -> list[Genome] | None:
+        """One validated genome per row's searched globals (shared by equal rows); None when none is searched."""
+        names = self.searched_globals
+        if not names:
+            return None
+        cache: dict[tuple, Genome] = {}
+        rows = list(zip(*(v[k].tolist() for k in names)))
+        return [cache.get(t) or cache.setdefault(t, template.replace(**dict(zip(names, t)))) for t in rows]
 
     @staticmethod
     def _layer(names: list[str], t: tuple) -> LayerGene:
@@ -288,17 +360,19 @@ class SearchSpace:
         extra = tuple(sorted((k, x) for k, x in vals.items() if x != LAYER_GENES[k].default))
         return LayerGene.trusted({**legacy, "active": bool(t[-2]), "attn": bool(t[-1])}, extra)
 
-    def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None) -> Genome:
-        return Genome(d_model=self.d_model, block_size=self.block_size, layers=tuple(layers),
-                      vocab_size=self.vocab_size, mlp=self.mlp, norm=self.norm, bias=self.bias,
-                      tied=self.tied, pos=self.pos, name=name, precision=precision)
+    def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None, **globals_: Any) -> Genome:
+        """A genome of this space's fixed globals (a searched one at its grid's first value unless given)."""
+        values = {k: self.global_grid(k)[0] for k in GLOBAL_GENES}
+        return Genome.build(**{**values, **globals_}, layers=tuple(layers), name=name, precision=precision)
 
     # ------------------------------------------------------------ validation
     def validate(self, genome: Genome) -> None:
         """Raise GenomeError naming the first field that lies outside this space."""
-        for k in ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos"):
-            if getattr(genome, k) != getattr(self, k):
-                raise GenomeError(f"{k} = {getattr(genome, k)!r} is invalid for space {self.name}; allowed: {getattr(self, k)!r}")
+        for k in GLOBAL_GENES:
+            grid = self.global_grid(k)
+            if genome.get(k) not in grid:
+                allowed = repr(grid[0]) if len(grid) == 1 else _fmt(grid)
+                raise GenomeError(f"{k} = {genome.get(k)!r} is invalid for space {self.name}; allowed: {allowed}")
         if len(genome.layers) > self.L_max:
             raise GenomeError(f"layers has {len(genome.layers)} slots; allowed: at most {self.L_max}")
         for i, gene in enumerate(genome.layers):
@@ -314,19 +388,23 @@ class SearchSpace:
                                   f"allowed: {', '.join(self.precision[t])}")
 
     def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "attention": self.attention, "d_model": self.d_model,
-                "block_size": self.block_size, "L_max": self.L_max, "vocab_size": self.vocab_size,
-                "mlp": self.mlp, "norm": self.norm, "bias": self.bias, "tied": self.tied, "pos": self.pos,
+        """The space in brief: its globals (a searched one as its grid; one beyond the fields only when it is
+        searched or off its default), the per-layer ranges, and the size of the codec."""
+        glob = {k: (list(self.global_grid(k)) if k in self._tables["ggrids"] else self.global_grid(k)[0])
+                for k, g in GLOBAL_GENES.items()
+                if k in GLOBAL_FIELDS or k in self._tables["ggrids"] or self.global_grid(k)[0] != g.default}
+        return {"name": self.name, "attention": self.attention, "d_model": glob.pop("d_model"),
+                "block_size": glob.pop("block_size"), "L_max": self.L_max, **glob,
                 "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else _fmt(self.grid(k)))
                            for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
 
 
-def _fmt(grid: Sequence[int]) -> str:
+def _fmt(grid: Sequence[Any]) -> str:
     """Compact text of a grid: `64:32:512` when evenly spaced, else the list."""
     g = list(grid)
-    if len(g) > 2 and len({b - a for a, b in zip(g, g[1:])}) == 1:
+    if len(g) > 2 and all(type(x) is int for x in g) and len({b - a for a, b in zip(g, g[1:])}) == 1:
         return f"{g[0]}:{g[1] - g[0]}:{g[-1]}"
     return str(g)
 
@@ -336,6 +414,20 @@ class _Grid(dict):
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(sorted(self.items())))
+
+
+def _global_grid(gene: GlobalGene, spec: Any) -> tuple[Any, ...]:
+    """A global gene's values in a space: one value (fixed), or a grid (ints: as `make_grid`) or a list of
+    distinct choices / booleans, each checked as the genome checks it."""
+    where = f"space.{gene.name}"
+    if gene.kind == "int" and (isinstance(spec, (Mapping, list, tuple)) or (isinstance(spec, str) and ":" in spec)):
+        return make_grid(spec, gene.name, gene.lo)
+    vals = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    vals = [_check_gene(gene, v, where) for v in vals]
+    if not vals or len(set(vals)) != len(vals):
+        raise GenomeError(f"{where} = {spec!r} is invalid; allowed: one value or a list of distinct values "
+                          f"({gene.allowed()})")
+    return tuple(vals)
 
 
 def _precision_grid(spec: Any) -> dict[str, tuple[str, ...]]:
@@ -381,6 +473,9 @@ def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:
     extra = {k: d.pop(k) for k in list(d) if k in LAYER_GENES and k not in GRID_FIELDS}
     if extra:
         d["genes"] = {**dict(d.get("genes") or {}), **extra}
+    glob = {k: d.pop(k) for k in list(d) if k in GLOBAL_GENES and k not in GLOBAL_FIELDS}
+    if glob:
+        d["global_genes"] = {**dict(d.get("global_genes") or {}), **glob}
     try:
         return cls(**d)
     except TypeError as e:

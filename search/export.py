@@ -207,7 +207,7 @@ Objectives: {', '.join(info.get('objectives') or ['not recorded'])}.
 - evaluator: `{json.dumps(info.get('evaluator'))}`
 - space: {info.get('space')}
 
-## Architecture (d_model {genome.d_model}, block {genome.block_size}, vocab {genome.vocab_size}, {genome.mlp}, {genome.norm}, {genome.pos})
+## Architecture ({genome.describe()})
 | layer | {' | '.join(cols)} | attention |
 | --- | {'--- | ' * len(cols)}--- |
 {layers}

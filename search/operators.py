@@ -7,9 +7,10 @@ layer slots or grid indices and never produce off-grid values. The pymoo classes
 thin adapters whose `_do` calls these functions with pymoo's own `random_state` (seeded from the run
 seed), and every offspring is repaired by `space.repair_x`.
 
-With a precision-searching space the rows end in three precision genes (forge.space): the layer
-operators leave them alone, crossover hands them on with the right-hand side of the cut, and
-`mutate_precision` moves each by one step along its format list with probability p_precision.
+With a precision-searching space the rows end in three precision genes (forge.space), after one column per
+searched global gene (d_model from a grid, ...): the layer operators leave that tail alone, crossover hands it
+on with the right-hand side of the cut, and `mutate_precision` moves each tail gene by one step along its
+list with probability p_precision.
 """
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def mutate_precision(X: np.ndarray, space: SearchSpace, rng: np.random.Generator
     """Precision mutation: each (W, A, KV) gene steps ±1 along its format list with probability p
     (a neighbouring format: one accuracy/bytes notch), clipped at the ends. No-op in a plain space."""
     Y = np.array(X, dtype=np.int64)
-    if not space.n_prec:
+    if space.n_var == space.n_layer_var:
         return Y
     tail = Y[:, space.n_layer_var:]
     hit = rng.random(tail.shape) < p
@@ -154,7 +155,7 @@ def mutate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator,
     Y = duplicate(Y, space, rng, params.p_duplicate)
     Y = rotate_reflect(Y, space, rng, params.p_rotate)
     Y = perturb(Y, space, rng, params.max_step, params.p_gene)
-    if space.n_prec:
+    if space.n_var > space.n_layer_var:  # precision or searched global genes
         Y = mutate_precision(Y, space, rng, params.p_precision)
     return space.repair_x(Y)
 

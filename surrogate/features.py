@@ -12,7 +12,8 @@ The `derived` field set adds per-layer quantities the encoder otherwise has to l
 notes the high-loss mode is driven by missing early attention, which these fields expose directly.
 
 A registered gene beyond the original seven (forge.genes, `token=True`, e.g. `window`) joins the tokens
-by name: field set `paper+window` (or `derived+window`) appends its value as one more field. The plain
+by name: field set `paper+window` (or `derived+window`) appends its value as one more field; a registered
+global gene with `token=True` joins the same way, its value broadcast to every active layer's token. The plain
 sets are unchanged, so shipped checkpoints featurize exactly as before.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from forge.arrays import PopArrays, population
 from forge.errors import ForgeError
-from forge.genes import LAYER_GENES
+from forge.genes import token_genes as registered_tokens
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
 
@@ -44,7 +45,7 @@ class FeatureError(ForgeError):
 def token_genes(field_set: str) -> tuple[str, ...]:
     """The registered genes a field set appends (`derived+window` → ('window',))."""
     base, *genes = str(field_set).split("+")
-    tokens = [g.name for g in LAYER_GENES.values() if g.token and not g.legacy]
+    tokens = registered_tokens()
     if base not in FIELD_SETS or any(g not in tokens for g in genes) or len(set(genes)) != len(genes):
         raise FeatureError(f"field_set = {field_set!r} is invalid; allowed: {' | '.join(FIELD_SETS)}, optionally "
                            f"+<gene> for registered token genes ({', '.join(tokens) or 'none'})")
@@ -115,7 +116,7 @@ def featurize(genomes: Sequence[Genome], field_set: str = "paper", L_max: int = 
         return Packed(np.zeros((0, L_max, len(names))), np.zeros((0, L_max), dtype=bool))
     pop = population(genomes)  # a search's GenomeBatch brings its arrays (no second stacking)
     derived = str(field_set).split("+")[0] == "derived"
-    extra = {**(_layer_costs(pop) if derived else {}), **{g: pop.genes[g] for g in token_genes(field_set)}}
+    extra = {**(_layer_costs(pop) if derived else {}), **{g: pop.column(g) for g in token_genes(field_set)}}
     cols, mask = _pack(pop, L_max, extra or None)
     m = mask.astype(np.float64)
     d = pop.d_model[:, None].astype(np.float64)

@@ -282,9 +282,12 @@ def test_override_types_follow_the_shipped_defaults():
         cfg.hydra.job.config_name = "forge-search"
         check_override_types(cfg.hydra)
 
-    check("seed=3", "hv.ref=1", "search.mutation.rate=0.5", "search=random", "protocol.tokens=1e6", "+extra=x")
+    check("seed=3", "hv.ref=1", "search.mutation.rate=0.5", "search=random", "protocol.tokens=1e6", "+extra=x",
+          "space.d_model=[512,768]", "space.mlp=[gelu,swiglu]")  # a grid for a searchable global gene (forge.genes)
     for bad, says in (("seed=abc", "seed='abc' is not an integer"), ("search.pop_size=1.5", "search.pop_size"),
-                      ("hv.ref=far", "hv.ref='far' is not a number"), ("progress=maybe", "progress='maybe' is not a boolean")):
+                      ("hv.ref=far", "hv.ref='far' is not a number"), ("progress=maybe", "progress='maybe' is not a boolean"),
+                      ("seed=[1,2]", "seed=.* is not an integer"), ("space.d_model=[512,wide]", "is not an integer"),
+                      ("space.vocab_size=[256,512]", "space.vocab_size=.* is not an integer")):
         with pytest.raises(UserError, match=says):
             check(bad)
 
