@@ -16,9 +16,11 @@ from pymoo.core.termination import NoTermination
 
 from forge.genome import Genome
 from forge.space import SearchSpace
+from search.duplicates import IdDuplicateElimination
+from search.objectives import SearchConfigError
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
-from search.problem import ForgeProblem, IdDuplicateElimination, SearchConfigError
+from search.problem import ForgeProblem
 
 ALGORITHMS = ("nsga", "random")
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")

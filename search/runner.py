@@ -22,7 +22,8 @@ from search.algorithms import make_algorithm, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
 from search.components import seed_genome
-from search.problem import LOSS, ForgeProblem
+from search.objectives import LOSS
+from search.problem import ForgeProblem
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, check_resumable, compact_json, load_checkpoint,
                           read_jsonl, save_checkpoint, truncate_jsonl)
 from search.tables import GenerationLog, write_tables
@@ -47,38 +48,40 @@ class Search:
         self.records: dict[str, dict[str, Any]] = {}  # id -> record at evaluation time
         self.timers: dict[str, float] = defaultdict(float)
         self.gen, self.wall_before = -1, 0.0
-        self._flushed: set[tuple[int, str]] = set()
         self._json: dict[tuple, str] = {}  # record key -> its JSON (see _encoded)
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
-        self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
+        self.hv_cfg = dict(cfg.get("hv") or {})
+        spec = self.hv_cfg.get("anchor", "auto")  # resolved now (bad input fails here), scored on first need
+        self.anchor_genome = default_anchor(space) if spec in (None, "auto") else seed_genome(spec, space)
+        self._hv: tuple[Hypervolume, Hypervolume, dict[str, float]] | None = None
 
     # ------------------------------------------------------------ hypervolume
-    def _anchor_metrics(self, hv: dict[str, Any]) -> dict[str, float]:
-        spec = hv.get("anchor", "auto")
-        genome = default_anchor(self.space) if spec in (None, "auto") else seed_genome(spec, self.space)
-        self.anchor_genome = genome
-        X = self.space.encode([genome])
-        m = dict(hv.get("anchor_values") or {})
-        if self.problem.evaluator.kind != "surrogate" and LOSS not in m:
-            bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
-            m[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
-        if LOSS not in m:
-            _, full = self.problem.metrics(X)
-        else:
-            full = {**self.problem._cost_metrics([genome], [genome.id])}
-            full.update(self.problem.totals(self.space.to_arrays(X)))
-            if self.problem.user:
-                full.update(self.problem._user_metrics([genome], [genome.id]))
-        for k, v in full.items():
-            if k not in m and k != "reason":
-                m[k] = float(np.asarray(v)[0])
-        return m
+    def hypervolumes(self) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
+        """(HV over the objectives, HV over loss × params, the anchor's metrics), the anchor scored on first
+        need by the search's own evaluator and backend (at `run()` or `load()`, before any co-evolution swap),
+        so building a `Search` runs nothing."""
+        if self._hv is None:
+            known = dict(self.hv_cfg.get("anchor_values") or {})
+            if self.problem.evaluator.kind != "surrogate" and LOSS not in known:
+                bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
+                known[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
+            m = self.problem.point_metrics(self.anchor_genome, known)
+            ref = float(self.hv_cfg.get("ref", 2.0))
+            self._hv = (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
+                        Hypervolume([m[LOSS], m["params"]], ref), m)
+        return self._hv
 
-    def _hypervolumes(self, hv: dict[str, Any]) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
-        m = self._anchor_metrics(hv)
-        ref = float(hv.get("ref", 2.0))
-        return (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
-                Hypervolume([m[LOSS], m["params"]], ref), m)
+    @property
+    def hv(self) -> Hypervolume:
+        return self.hypervolumes()[0]
+
+    @property
+    def hv2(self) -> Hypervolume:
+        return self.hypervolumes()[1]
+
+    @property
+    def anchor(self) -> dict[str, float]:
+        return self.hypervolumes()[2]
 
     def hv_values(self) -> tuple[float, float]:
         rows = self.archive.entries
@@ -161,10 +164,8 @@ class Search:
         (a different batch composition could change the last bits of a float prediction). Not fsynced: a
         killed process loses nothing the OS holds; only a power loss could drop its tail, which a resume then
         re-predicts."""
-        new = [k for k in self.problem._loss if k not in self._flushed]
-        append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i,
-                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new], sync=False)
-        self._flushed.update(new)
+        append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i, "y": list(y)}
+                                                 for v, i, y in self.problem.new_losses()], sync=False)
 
     def checkpoint(self) -> None:
         self._flush_loss_cache()
@@ -192,6 +193,7 @@ class Search:
             self.table_log.truncate(-1)
             return
         st = load_checkpoint(self.run_dir)
+        self.hypervolumes()  # the anchor is scored by the run's first surrogate, as the uninterrupted run did
         try:
             self._restore(st)
         except ResumeError:
@@ -218,8 +220,7 @@ class Search:
         self.problem.n_evaluated = int(st["n_evaluated"])
         cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE, True)
                   if int(r.get("generation", -1)) <= self.gen}  # newer lines are dropped below
-        self.problem._loss.update(cached)
-        self._flushed.update(cached)
+        self.problem.preload_losses(cached)
         if self.coevo is not None and st.get("coevolution"):
             self.coevo.restore(st["coevolution"], self.problem.evaluator)
         self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
@@ -235,8 +236,10 @@ class Search:
     def run(self, stop_after: int | None = None) -> dict[str, Any]:
         """Run generations gen+1 .. G; stop early after `stop_after` (tests) or on Ctrl-C / SIGTERM.
         summary.json says `running` until the loop ends, so a killed run never passes for a finished one."""
-        self._t0, status, stopped_by = time.perf_counter(), "complete", None
         from search.progress import SearchProgress
+
+        self.hypervolumes()  # scored before the clock starts, as when it was scored on construction
+        self._t0, status, stopped_by = time.perf_counter(), "complete", None
 
         self.write_summary("running")
         with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:

@@ -13,14 +13,15 @@ from forge.arrays import GenomeBatch, PopArrays
 from forge.genome import genome_from_dict
 from forge.space import load_space
 from search.operators import mutate
-from search.problem import ForgeProblem, strip_precision
+from search.evaluators import strip_precision
+from search.problem import ForgeProblem
 from surrogate.features import featurize
 from tests.search.fakes import FakeBackend, FakePredictor
 
 
 @pytest.mark.parametrize("name", ["iha-tiny", "gqa-tiny", "iha-paper-mx", "iha-tiny-swa"])
 def test_row_keys_group_rows_exactly_as_ids_do(name):
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
 
     space = load_space(name)
     rng = np.random.default_rng(3)
