@@ -19,13 +19,19 @@ class IdDuplicateElimination(DuplicateElimination):
         self.ids = ids
 
     def _do(self, pop, other, is_duplicate):
-        keys = self.ids(pop.get("X"))
+        keys = self.ids(_rows(pop))
         if other is None:
             seen: set = set()
             for i, k in enumerate(keys):
                 is_duplicate[i] = k in seen
                 seen.add(k)
         else:
-            taken = set(self.ids(other.get("X")))
+            taken = set(self.ids(_rows(other)))
             is_duplicate[:] = [k in taken for k in keys]
         return is_duplicate
+
+
+def _rows(pop) -> np.ndarray:
+    """The X matrix of a pymoo Population (what `pop.get("X")` gives, without its per-individual lookups: pymoo
+    calls the remover several times per generation)."""
+    return np.array([ind.X for ind in pop])

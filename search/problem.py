@@ -257,15 +257,25 @@ class ForgeProblem(Problem):
 
     def record(self, genome: Genome, m: dict[str, np.ndarray], j: int) -> dict[str, Any]:
         """One JSON-able row: objectives, constraint values, μ/σ and the loss interval, feasibility, the backend's reason."""
+        return self.records([genome], {k: v[j:j + 1] for k, v in m.items()})[0]
+
+    def records(self, genomes: Sequence[Genome], m: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+        """`record` for every row of a batch (columns converted and constraints checked once per batch)."""
         keys = dict.fromkeys([*self.objectives, *(c.name for c in self.constraints), LOSS, "mu", "sigma",
                               "loss_lo", "loss_hi", "params", *CORE_COST])
-        vals = {k: json_num(m[k][j]) for k in keys if k in m}
-        feasible = bool(m["feasible"][j] > 0) and all(float(c.g(m[c.name][j:j + 1])[0]) <= 0 for c in self.constraints)
-        design = dict(self._design.get(genome.id, {}))
-        if genome.precision is not None:
-            design["precision"] = str(genome.precision)
-        rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
-        return rec | ({"design": design} if design else {})
+        cols = {k: np.asarray(m[k], float).tolist() for k in keys if k in m}
+        ok = np.asarray(m["feasible"]) > 0
+        for c in self.constraints:
+            ok &= c.g(m[c.name]) <= 0
+        out = []
+        for j, genome in enumerate(genomes):
+            design = dict(self._design.get(genome.id, {}))
+            if genome.precision is not None:
+                design["precision"] = str(genome.precision)
+            rec = {"id": genome.id, "metrics": {k: json_num(v[j]) for k, v in cols.items()}, "feasible": bool(ok[j]),
+                   "reason": str(m["reason"][j])}
+            out.append(rec | ({"design": design} if design else {}))
+        return out
 
     def violations(self, rec: dict[str, Any]) -> dict[str, float]:
         """By how much a record misses each constraint it violates (`ttft_ms <= 100`: 37.5 ms over), plus
