@@ -51,6 +51,7 @@ class Search:
         self.gen, self.wall_before = -1, 0.0
         self._json: dict[tuple, str] = {}  # record key -> its JSON line (see _line)
         self._history_lines: list[str] = []  # json_line of each history row
+        self._front_ids: list[str] | None = None  # the ids pareto.jsonl holds (None: not written by this process)
         self._synced_at = -np.inf  # when the logs and the checkpoint were last fsynced (the first one is)
         self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
@@ -136,13 +137,15 @@ class Search:
         feas = pop_column(pool, "feas").reshape(-1)
         keep = [j for j in range(len(pool)) if feas[j]]
         self.archive.update([self.records[ids[j]] for j in keep], pop_column(pool, "F")[keep])
-        self._write_front(durable=False)
+        if [e["id"] for e in self.archive.entries] != self._front_ids:  # most late generations change nothing
+            self._write_front(durable=False)
 
     def _write_front(self, durable: bool) -> None:
-        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) every generation,
-        made durable once at the end and on resume, so a generation costs no fsync for it."""
+        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) in every generation
+        that changes the front, made durable once at the end and on resume, so a generation costs no fsync for it."""
         atomic_write_text(self.run_dir / "pareto.jsonl", "".join(self._line(r) + "\n" for r in self.archive.entries),
                           durable)
+        self._front_ids = [e["id"] for e in self.archive.entries]
 
     def _log_generation(self, g: int, n_new: int) -> None:
         hv, hv2 = self.hv_values()
