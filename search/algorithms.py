@@ -16,9 +16,11 @@ from pymoo.core.termination import NoTermination
 
 from forge.genome import Genome
 from forge.space import SearchSpace
+from search.duplicates import IdDuplicateElimination
+from search.objectives import SearchConfigError
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
-from search.problem import ForgeProblem, IdDuplicateElimination, SearchConfigError
+from search.problem import ForgeProblem
 
 ALGORITHMS = ("nsga", "random")
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
@@ -58,13 +60,15 @@ def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, An
     return algo
 
 
+def pop_column(pop: Population, key: str) -> np.ndarray:
+    """`pop.get(key)` for an attribute of pymoo's Individual (X, F, CV, feas), read directly: pymoo's generic
+    getter costs a dictionary and two lookups per individual, and the loop reads these columns every generation."""
+    return np.array([getattr(ind, key) for ind in pop])
+
+
 def pop_state(pop: Population) -> dict[str, Any]:
     """JSON-able columns of a population (floats round-trip exactly through JSON)."""
-    out = {}
-    for k in POP_KEYS:
-        v = pop.get(k)
-        out[k] = np.asarray(v).tolist() if v is not None else None
-    return out
+    return {k: np.array([ind.get(k) for ind in pop]).tolist() for k in POP_KEYS}  # = pop.get(k), read directly
 
 
 def restore(algo: NSGA2, st: Mapping[str, Any], n_iter: int, rng_state: Mapping[str, Any]) -> None:

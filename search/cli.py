@@ -22,8 +22,8 @@ from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
+from search.objectives import SearchConfigError
 from search.runner import Search
-from search.problem import SearchConfigError
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
                           saved_config)
 

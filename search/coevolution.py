@@ -24,12 +24,12 @@ import numpy as np
 from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
-from search.problem import _seed_torch
+from search.evaluators import seed_torch
 from search.state import append_jsonl
 
 
 class SurrogateSlot(Protocol):
-    """What co-evolution needs of the evaluator (`search.problem.LossEvaluator` is one)."""
+    """What co-evolution needs of the evaluator (`search.evaluators.LossEvaluator` is one)."""
 
     predictor: Any
     version: int
@@ -93,7 +93,7 @@ class CoEvolution:
 
     def fire(self, g: int, pop: Population, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
         genomes = list(pop.genomes)
-        _seed_torch(self.seed + 104729 * g)
+        seed_torch(self.seed + 104729 * g)
         mu, sigma = (np.asarray(a, float) for a in slot.predictor.predict(genomes, n_mc=self.n_mc))
         front = first_front(pop.F, pop.CV)
         have = {lab.genome.id for lab in self.buffer} | {i for e in self.events for i in e["picked"]}
@@ -120,7 +120,7 @@ class CoEvolution:
         if not self.buffer:
             event.update(mae_after=None, surrogate_version=ev.version, refit=False)
             return event
-        _seed_torch(self.seed + g)
+        seed_torch(self.seed + g)
         new = self.finetune(self.base, list(self.buffer), self.replay, seed=self.seed + g, **self.ft_args)
         after = np.asarray(new.predict([lab.genome for lab in fin], n_mc=0)[0], float) if fin else np.zeros(0)
         ev.swap(new)  # hot-swap: the next generation is evaluated by the refitted surrogate

@@ -17,7 +17,8 @@ from forge.genome import Genome
 from forge.importers import load_genome
 from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
-from search.problem import LossEvaluator, SearchConfigError, TrainEvaluator
+from search.evaluators import LossEvaluator, TrainEvaluator
+from search.objectives import SearchConfigError
 
 
 def _group_names(group: str) -> str:

@@ -80,13 +80,13 @@ def delete(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float
 def duplicate(X: np.ndarray, space: SearchSpace, rng: np.random.Generator, p: float = 1.0) -> np.ndarray:
     """Duplication: a random slot i > 0 becomes an active copy of the nearest active slot before it."""
     Y = _layers(X, space)
+    L = space.L_max
     rows = np.flatnonzero(rng.random(len(Y)) < p)
-    slots = rng.integers(1, max(space.L_max, 2), size=len(rows))
-    for r, i in zip(rows, slots):
-        i = min(int(i), space.L_max - 1)
-        prev = np.flatnonzero(Y[r, :i, ACTIVE])
-        if len(prev):
-            Y[r, i] = Y[r, prev[-1]].copy()  # a value copy: rows never share storage
+    slots = np.minimum(rng.integers(1, max(L, 2), size=len(rows)), L - 1)
+    before = Y[rows, :, ACTIVE].astype(bool) & (np.arange(L)[None, :] < slots[:, None])  # active slots before i
+    has = before.any(axis=1)
+    prev = L - 1 - np.argmax(before[:, ::-1], axis=1)  # the nearest of them
+    Y[rows[has], slots[has]] = Y[rows[has], prev[has]]  # fancy indexing copies: rows never share storage
     return _join(Y, X, space)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from forge.errors import UserError
 from forge.io import as_float
 from search.export import select
-from search.problem import LOSS
+from search.objectives import LOSS
 
 CONTROL_STREAM = 21  # the control's generator is seeded by (seed, 21): independent of the search's draws
 

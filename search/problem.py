@@ -1,24 +1,20 @@
-"""The pymoo problem: decode offspring, evaluate loss (surrogate or real training) and hardware cost.
+"""The pymoo problem: decode offspring, evaluate loss (an evaluator of `search.evaluators`) and hardware cost.
 
 `_evaluate` is vectorized over the whole offspring batch (LLMForge Algorithm 3, line 13): one
 predictor call and one backend call per generation. Every result is cached by genome id (the loss
 also by surrogate version, since co-evolution hot-swaps the predictor). Objectives and constraints
 are named and directed (`search.objectives`): the loss, a model or workload total from `forge.workload`,
 a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
-`val_loss < 3.8` or `ttft_ms <= 20`; hardware-infeasible genomes get one extra violated constraint and
-are dominated out.
+`val_loss < 3.8` or `ttft_ms <= 20` (`search.constraints`); hardware-infeasible genomes get one extra
+violated constraint and are dominated out.
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
-from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Any, Callable, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-from pymoo.core.duplicate import DuplicateElimination
 from pymoo.core.problem import Problem
 
 from backends.interface import Backend, CostTable, Workload
@@ -26,139 +22,20 @@ from forge.arrays import GenomeBatch, PopArrays
 from forge.genes import attention_genes
 from forge.genome import Genome
 from forge.io import json_num
-from forge.precision import QuantPenalty
 from forge.space import SearchSpace
 from forge.workload import WORKLOAD_TOTALS, model_totals, workload_totals
+from search.constraints import Constraint, parse_constraint
+from search.duplicates import IdDuplicateElimination
+from search.evaluators import LossEvaluator, TrainEvaluator, strip_precision
 from search.objectives import (CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, SearchConfigError,
                                parse_objectives)
 
+# Re-exported: these lived here before search/constraints.py, duplicates.py and evaluators.py existed.
+__all__ = ["ForgeProblem", "Constraint", "parse_constraint", "IdDuplicateElimination", "LossEvaluator",
+           "TrainEvaluator", "strip_precision", "SearchConfigError", "LOSS", "DESIGN_KEYS"]
+
 DESIGN_KEYS = ("shape", "precision", "batch")  # backend extras recorded with each Pareto row (as text)
 BIG_F, BIG_G = 1e12, 1e9  # finite stand-ins for inf (pymoo's sorting and crowding need finite numbers)
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """`name op bound`, with op in <, <=, >, >=; g ≤ 0 means satisfied (pymoo convention)."""
-
-    name: str
-    op: str
-    bound: float
-
-    def g(self, values: np.ndarray) -> np.ndarray:
-        return values - self.bound if self.op in ("<", "<=") else self.bound - values
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.op} {self.bound:g}"
-
-
-def parse_constraint(text: str) -> Constraint:
-    m = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*", str(text))
-    if not m:
-        raise SearchConfigError(f"constraint {text!r} is invalid; allowed: '<metric> <|<=|>|>= <number>', "
-                                f"e.g. 'val_loss < 3.8' or 'ttft_ms <= 20'")
-    return Constraint(m.group(1), m.group(2), float(m.group(3)))
-
-
-def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
-    """The architectures the loss model sees (precision genes removed); a GenomeBatch keeps its arrays."""
-    out = [g.with_precision(None) if g.precision is not None else g for g in genomes]
-    arrays = getattr(genomes, "arrays", None)
-    return GenomeBatch(out, arrays.with_bytes(weight_bytes=None, act_bytes=None, kv_bytes=None)) if arrays else out
-
-
-class LossEvaluator:
-    """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic; with a
-    calibrated interval σ is its lower tail, see `optimism`), and a calibrated interval [lo, hi] around μ at
-    `level` (the predictor's `interval`; NaN without one).
-
-    The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
-    predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
-    a separate model (`forge.precision.QuantPenalty`, evaluator.quant_penalty) that a measured table replaces."""
-
-    kind = "surrogate"
-
-    def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0,
-                 penalty: QuantPenalty | None = None, level: float = 0.9):
-        if beta and not n_mc:
-            raise SearchConfigError("evaluator.beta > 0 needs evaluator.n_mc > 0 (σ comes from MC dropout)")
-        if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
-            raise SearchConfigError(f"evaluator.interval_level = {level!r}; allowed: a number with 0 < level < 1")
-        self.predictor, self.beta, self.n_mc, self.seed = predictor, float(beta), int(n_mc), int(seed)
-        self.penalty, self.level = penalty or QuantPenalty(), float(level)
-        self.version = 0  # bumped by every co-evolution hot-swap
-
-    def interval(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The predictor's calibrated (lo, hi) around μ (which includes any quantization penalty: the
-        interval covers the surrogate's error only); NaN when the predictor has no calibration."""
-        if not hasattr(self.predictor, "interval"):
-            nan = np.full(len(mu), np.nan)
-            return nan, nan.copy()
-        lo, hi = self.predictor.interval(np.asarray(mu, float), np.asarray(sigma, float), self.level)
-        return np.asarray(lo, float), np.asarray(hi, float)
-
-    def interval_info(self) -> dict[str, Any]:
-        """{level, method, source} for summary.json and the export card."""
-        info = getattr(self.predictor, "interval_info", None)
-        got = info(self.n_mc > 0) if info else {"method": "none", "source": "the predictor has no interval"}
-        cal_mc = got["source"].get("n_mc") if isinstance(got.get("source"), dict) else None
-        if got.get("method") == "conformal-sigma" and cal_mc not in (None, self.n_mc):
-            got["note"] = (f"σ scores were calibrated with n_mc={cal_mc} passes, this search uses {self.n_mc}: "
-                           "σ from a different pass count may be scaled differently")
-        return {"level": self.level, **got}
-
-    def swap(self, predictor: Any) -> None:
-        self.predictor, self.version = predictor, self.version + 1
-
-    def optimism(self, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-        """The σ that `beta` multiplies: with a calibrated interval, the calibrated lower tail in σ units,
-        (μ − lo) / z (z the two-sided Gaussian quantile of `level`, so beta = z reaches the calibrated lower
-        bound); raw MC-dropout σ only when the predictor has no calibration."""
-        lo, _ = self.interval(mu, sigma)
-        if not np.all(np.isfinite(lo)):
-            return sigma
-        return np.maximum(mu - lo, 0.0) / NormalDist().inv_cdf(0.5 + self.level / 2.0)
-
-    def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        _seed_torch(self.seed + 7919 * self.version)
-        arch = strip_precision(genomes)
-        mu, sigma = self.predictor.predict(arch, n_mc=self.n_mc)
-        mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
-        if any(g.precision is not None for g in genomes):
-            mu = mu + np.array([self.penalty(g.precision) for g in genomes])
-        return (mu - self.beta * self.optimism(mu, sigma) if self.beta else mu), mu, sigma
-
-
-class TrainEvaluator:
-    """Train mode: every candidate is really trained through a Trainer (`train(genomes) -> labels`)."""
-
-    kind = "train"
-    version = 0
-
-    def __init__(self, trainer: Any, penalty: QuantPenalty | None = None):
-        self.trainer, self.penalty = trainer, penalty or QuantPenalty()
-
-    def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Training runs in full precision on the architecture; the formats add the quantization penalty."""
-        arch = strip_precision(genomes)
-        labels = {lab.genome.id: float(lab.label) for lab in self.trainer.train(arch)}
-        y = np.array([labels.get(a.id, np.inf) + self.penalty(g.precision) for a, g in zip(arch, genomes)], dtype=float)
-        return y, y.copy(), np.zeros_like(y)
-
-    def interval(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A trained label is a measurement: its interval is the point itself."""
-        return np.asarray(mu, float), np.asarray(mu, float).copy()
-
-    def interval_info(self) -> dict[str, Any]:
-        return {"level": 1.0, "method": "measured", "source": "real training (evaluator.kind=train)"}
-
-
-def _seed_torch(seed: int) -> None:
-    """MC dropout draws from torch's generator: seed it so the same run gives the same σ."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        return
-    torch.manual_seed(seed)
 
 
 class ForgeProblem(Problem):
@@ -183,6 +60,7 @@ class ForgeProblem(Problem):
         self._cost: dict[str, dict[str, float]] = {}
         self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
+        self._unsaved: dict[tuple[int, str], None] = {}  # loss keys not yet handed out by new_losses (in order)
         self._user: dict[str, dict[str, float]] = {}  # user-function objectives by genome id
         self.timers: dict[str, float] = defaultdict(float)
         self.n_evaluated = 0  # genomes passed through _evaluate (the evaluation budget)
@@ -276,6 +154,37 @@ class ForgeProblem(Problem):
         self._last = (key, genomes, out)
         return genomes, dict(out)
 
+    def point_metrics(self, genome: Genome, known: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Every metric of one genome as floats (the hypervolume anchor's): values in `known` are kept, and when
+        the loss is among them the evaluator is never called (a train-mode search never trains its anchor)."""
+        m = dict(known or {})
+        X = self.space.encode([genome])
+        if LOSS not in m:
+            _, full = self.metrics(X)
+        else:
+            full = self._cost_metrics([genome], [genome.id])
+            full.update(self.totals(self.space.to_arrays(X)))
+            if self.user:
+                full.update(self._user_metrics([genome], [genome.id]))
+        for k, v in full.items():
+            if k not in m and k != "reason":
+                m[k] = float(np.asarray(v)[0])
+        return m
+
+    # ------------------------------------------------------------ loss cache (resume)
+    def new_losses(self) -> list[tuple[int, str, tuple[float, float, float]]]:
+        """(version, id, (loss, μ, σ)) computed since the last call, in order: what the runner appends to its
+        loss cache so a resume never re-predicts."""
+        out = [(v, i, self._loss[(v, i)]) for v, i in self._unsaved]
+        self._unsaved.clear()
+        return out
+
+    def preload_losses(self, cached: Mapping[tuple[int, str], Sequence[float]]) -> None:
+        """Losses read back from a loss cache: used as if computed here, and never handed out again."""
+        for k, y in cached.items():
+            self._loss[k] = tuple(y)  # type: ignore[assignment]
+            self._unsaved.pop(k, None)
+
     def totals(self, arrays: Any) -> dict[str, np.ndarray]:
         """Model totals, plus the workload totals when an objective or constraint names one."""
         out = {k: np.asarray(v, float) for k, v in model_totals(arrays).items()}
@@ -304,6 +213,7 @@ class ForgeProblem(Problem):
             loss, mu, sigma = self.evaluator(_batch(genomes, ids, todo, arrays))
             for j, i in enumerate(todo):
                 self._loss[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
+                self._unsaved[(v, i)] = None
             self.timers[self.evaluator.kind] += time.perf_counter() - t0
         rows = np.array([self._loss[(v, i)] for i in ids], dtype=float).reshape(len(ids), 3)
         out = {LOSS: rows[:, 0], "mu": rows[:, 1], "sigma": rows[:, 2]}
@@ -347,15 +257,25 @@ class ForgeProblem(Problem):
 
     def record(self, genome: Genome, m: dict[str, np.ndarray], j: int) -> dict[str, Any]:
         """One JSON-able row: objectives, constraint values, μ/σ and the loss interval, feasibility, the backend's reason."""
+        return self.records([genome], {k: v[j:j + 1] for k, v in m.items()})[0]
+
+    def records(self, genomes: Sequence[Genome], m: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+        """`record` for every row of a batch (columns converted and constraints checked once per batch)."""
         keys = dict.fromkeys([*self.objectives, *(c.name for c in self.constraints), LOSS, "mu", "sigma",
                               "loss_lo", "loss_hi", "params", *CORE_COST])
-        vals = {k: json_num(m[k][j]) for k in keys if k in m}
-        feasible = bool(m["feasible"][j] > 0) and all(float(c.g(m[c.name][j:j + 1])[0]) <= 0 for c in self.constraints)
-        design = dict(self._design.get(genome.id, {}))
-        if genome.precision is not None:
-            design["precision"] = str(genome.precision)
-        rec = {"id": genome.id, "metrics": vals, "feasible": feasible, "reason": str(m["reason"][j])}
-        return rec | ({"design": design} if design else {})
+        cols = {k: np.asarray(m[k], float).tolist() for k in keys if k in m}
+        ok = np.asarray(m["feasible"]) > 0
+        for c in self.constraints:
+            ok &= c.g(m[c.name]) <= 0
+        out = []
+        for j, genome in enumerate(genomes):
+            design = dict(self._design.get(genome.id, {}))
+            if genome.precision is not None:
+                design["precision"] = str(genome.precision)
+            rec = {"id": genome.id, "metrics": {k: json_num(v[j]) for k, v in cols.items()}, "feasible": bool(ok[j]),
+                   "reason": str(m["reason"][j])}
+            out.append(rec | ({"design": design} if design else {}))
+        return out
 
     def violations(self, rec: dict[str, Any]) -> dict[str, float]:
         """By how much a record misses each constraint it violates (`ttft_ms <= 100`: 37.5 ms over), plus
@@ -378,23 +298,3 @@ def _batch(genomes: list[Genome], ids: list[str], todo: list[str], arrays: PopAr
     rows = [first[i] for i in todo]
     picked = [genomes[j] for j in rows]
     return GenomeBatch(picked, arrays.take(np.asarray(rows))) if arrays is not None else picked
-
-
-class IdDuplicateElimination(DuplicateElimination):
-    """Two rows are duplicates exactly when they build the same network (same genome id)."""
-
-    def __init__(self, ids: Callable[[np.ndarray], list[str]]):
-        super().__init__()
-        self.ids = ids
-
-    def _do(self, pop, other, is_duplicate):
-        keys = self.ids(pop.get("X"))
-        if other is None:
-            seen: set[str] = set()
-            for i, k in enumerate(keys):
-                is_duplicate[i] = k in seen
-                seen.add(k)
-        else:
-            taken = set(self.ids(other.get("X")))
-            is_duplicate[:] = [k in taken for k in keys]
-        return is_duplicate

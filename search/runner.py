@@ -18,16 +18,18 @@ from pymoo.core.population import Population
 
 from forge.io import as_float, atomic_write_json, atomic_write_text, json_line
 from forge.signals import term_as_interrupt
-from search.algorithms import make_algorithm, pop_state, restore
+from search.algorithms import make_algorithm, pop_column, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
 from search.components import seed_genome
-from search.problem import LOSS, ForgeProblem
-from search.state import (CHECKPOINT, ResumeError, append_jsonl, check_resumable, compact_json, load_checkpoint,
-                          read_jsonl, save_checkpoint, truncate_jsonl)
-from search.tables import GenerationLog, write_tables
+from search.objectives import LOSS
+from search.problem import ForgeProblem
+from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, load_checkpoint,
+                          read_jsonl, save_checkpoint, sync_files, truncate_jsonl)
+from search.tables import GenerationLog, genome_row, write_tables
 
 LOSS_CACHE = "state/loss_cache.jsonl"
+DURABLE_EVERY_S = 5.0  # fsync the logs and the checkpoint at most this often (and when the loop ends)
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
 
 
@@ -47,38 +49,44 @@ class Search:
         self.records: dict[str, dict[str, Any]] = {}  # id -> record at evaluation time
         self.timers: dict[str, float] = defaultdict(float)
         self.gen, self.wall_before = -1, 0.0
-        self._flushed: set[tuple[int, str]] = set()
-        self._json: dict[tuple, str] = {}  # record key -> its JSON (see _encoded)
+        self._json: dict[tuple, str] = {}  # record key -> its JSON line (see _line)
+        self._history_lines: list[str] = []  # json_line of each history row
+        self._front_ids: list[str] | None = None  # the ids pareto.jsonl holds (None: not written by this process)
+        self._synced_at = -np.inf  # when the logs and the checkpoint were last fsynced (the first one is)
+        self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
-        self.hv, self.hv2, self.anchor = self._hypervolumes(cfg.get("hv") or {})
+        self.hv_cfg = dict(cfg.get("hv") or {})
+        spec = self.hv_cfg.get("anchor", "auto")  # resolved now (bad input fails here), scored on first need
+        self.anchor_genome = default_anchor(space) if spec in (None, "auto") else seed_genome(spec, space)
+        self._hv: tuple[Hypervolume, Hypervolume, dict[str, float]] | None = None
 
     # ------------------------------------------------------------ hypervolume
-    def _anchor_metrics(self, hv: dict[str, Any]) -> dict[str, float]:
-        spec = hv.get("anchor", "auto")
-        genome = default_anchor(self.space) if spec in (None, "auto") else seed_genome(spec, self.space)
-        self.anchor_genome = genome
-        X = self.space.encode([genome])
-        m = dict(hv.get("anchor_values") or {})
-        if self.problem.evaluator.kind != "surrogate" and LOSS not in m:
-            bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
-            m[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
-        if LOSS not in m:
-            _, full = self.problem.metrics(X)
-        else:
-            full = {**self.problem._cost_metrics([genome], [genome.id])}
-            full.update(self.problem.totals(self.space.to_arrays(X)))
-            if self.problem.user:
-                full.update(self.problem._user_metrics([genome], [genome.id]))
-        for k, v in full.items():
-            if k not in m and k != "reason":
-                m[k] = float(np.asarray(v)[0])
-        return m
+    def hypervolumes(self) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
+        """(HV over the objectives, HV over loss × params, the anchor's metrics), the anchor scored on first
+        need by the search's own evaluator and backend (at `run()` or `load()`, before any co-evolution swap),
+        so building a `Search` runs nothing."""
+        if self._hv is None:
+            known = dict(self.hv_cfg.get("anchor_values") or {})
+            if self.problem.evaluator.kind != "surrogate" and LOSS not in known:
+                bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
+                known[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
+            m = self.problem.point_metrics(self.anchor_genome, known)
+            ref = float(self.hv_cfg.get("ref", 2.0))
+            self._hv = (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
+                        Hypervolume([m[LOSS], m["params"]], ref), m)
+        return self._hv
 
-    def _hypervolumes(self, hv: dict[str, Any]) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
-        m = self._anchor_metrics(hv)
-        ref = float(hv.get("ref", 2.0))
-        return (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
-                Hypervolume([m[LOSS], m["params"]], ref), m)
+    @property
+    def hv(self) -> Hypervolume:
+        return self.hypervolumes()[0]
+
+    @property
+    def hv2(self) -> Hypervolume:
+        return self.hypervolumes()[1]
+
+    @property
+    def anchor(self) -> dict[str, float]:
+        return self.hypervolumes()[2]
 
     def hv_values(self) -> tuple[float, float]:
         rows = self.archive.entries
@@ -103,52 +111,58 @@ class Search:
         self._timed("survival", algo.advance, infills=off)
         self._timed("archive", self._update_archive, pool)
         if self.coevo is not None and self.coevo.due(g):
-            pop = Survivors(self.problem.genomes(algo.pop.get("X")), algo.pop.get("F"), algo.pop.get("CV"))
+            pop = Survivors(self.problem.genomes(pop_column(algo.pop, "X")), pop_column(algo.pop, "F"),
+                            pop_column(algo.pop, "CV"))
             self._timed("coevolution", self.coevo.fire, g, pop, self.problem.evaluator, self.run_dir)
         self.gen = g
         self._timed("log", self._log_generation, g, len(off))
         self._timed("checkpoint", self.checkpoint)
 
     def _log_offspring(self, g: int, off: Population) -> None:
-        genomes, m = self.problem.metrics(off.get("X"))
-        rows = []
-        for j, genome in enumerate(genomes):
-            rec = self.problem.record(genome, m, j)
+        genomes, m = self.problem.metrics(pop_column(off, "X"))
+        lines = []
+        for genome, rec in zip(genomes, self.problem.records(genomes, m)):
             rec.update(generation=g, surrogate_version=self.problem.evaluator.version)
-            rec["genome"] = full = genome.to_dict()  # = genome.with_layers(active_layers).to_dict(), unvalidated
-            full["layers"] = [lay for lay in full["layers"] if lay["active"]]
+            # = genome.with_layers(active_layers).to_dict(): the pruned slots are never written, nor converted
+            rec["genome"] = genome.trusted_copy(genome.active_layers, genome.precision).to_dict()
             self.records[rec["id"]] = rec
-            rows.append(rec)
-        append_jsonl(self.run_dir / "archive.jsonl", rows)
+            lines.append(self._line(rec))
+        append_lines(self.run_dir / "archive.jsonl", lines, sync=False)  # synced with the checkpoint
+        if self._table_rows is not None:
+            objectives = self.problem.objectives
+            self._table_rows += [genome_row(self.records[g.id], objectives) for g in genomes]
 
     def _update_archive(self, pool: Population) -> None:
-        ids = self.problem.ids(pool.get("X"))
-        feas = np.asarray(pool.get("feas")).reshape(-1)
+        ids = self.problem.ids(pop_column(pool, "X"))
+        feas = pop_column(pool, "feas").reshape(-1)
         keep = [j for j in range(len(pool)) if feas[j]]
-        self.archive.update([self.records[ids[j]] for j in keep], pool.get("F")[keep])
-        self._write_front(durable=False)
+        self.archive.update([self.records[ids[j]] for j in keep], pop_column(pool, "F")[keep])
+        if [e["id"] for e in self.archive.entries] != self._front_ids:  # most late generations change nothing
+            self._write_front(durable=False)
 
     def _write_front(self, durable: bool) -> None:
-        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) every generation,
-        made durable once at the end and on resume, so a generation costs no fsync for it."""
-        atomic_write_text(self.run_dir / "pareto.jsonl", "".join(json_line(r) + "\n" for r in self.archive.to_rows()),
+        """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) in every generation
+        that changes the front, made durable once at the end and on resume, so a generation costs no fsync for it."""
+        atomic_write_text(self.run_dir / "pareto.jsonl", "".join(self._line(r) + "\n" for r in self.archive.entries),
                           durable)
+        self._front_ids = [e["id"] for e in self.archive.entries]
 
     def _log_generation(self, g: int, n_new: int) -> None:
         hv, hv2 = self.hv_values()
-        F, feas = self.algo.pop.get("F"), np.asarray(self.algo.pop.get("feas")).reshape(-1)
+        F, feas = pop_column(self.algo.pop, "F"), pop_column(self.algo.pop, "feas").reshape(-1)
         best = {o: float(F[feas, i].min()) if feas.any() else None for i, o in enumerate(self.problem.objectives)}
         row = {"generation": g, "evaluations": self.problem.n_evaluated, "new": n_new, "hv": hv,
                "hv_loss_params": hv2, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
                "best": best, "surrogate_version": self.problem.evaluator.version}
         self.history.append(row)
-        append_jsonl(self.run_dir / "history.jsonl", [row], sync=False)  # the checkpoint holds it (see load)
+        self._history_lines.append(json_line(row))
+        append_lines(self.run_dir / "history.jsonl", self._history_lines[-1:], sync=False)  # the checkpoint holds it
         self.table_log.log(row, sum(self.problem.timers.values()))
 
     # ------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
         ev = self.problem.evaluator
-        pop_ids = self.problem.ids(self.algo.pop.get("X"))
+        pop_ids = self.problem.ids(pop_column(self.algo.pop, "X"))
         return {"generation": self.gen, "config": self.cfg, "n_iter": self.algo.n_iter,
                 "rng": self.algo.random_state.bit_generator.state, "pop": pop_state(self.algo.pop),
                 "pop_records": [self.records[i] for i in pop_ids], "archive": self.archive.to_rows(),
@@ -161,24 +175,32 @@ class Search:
         (a different batch composition could change the last bits of a float prediction). Not fsynced: a
         killed process loses nothing the OS holds; only a power loss could drop its tail, which a resume then
         re-predicts."""
-        new = [k for k in self.problem._loss if k not in self._flushed]
-        append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i,
-                                                  "y": list(self.problem._loss[(v, i)])} for v, i in new], sync=False)
-        self._flushed.update(new)
+        append_jsonl(self.run_dir / LOSS_CACHE, [{"generation": self.gen, "v": v, "id": i, "y": list(y)}
+                                                 for v, i, y in self.problem.new_losses()], sync=False)
 
     def checkpoint(self) -> None:
         self._flush_loss_cache()
         state = self.state()
-        records = {k: [self._encoded(r) for r in state.pop(k)] for k in ("archive", "pop_records")}
-        save_checkpoint(self.run_dir, state, records)
+        encoded = {k: [self._line(r) for r in state.pop(k)] for k in ("archive", "pop_records")}
+        state.pop("history")
+        durable = time.perf_counter() - self._synced_at >= DURABLE_EVERY_S
+        if durable:  # the rows it names reach the disk before it does
+            sync_files([self.run_dir / "archive.jsonl"])
+            self._synced_at = time.perf_counter()
+        save_checkpoint(self.run_dir, state, {**encoded, "history": self._history_lines}, durable)
 
-    def _encoded(self, rec: dict[str, Any]) -> str:
-        """A record's JSON, cached: records never change once logged (same id, generation and surrogate
-        version = the same evaluation), and the population and archive repeat them generation after generation."""
+    def sync(self) -> None:
+        """Make every log and the last checkpoint durable (the loop syncs only every `DURABLE_EVERY_S`)."""
+        sync_files(self.run_dir / name for name in ("archive.jsonl", "history.jsonl", LOSS_CACHE, CHECKPOINT))
+
+    def _line(self, rec: dict[str, Any]) -> str:
+        """A record's JSON line, encoded once: records never change once logged (same id, generation and
+        surrogate version = the same evaluation), and archive.jsonl, pareto.jsonl and the checkpoint all repeat
+        them, generation after generation."""
         key = (rec["id"], rec.get("generation"), rec.get("surrogate_version"))
         text = self._json.get(key)
         if text is None:
-            text = self._json[key] = compact_json(rec)
+            text = self._json[key] = json_line(rec)
         return text
 
     def load(self) -> None:
@@ -192,6 +214,8 @@ class Search:
             self.table_log.truncate(-1)
             return
         st = load_checkpoint(self.run_dir)
+        self._table_rows = None  # archive.csv is rebuilt from archive.jsonl, which holds earlier rows
+        self.hypervolumes()  # the anchor is scored by the run's first surrogate, as the uninterrupted run did
         try:
             self._restore(st)
         except ResumeError:
@@ -201,12 +225,13 @@ class Search:
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
         for name in LOGS:
             truncate_jsonl(self.run_dir / name, self.gen)
-        atomic_write_text(self.run_dir / "history.jsonl", "".join(json_line(r) + "\n" for r in self.history))
+        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
         self.table_log.truncate(self.gen)
         self._write_front(durable=True)
 
     def _restore(self, st: dict[str, Any]) -> None:
         self.gen, self.history = int(st["generation"]), list(st["history"])
+        self._history_lines = [json_line(r) for r in self.history]
         n_var = np.asarray(st["pop"].get("X") or [[0] * self.space.n_var]).shape[-1]
         if n_var != self.space.n_var:
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: its population has {n_var} genes per genome, the space "
@@ -218,8 +243,7 @@ class Search:
         self.problem.n_evaluated = int(st["n_evaluated"])
         cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE, True)
                   if int(r.get("generation", -1)) <= self.gen}  # newer lines are dropped below
-        self.problem._loss.update(cached)
-        self._flushed.update(cached)
+        self.problem.preload_losses(cached)
         if self.coevo is not None and st.get("coevolution"):
             self.coevo.restore(st["coevolution"], self.problem.evaluator)
         self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
@@ -235,8 +259,10 @@ class Search:
     def run(self, stop_after: int | None = None) -> dict[str, Any]:
         """Run generations gen+1 .. G; stop early after `stop_after` (tests) or on Ctrl-C / SIGTERM.
         summary.json says `running` until the loop ends, so a killed run never passes for a finished one."""
-        self._t0, status, stopped_by = time.perf_counter(), "complete", None
         from search.progress import SearchProgress
+
+        self.hypervolumes()  # scored before the clock starts, as when it was scored on construction
+        self._t0, status, stopped_by = time.perf_counter(), "complete", None
 
         self.write_summary("running")
         with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:
@@ -250,12 +276,21 @@ class Search:
             except KeyboardInterrupt:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
             except Exception as e:  # a bug or a full disk: never leave `running` behind; the checkpoint stays
+                self._sync_quietly()
                 self._write_failed(e)
                 raise
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self._write_front(durable=True)
-        write_tables(self.run_dir, self.problem.objectives)  # front.csv, archive.csv beside the JSONL
+        self.sync()
+        write_tables(self.run_dir, self.problem.objectives, self._table_rows)  # front.csv, archive.csv beside the JSONL
         return self.write_summary(status, stopped_by)
+
+    def _sync_quietly(self) -> None:
+        """`sync` when the loop failed: the original error is the one to report."""
+        try:
+            self.sync()
+        except OSError:
+            pass
 
     def _write_failed(self, e: Exception) -> None:
         """summary.json status `failed` with the reason; on a full disk even that may not fit (then it stays)."""

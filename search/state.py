@@ -5,7 +5,9 @@
 (so MC-dropout σ is not redrawn), the surrogate version and label buffer, counters and timers, and
 the resolved config. It is replaced atomically after the generation's logs are flushed, so a kill at
 any point leaves a consistent checkpoint; on resume, log lines newer than it are dropped
-(`truncate_jsonl`), so resumed and uninterrupted runs write the same files.
+(`truncate_jsonl`), so resumed and uninterrupted runs write the same files. A killed process loses
+nothing the OS already holds, so the runner fsyncs (archive.jsonl, then the checkpoint) only every
+`DURABLE_EVERY_S` seconds and when the loop ends: a power cut can cost the last few seconds of search.
 """
 from __future__ import annotations
 
@@ -27,16 +29,32 @@ class ResumeError(ForgeError):
     """A resume that cannot continue (missing/corrupt state, or a different config)."""
 
 
-def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, list[str]] | None = None) -> None:
+def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, list[str]] | None = None,
+                    durable: bool = True) -> None:
     """Compact JSON (no indent: the C encoder, under half the bytes); loading reads old indented ones too.
 
     `encoded`: list-valued keys whose items arrive already JSON-encoded (the runner encodes each immutable
-    record once, not once per generation)."""
+    record once, not once per generation). `durable=False` replaces the file atomically without fsync (see
+    `sync_files`)."""
     text = compact_json(state)
     if encoded:
         tail = ",".join(f"{json.dumps(k)}:[{','.join(items)}]" for k, items in encoded.items())
         text = text[:-1] + ("," if state else "") + tail + "}"
-    atomic_write_text(Path(run_dir) / CHECKPOINT, text + "\n")
+    atomic_write_text(Path(run_dir) / CHECKPOINT, text + "\n", durable)
+
+
+def sync_files(paths: Iterable[Path]) -> None:
+    """fsync files written without it (those that exist), in order: the runner makes its logs and checkpoint
+    durable every few seconds and at the end, not at every generation."""
+    import os
+
+    for path in paths:
+        if Path(path).is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def compact_json(obj: Any) -> str:
@@ -184,13 +202,17 @@ def check_same_config(saved: dict[str, Any], cfg: dict[str, Any], run_dir: Path)
 def append_jsonl(path: Path, rows: Iterable[dict[str, Any]], sync: bool = True) -> None:
     """Append rows and fsync (the checkpoint written afterwards marks them as committed); `sync=False` for a
     log the checkpoint itself holds (history.jsonl), which a resume rewrites from it."""
+    append_lines(path, [json_line(r) for r in rows], sync)
+
+
+def append_lines(path: Path, lines: Iterable[str], sync: bool = True) -> None:
+    """`append_jsonl` for rows already encoded by `json_line` (the runner encodes each record once)."""
     import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with path.open("a") as f:
-            for r in rows:
-                f.write(json_line(r) + "\n")
+            f.write("".join(line + "\n" for line in lines))
             f.flush()
             if sync:
                 os.fsync(f.fileno())

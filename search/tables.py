@@ -51,11 +51,18 @@ def to_csv(rows: Sequence[dict[str, Any]], first: Iterable[str] = ()) -> str:
     return buf.getvalue()
 
 
-def write_tables(run_dir: Path, objectives: Sequence[str]) -> dict[str, Path]:
-    """front.csv and archive.csv from pareto.jsonl and archive.jsonl (atomically, so a reader never sees half)."""
+def write_tables(run_dir: Path, objectives: Sequence[str],
+                 archive_rows: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
+    """front.csv and archive.csv from pareto.jsonl and archive.jsonl (atomically, so a reader never sees half).
+
+    `archive_rows`: archive.jsonl's rows already as `genome_row`s, when the caller holds them all (a search
+    that logged every row itself), so the file is not parsed again."""
     out = {}
     for src, name in (("pareto.jsonl", "front.csv"), ("archive.jsonl", "archive.csv")):
-        rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
+        if src == "archive.jsonl" and archive_rows is not None:
+            rows = list(archive_rows)
+        else:
+            rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
         atomic_write_text(run_dir / name, to_csv(rows, (*FIRST, *objectives)))
         out[name] = run_dir / name
     return out

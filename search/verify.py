@@ -30,7 +30,8 @@ from forge.redact import mask
 from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable)
 from search.picks import control_draw, front_picks, near_front_picks
-from search.problem import LOSS, ForgeProblem, SearchConfigError, strip_precision
+from search.evaluators import strip_precision
+from search.problem import LOSS, ForgeProblem, SearchConfigError
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
 from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
 

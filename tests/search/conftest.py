@@ -9,7 +9,7 @@ import pytest
 
 from backends.interface import Workload
 from forge.space import load_space
-from search.problem import LossEvaluator
+from search.evaluators import LossEvaluator
 from search.runner import Search
 from tests.search.fakes import FakeBackend, FakePredictor
 

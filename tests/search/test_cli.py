@@ -12,7 +12,7 @@ from search.cli import run
 from search.components import build_backend
 from search.export import ExportError, load_exported
 from search.export import run as run_export
-from search.problem import SearchConfigError
+from search.objectives import SearchConfigError
 from search.report import ReportError, make_report
 from search.report import run as run_report
 from search.state import read_jsonl

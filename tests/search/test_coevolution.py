@@ -7,7 +7,7 @@ import pytest
 from forge import plugins
 from search.coevolution import CoEvolution, first_front, pick
 from search.components import build_coevolution
-from search.problem import SearchConfigError
+from search.objectives import SearchConfigError
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeTrainer, fake_finetune

@@ -31,7 +31,7 @@ class IntervalPredictor(FakePredictor):
 def run_dir(tmp_path_factory):
     from backends.interface import Workload
     from forge.space import load_space
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from search.runner import Search
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend
@@ -137,7 +137,8 @@ def test_forge_search_main_prints_json_with_quiet(tmp_path, capsys, monkeypatch)
 
 
 def test_interval_level_is_checked():
-    from search.problem import LossEvaluator, SearchConfigError
+    from search.evaluators import LossEvaluator
+    from search.objectives import SearchConfigError
 
     with pytest.raises(SearchConfigError, match="evaluator.interval_level = 1.5; allowed: a number with 0 < level < 1"):
         LossEvaluator(IntervalPredictor(), level=1.5)
@@ -147,7 +148,7 @@ def test_interval_level_is_checked():
 
 
 def test_summary_notes_a_pass_count_other_than_the_calibration_s():
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from surrogate.predictor import load_predictor
 
     p = load_predictor("forgeformer-iha-tiny")

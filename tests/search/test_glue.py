@@ -13,14 +13,15 @@ from forge.arrays import GenomeBatch, PopArrays
 from forge.genome import genome_from_dict
 from forge.space import load_space
 from search.operators import mutate
-from search.problem import ForgeProblem, strip_precision
+from search.evaluators import strip_precision
+from search.problem import ForgeProblem
 from surrogate.features import featurize
 from tests.search.fakes import FakeBackend, FakePredictor
 
 
 @pytest.mark.parametrize("name", ["iha-tiny", "gqa-tiny", "iha-paper-mx", "iha-tiny-swa"])
 def test_row_keys_group_rows_exactly_as_ids_do(name):
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
 
     space = load_space(name)
     rng = np.random.default_rng(3)
@@ -63,3 +64,26 @@ def test_the_checkpoint_is_compact_and_loads(make_search, tmp_path):
     text = (s.run_dir / CHECKPOINT).read_text()
     assert "\n " not in text and load_checkpoint(s.run_dir)["generation"] == 1
     assert json.loads(text)["n_evaluated"] == s.problem.n_evaluated
+
+
+def test_logs_and_checkpoint_are_made_durable_every_few_seconds_and_at_the_end(make_search, tmp_path, monkeypatch):
+    import search.runner as runner
+    from tests.search.conftest import tiny_cfg
+
+    calls: list[list[str]] = []
+    real = runner.sync_files
+
+    def spy(paths):
+        paths = list(paths)
+        calls.append([p.name for p in paths])
+        real(paths)
+
+    monkeypatch.setattr(runner, "sync_files", spy)
+    monkeypatch.setattr(runner, "DURABLE_EVERY_S", 1e9)  # a fast run: generations far shorter than the interval
+    make_search(tmp_path / "a", tiny_cfg(search={"generations": 3})).run()
+    end = ["archive.jsonl", "history.jsonl", "loss_cache.jsonl", "checkpoint.json"]
+    assert calls == [["archive.jsonl"], end]  # the first checkpoint, then only the end
+    calls.clear()
+    monkeypatch.setattr(runner, "DURABLE_EVERY_S", 0.0)  # a slow run (real training): every generation
+    make_search(tmp_path / "b", tiny_cfg(search={"generations": 3})).run()
+    assert calls == [["archive.jsonl"]] * 4 + [end]

@@ -9,7 +9,7 @@ from forge.labels import Label
 from forge.space import load_space
 from search.coevolution import CoEvolution
 from search.components import build_backend, build_workload
-from search.problem import LossEvaluator
+from search.evaluators import LossEvaluator
 from search.runner import Search
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
@@ -73,7 +73,7 @@ def test_default_search_with_the_shipped_surrogate_and_roofline(tmp_path):
 
     from search.cli import run
     from search.components import load_surrogate
-    from search.problem import SearchConfigError
+    from search.objectives import SearchConfigError
 
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         cfg = compose("forge-search", overrides=["search.generations=2", "progress=false", f"out_dir={tmp_path}"])

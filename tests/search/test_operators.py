@@ -57,6 +57,28 @@ def test_duplication_copies_the_preceding_active_layer_without_aliasing(space):
     assert np.array_equal(X, X_before)
 
 
+def _duplicate_row_by_row(X, space, rng, p):
+    """The per-row loop the vectorized `duplicate` replaced (issue 26 glue): same draws, same children."""
+    Y = ops._layers(X, space)
+    rows = np.flatnonzero(rng.random(len(Y)) < p)
+    slots = rng.integers(1, max(space.L_max, 2), size=len(rows))
+    for r, i in zip(rows, slots):
+        i = min(int(i), space.L_max - 1)
+        prev = np.flatnonzero(Y[r, :i, 0])
+        if len(prev):
+            Y[r, i] = Y[r, prev[-1]].copy()
+    return ops._join(Y, X, space)
+
+
+@pytest.mark.parametrize("name,p", [("iha-tiny", 1.0), ("iha-tiny", 0.5), ("iha-paper-mx", 0.7)])
+def test_vectorized_duplication_equals_the_row_by_row_loop(name, p):
+    sp = load_space(name)
+    X = ops.mutate(sp.sample_x(200, np.random.default_rng(6)), sp, np.random.default_rng(7))  # varied masks
+    fast = ops.duplicate(X, sp, np.random.default_rng(8), p=p)
+    assert np.array_equal(fast, _duplicate_row_by_row(X, sp, np.random.default_rng(8), p))
+    assert not np.array_equal(fast, X)
+
+
 def test_rotation_reflection_permutes_layers_within_a_block(space):
     X = space.sample_x(30, np.random.default_rng(6))
     Y = ops.rotate_reflect(X, space, np.random.default_rng(7), p=1.0)

@@ -12,7 +12,7 @@ from forge.space import load_space, space_from_config
 from search.export import chosen_design, export_one, load_exported
 from search.operators import (MutationParams, delete, duplicate, layer_crossover, mutate, mutate_precision,
                               perturb, rotate_reflect)
-from search.problem import LossEvaluator
+from search.evaluators import LossEvaluator
 from search.runner import Search
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor

@@ -6,8 +6,11 @@ import pytest
 
 from backends.interface import Workload
 from search.components import check_predictor_space
-from search.problem import (ForgeProblem, IdDuplicateElimination, LossEvaluator, SearchConfigError,
-                            parse_constraint)
+from search.constraints import parse_constraint
+from search.duplicates import IdDuplicateElimination
+from search.evaluators import LossEvaluator
+from search.objectives import SearchConfigError
+from search.problem import ForgeProblem
 from tests.search.fakes import FakeBackend, FakePredictor, fake_loss
 
 OBJ = ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]

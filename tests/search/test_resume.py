@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import run
-from search.problem import SearchConfigError
+from search.objectives import SearchConfigError
 from search.state import ResumeError, config_diff, load_checkpoint, require_complete, run_status
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend
@@ -70,7 +70,7 @@ from tests.search.conftest import tiny_cfg
 from search.cli import run
 from backends.interface import Workload
 from forge.space import load_space
-from search.problem import LossEvaluator
+from search.evaluators import LossEvaluator
 
 class Slow(FakeBackend):
     def evaluate(self, genomes, workload):
@@ -89,7 +89,7 @@ sys.exit(exit_code(summary))
 def _components():
     from backends.interface import Workload
     from forge.space import load_space
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from tests.search.fakes import FakePredictor
 
     return {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": FakeBackend(),

@@ -13,7 +13,8 @@ from forge.genome import genome_from_dict
 from forge.labelling.store import LabelStore
 from forge.labels import Label
 from search.picks import control_draw, front_picks
-from search.problem import ForgeProblem, LossEvaluator, TrainEvaluator
+from search.evaluators import LossEvaluator, TrainEvaluator
+from search.problem import ForgeProblem
 from search.runner import Search
 from search.verify import Verify, VerifyError, measured_backend, run
 from tests.search.conftest import tiny_cfg

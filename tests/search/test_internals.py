@@ -1,0 +1,100 @@
+"""Search internals (issue 26 §3): building a search runs nothing, each part lives in its own module (old import
+paths still work), and no module of the package reaches into another object's private fields."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakeBackend, FakePredictor
+
+SEARCH = Path(__file__).resolve().parents[2] / "search"
+
+
+class Counting:
+    """Wraps a predictor or backend and counts its calls."""
+
+    def __init__(self, inner, method: str):
+        self.inner, self.method, self.calls = inner, method, 0
+
+    def __getattr__(self, name):
+        if name == self.method:
+            def call(*a, **k):
+                self.calls += 1
+                return getattr(self.inner, name)(*a, **k)
+            return call
+        return getattr(self.inner, name)
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal metric dicts, NaN (an uncalibrated interval) equal to NaN."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_building_a_search_runs_neither_the_surrogate_nor_the_backend(make_search, tmp_path):
+    pred, back = Counting(FakePredictor(), "predict"), Counting(FakeBackend(), "evaluate")
+    s = make_search(tmp_path / "run", tiny_cfg(search={"generations": 1}), backend=back, predictor=pred)
+    assert (pred.calls, back.calls) == (0, 0) and not (tmp_path / "run").exists()
+    summary = s.run()
+    assert pred.calls > 0 and back.calls > 0
+    # the anchor was scored once, by the same evaluator and backend as the search
+    ref = make_search(tmp_path / "ref", tiny_cfg(search={"generations": 1}))
+    assert _same(ref.anchor, s.anchor) and _same(summary["hv_anchor"]["values"], ref.anchor)
+    assert summary["hypervolume"] == ref.run()["hypervolume"]
+
+
+def test_a_resumed_search_scores_its_anchor_before_restoring(make_search, tmp_path):
+    cfg = tiny_cfg(search={"generations": 3})
+    s = make_search(tmp_path / "a", cfg)
+    s.run(stop_after=1)
+    r = make_search(tmp_path / "a", cfg)
+    r.load()
+    assert _same(r.anchor, s.anchor) and r.gen == 1
+    assert r.run()["hypervolume"] == make_search(tmp_path / "b", cfg).run()["hypervolume"]
+
+
+def test_each_part_lives_in_its_own_module_and_old_paths_still_import():
+    import search.problem as problem
+    from search.constraints import Constraint, parse_constraint
+    from search.duplicates import IdDuplicateElimination
+    from search.evaluators import LossEvaluator, TrainEvaluator, strip_precision
+    from search.objectives import SearchConfigError
+
+    for obj in (Constraint, parse_constraint, IdDuplicateElimination, LossEvaluator, TrainEvaluator,
+                strip_precision, SearchConfigError):
+        assert getattr(problem, obj.__name__) is obj
+    classes = [n.name for n in ast.parse((SEARCH / "problem.py").read_text()).body if isinstance(n, ast.ClassDef)]
+    assert classes == ["ForgeProblem"]
+
+
+def test_the_duplicate_remover_groups_rows_by_key():
+    from pymoo.core.population import Population
+
+    from search.duplicates import IdDuplicateElimination
+
+    X = np.array([[1, 2], [3, 4], [1, 2], [5, 6]])
+    elim = IdDuplicateElimination(lambda X: [tuple(r) for r in np.asarray(X)])
+    kept = elim.do(Population.new("X", X))
+    assert kept.get("X").tolist() == [[1, 2], [3, 4], [5, 6]]
+    kept = elim.do(Population.new("X", X), Population.new("X", X[:1]))
+    assert kept.get("X").tolist() == [[3, 4], [5, 6]]
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """`obj._name` where obj is not `self`/`cls` (a dunder is public protocol)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                out.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_no_search_module_reaches_into_another_objects_private_fields():
+    allowed = {"algorithms.py": {"algo._initialize"}}  # pymoo's own set-up hook, the documented way to restore
+    bad = [r for p in sorted(SEARCH.glob("*.py")) if not p.name.startswith("verify")
+           for r in _private_reaches(p) if r.split(": ", 1)[1] not in allowed.get(p.name, set())]
+    assert bad == []
