@@ -1,10 +1,10 @@
 """Issue 27 §4: the closed loop with every real label counted (priors, warm start, seed spread, K targets).
 
-    nice -n 15 .venv/bin/python bench/bench_closed_loop_priors.py --work ../loop-store   # then --table-only
+    nice -n 15 .venv/bin/python bench/bench_closed_loop_priors.py   # store in ../loop-store; then --table-only
 
 The shipped tiny surrogate was fitted on the 340 cpu-proxy labels of data/labels/iha-tiny-cpu-proxy.jsonl, so
 a user without them pays 340 labels before Forge's first search. Here every arm's x is TOTAL real labels:
-  forge (bench_closed_loop.py runs, re-used)   340 + N, scored on the 340 priors plus its N labels
+  forge (bench_closed_loop.py runs, re-used)   340 + N; its best loss with the priors added (closed_loop_report.py)
   warm   NSGA-II on real training whose initial population (16) is the best of the 340 priors by non-dominated
          rank on (real loss, steering TPOT), read from the shipped file at no cost, then 8 offspring a generation
          really trained: 340 + N
@@ -12,7 +12,8 @@ a user without them pays 340 labels before Forge's first search. Here every arm'
 Tasks (each checkpointed in bench/results/closed_loop_priors.json, so a kill loses nothing):
   spread   8 prior genomes (4 best, 4 drawn) retrained with protocol seeds 1 and 2 (16 labels): per-label std
   warm/<s>@<N>   the warm arm, seed s, up to N new labels (resumed generation by generation)
-  multi-forge/<s>, multi-warm/<s>   K = 4 targets (targets.py), N_T new labels per target per arm, one shared
+  multi-forge/<s>, multi-warm/<s>   K = 4 targets (closed_loop_targets.py), N_TARGET new labels per target per arm; forge: NSGA-II on the fixed
+         tiny surrogate, then its verify front picks; warm: as above, N_TARGET offspring; one shared
          store: the same genome is paid once across targets; total = 340 + distinct new genomes over targets.
 One store (--work/labels.db) pre-seeded with the 340 priors; one training worker; TPOT measured as
 bench_closed_loop.py (cpu-measured, 1 thread, median of 3).
