@@ -53,6 +53,10 @@ def sync_files(paths: Iterable[Path]) -> None:
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.fsync(fd)
+            except OSError as e:  # a full disk: name the file (a user error, not a bug), as forge.io's writes do
+                if e.filename is None:
+                    raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
+                raise
             finally:
                 os.close(fd)
 
