@@ -37,8 +37,9 @@ AWARE = "forgeformer-iha-tiny-swa"
 
 
 def search(name: str, space: str, out: Path, pop: int, offspring: int, generations: int, seed: int,
-           predictor: str | None = None) -> tuple[list, dict]:
-    """The front's genomes and rows, and the run's summary; a run folder per `name` under `out`."""
+           predictor: str | None = None, reuse: bool = False) -> tuple[list, dict]:
+    """The front's genomes and rows, and the run's summary; a run folder per `name` under `out` (with `reuse`,
+    a finished run already there is read instead of searched again)."""
     from hydra import compose, initialize_config_module
 
     from forge.genome import genome_from_dict
@@ -51,7 +52,10 @@ def search(name: str, space: str, out: Path, pop: int, offspring: int, generatio
             f"space={space}", "backend=plena", "workload=agentic-90k", f"seed={seed}", f"search.pop_size={pop}",
             f"search.offspring={offspring}", f"search.generations={generations}", "progress=false", "quiet=true",
             f"out_dir={folder}", *([f"evaluator.predictor={predictor}"] if predictor else [])])
-    summary = run(cfg)
+    done = folder / "summary.json"
+    summary = json.loads(done.read_text()) if reuse and done.is_file() else {}
+    if summary.get("status") != "complete" or summary.get("generations") != generations:
+        summary = run(cfg)
     rows = read_jsonl(folder / "pareto.jsonl")
     best = {f"min_{k}": min(float(r["metrics"][k]) for r in rows) for k in ("tpot_ms", "energy_per_token_uj")}
     return [genome_from_dict(r["genome"]) for r in rows], {**summary, **best}
@@ -115,14 +119,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tiny", action="store_true", help="iha-tiny vs iha-tiny-swa with the window-aware tiny surrogate")
     ap.add_argument("--out", type=Path, default=Path("outputs/bench_window_plena"))
+    ap.add_argument("--only", help="run only this search (a name of the table), e.g. to run them apart")
+    ap.add_argument("--reuse", action="store_true", help="read a finished run in --out instead of searching again")
     a = ap.parse_args()
     res = {"settings": vars(a) | {"out": str(a.out)}}
     for name, space, predictor in (TINY if a.tiny else PAPER):
-        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor)
+        if a.only and name != a.only:
+            continue
+        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor, a.reuse)
         res[name] = {"predictor": predictor or "forgeformer-iha-paper",
                      **row(front, summary, space.endswith("swa"), a.tiny)}
     print(json.dumps(res, indent=1))
     out = OUT_TINY if a.tiny else OUT
+    if a.only:
+        return
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")
 

@@ -9,6 +9,10 @@ Labels: the 340 shipped `iha-tiny` cpu-proxy labels plus the `iha-tiny-swa` ones
   rows, same seed); the shipped window-blind `forgeformer-iha-tiny` (trained on iha-tiny labels only, so every
   windowed genome is unseen) predicts the same rows. Metrics on the windowed out-of-fold rows (a genome with at
   least one active attention layer whose window is > 0).
+- `twins --write FILE`: a genome file for `forge-label genomes=FILE`: 12 labelled iha-tiny genomes (seeded pick,
+  at least two active attention layers) with every attention layer's window set to 32. Same parameters, same
+  initialisation and data order (the protocol's fixed seed), so label(twin) − label(original) is what the windows
+  cost in measured loss; `cv` compares it with each twin's out-of-fold predicted cost.
 - `shipped`: the shipped `forgeformer-iha-tiny-swa` on the windowed rows of its own held-out split (re-made from
   its sidecar), against `forgeformer-iha-tiny` on the same rows.
 
@@ -17,6 +21,7 @@ lowest-loss rows), and the paired CI of Spearman(window-aware) − Spearman(blin
 model moves its prediction when a windowed genome's windows are all set to 0 (full attention).
 
     .venv/bin/python bench/bench_window_surrogate.py [cv|shipped] [--folds 5 --epochs 100]
+    .venv/bin/python bench/bench_window_surrogate.py twins --write twins.jsonl
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import numpy as np
 
 OUT = Path(__file__).parent / "results" / "window_surrogate.json"
 FILES = ("iha-tiny-cpu-proxy.jsonl", "iha-tiny-swa-cpu-proxy.jsonl")
+TWIN_WINDOW, N_TWINS = 32, 12
 
 
 def labels():
@@ -46,6 +52,32 @@ def windowed(genomes) -> np.ndarray:
 
 def unwindowed(genomes) -> list:
     return [g.with_layers(x.replace(window=0) for x in g.layers) for g in genomes]
+
+
+def twins(n: int = N_TWINS, seed: int = 0) -> list[tuple[object, object]]:
+    """(full-attention original, windowed twin) for n seeded picks of the shipped iha-tiny labels."""
+    from forge.config import data_dir
+    from surrogate.dataset import load_labelset
+
+    tiny = load_labelset(data_dir() / "labels" / FILES[0]).genomes
+    ok = [i for i, g in enumerate(tiny) if sum(x.active and x.attn for x in g.layers) >= 2]
+    pick = sorted(np.random.default_rng(seed).choice(ok, n, replace=False).tolist())
+    return [(tiny[i], tiny[i].with_layers(x.replace(window=TWIN_WINDOW if x.attn else 0) for x in tiny[i].layers))
+            for i in pick]
+
+
+def twin_cost(data, pred: np.ndarray, full_pred: np.ndarray) -> dict:
+    """Measured (label) vs out-of-fold predicted loss cost of the windows, on the twins that were labelled."""
+    row = {i: k for k, i in enumerate(data.ids)}
+    pairs = [(row[g.id], row[t.id]) for g, t in twins() if t.id in row and g.id in row]
+    if not pairs:
+        return {"n": 0}
+    orig, tw = np.array([i for i, _ in pairs]), np.array([k for _, k in pairs])
+    measured, predicted = data.y[tw] - data.y[orig], pred[tw] - full_pred[tw]
+    return {"n": len(pairs), "window": TWIN_WINDOW, "measured": np.round(measured, 4).tolist(),
+            "predicted": np.round(predicted, 4).tolist(), "measured_mean": round(float(measured.mean()), 4),
+            "predicted_mean": round(float(predicted.mean()), 4),
+            "corr": round(float(np.corrcoef(measured, predicted)[0, 1]), 3) if len(pairs) > 2 else None}
 
 
 def recipe(field_set: str, epochs: int, seed: int):
@@ -126,6 +158,7 @@ def cv(folds: int, epochs: int, seed: int) -> dict:
     res["all_rows"] = {k: metrics(data.y, v, np.asarray(data.ids), 200) for k, v in pred.items()}
     res["rows"] = {"all": len(data), "windowed": int(w.sum()), "folds": folds, "epochs": epochs}
     res["window_effect_predicted"] = _moved(moved[w])
+    res["twins"] = twin_cost(data, pred["paper+window"], pred["paper+window"] - moved)
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     return res
 
@@ -157,7 +190,8 @@ def shipped() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("view", nargs="?", choices=("cv", "shipped"), default="cv")
+    ap.add_argument("view", nargs="?", choices=("cv", "shipped", "twins"), default="cv")
+    ap.add_argument("--write", type=Path, help="twins: the genome file to write")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
@@ -165,6 +199,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    if a.view == "twins":
+        a.write.write_text("".join(json.dumps({"genome": t.to_dict()}) + "\n" for _, t in twins()))
+        return
     res = cv(a.folds, a.epochs, a.seed) if a.view == "cv" else shipped()
     print(json.dumps(res, indent=1))
     OUT.parent.mkdir(exist_ok=True)
