@@ -20,7 +20,7 @@ Each: Spearman with a 95 % bootstrap CI (architectures resampled), Kendall, MAE,
 lowest-loss rows), and the paired CI of Spearman(window-aware) − Spearman(blind); plus how far the window-aware
 model moves its prediction when a windowed genome's windows are all set to 0 (full attention).
 
-    .venv/bin/python bench/bench_window_surrogate.py [cv|shipped] [--folds 5 --epochs 100]
+    .venv/bin/python bench/bench_window_surrogate.py [cv|shipped] [--folds 5 --epochs 100 --workers 2]
     .venv/bin/python bench/bench_window_surrogate.py twins --write twins.jsonl
 """
 from __future__ import annotations
@@ -129,9 +129,22 @@ def compare(y, preds: dict, ids, aware: str, blind: list[str]) -> dict:
     return res
 
 
-def cv(folds: int, epochs: int, seed: int) -> dict:
+def fold_job(field_set: str, f: int, folds: int, epochs: int, seed: int) -> tuple:
+    """One fit on the rows outside fold f; its predictions of fold f, with and without their windows."""
     from surrogate.dataset import group_folds, split_ids
     from surrogate.fit import train_forgeformer
+
+    data = labels()
+    fold = group_folds(data.ids, folds, seed)
+    rest, test = data.take(np.flatnonzero(fold != f)), data.take(np.flatnonzero(fold == f))
+    tr, va = split_ids(rest.ids, 0.1, seed + 7919 + f)
+    p = train_forgeformer(rest.take(tr), rest.take(va), recipe(field_set, epochs, seed + f), "iha-tiny-swa", 12)
+    return field_set, f, p.predict(test.genomes)[0], p.predict(unwindowed(test.genomes))[0]
+
+
+def cv(folds: int, epochs: int, seed: int, workers: int) -> dict:
+    from forge.parallel import map_spawned
+    from surrogate.dataset import group_folds
     from surrogate.predictor import load_predictor
 
     data = labels()
@@ -139,15 +152,11 @@ def cv(folds: int, epochs: int, seed: int) -> dict:
     pred = {"paper+window": np.zeros(len(data)), "paper": np.zeros(len(data))}
     moved = np.zeros(len(data))
     t0 = time.perf_counter()
-    for f in range(folds):
-        rest, test = data.take(np.flatnonzero(fold != f)), data.take(np.flatnonzero(fold == f))
-        tr, va = split_ids(rest.ids, 0.1, seed + 7919 + f)
-        for fs in pred:
-            p = train_forgeformer(rest.take(tr), rest.take(va), recipe(fs, epochs, seed + f), "iha-tiny-swa", 12)
-            pred[fs][fold == f] = p.predict(test.genomes)[0]
-            if fs == "paper+window":
-                moved[fold == f] = pred[fs][fold == f] - p.predict(unwindowed(test.genomes))[0]
-        print(f"fold {f}: {time.perf_counter() - t0:.0f} s", flush=True)
+    jobs = [(fs, f, folds, epochs, seed) for f in range(folds) for fs in pred]
+    for fs, f, mu, mu_full in map_spawned(fold_job, jobs, workers):
+        pred[fs][fold == f] = mu
+        if fs == "paper+window":
+            moved[fold == f] = mu - mu_full
     w = windowed(data.genomes)
     shipped = load_predictor("forgeformer-iha-tiny").predict([g for g, k in zip(data.genomes, w) if k])[0]
     preds = {"forgeformer-paper+window (CV)": pred["paper+window"][w], "forgeformer-paper (CV, window-blind)":
@@ -195,6 +204,7 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1, help="cv: folds fitted in this many spawned processes")
     a = ap.parse_args()
     import torch
 
@@ -202,7 +212,7 @@ def main() -> None:
     if a.view == "twins":
         a.write.write_text("".join(json.dumps({"genome": t.to_dict()}) + "\n" for _, t in twins()))
         return
-    res = cv(a.folds, a.epochs, a.seed) if a.view == "cv" else shipped()
+    res = cv(a.folds, a.epochs, a.seed, a.workers) if a.view == "cv" else shipped()
     print(json.dumps(res, indent=1))
     OUT.parent.mkdir(exist_ok=True)
     old = json.loads(OUT.read_text()) if OUT.is_file() else {}
