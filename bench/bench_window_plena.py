@@ -1,7 +1,7 @@
 """Figure: RESULTS.md "Issue 26: attention window": a PLENA long-context search with and without the window gene.
 
     python bench/bench_window_plena.py [--pop 24 --offspring 48 --generations 40] [--out DIR]
-    python bench/bench_window_plena.py --tiny      # iha-tiny vs iha-tiny-swa, the window-aware tiny surrogate
+    python bench/bench_window_plena.py --tiny [--attn-min 2]   # iha-tiny vs iha-tiny-swa, window-aware tiny loss
 
 Two searches from one seed, the shipped Forge-Former as the loss, PLENA at the agentic-90k workload (prefill
 90,000, decode 8,000, batch = max): `iha-paper` (full attention only) and `iha-paper-swa` (the same space plus
@@ -15,7 +15,9 @@ Needs the `window` gene (forge.genes) and the `iha-paper-swa` space.
 `forgeformer-iha-tiny-swa` (cpu-proxy labels with windows; a full-attention genome gets the same features in
 either space), plus `iha-tiny-swa` scored by the window-blind `forgeformer-iha-tiny` (windows free in predicted
 loss) for contrast. For each windowed front also the loss its windows cost per the window-aware surrogate: the
-front's predicted loss minus that of the same genomes with every window set to 0.
+front's predicted loss minus that of the same genomes with every window set to 0. The cpu-proxy loss favours
+attention-free tiny models (they have no KV cache either), so `--attn-min K` adds the constraint
+`n_attn_layers >= K` to every search of the run.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ AWARE = "forgeformer-iha-tiny-swa"
 
 
 def search(name: str, space: str, out: Path, pop: int, offspring: int, generations: int, seed: int,
-           predictor: str | None = None, reuse: bool = False) -> tuple[list, dict]:
+           predictor: str | None = None, reuse: bool = False, attn_min: int = 0) -> tuple[list, dict]:
     """The front's genomes and rows, and the run's summary; a run folder per `name` under `out` (with `reuse`,
     a finished run already there is read instead of searched again)."""
     from hydra import compose, initialize_config_module
@@ -46,12 +48,13 @@ def search(name: str, space: str, out: Path, pop: int, offspring: int, generatio
     from search.cli import run
     from search.state import read_jsonl
 
-    folder = out / name.replace(", ", "-").replace(" ", "-")
+    folder = out / (name.replace(", ", "-").replace(" ", "-") + (f"-attn{attn_min}" if attn_min else ""))
+    need = [f'constraints=["val_loss < 3.8","n_attn_layers >= {attn_min}"]'] if attn_min else []
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         cfg = compose("forge-search", overrides=[
             f"space={space}", "backend=plena", "workload=agentic-90k", f"seed={seed}", f"search.pop_size={pop}",
             f"search.offspring={offspring}", f"search.generations={generations}", "progress=false", "quiet=true",
-            f"out_dir={folder}", *([f"evaluator.predictor={predictor}"] if predictor else [])])
+            f"out_dir={folder}", *([f"evaluator.predictor={predictor}"] if predictor else []), *need])
     done = folder / "summary.json"
     summary = json.loads(done.read_text()) if reuse and done.is_file() else {}
     if summary.get("status") != "complete" or summary.get("generations") != generations:
@@ -119,6 +122,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tiny", action="store_true", help="iha-tiny vs iha-tiny-swa with the window-aware tiny surrogate")
     ap.add_argument("--out", type=Path, default=Path("outputs/bench_window_plena"))
+    ap.add_argument("--attn-min", type=int, default=0, help="constraint n_attn_layers >= this (0: none)")
     ap.add_argument("--only", help="run only this search (a name of the table), e.g. to run them apart")
     ap.add_argument("--reuse", action="store_true", help="read a finished run in --out instead of searching again")
     a = ap.parse_args()
@@ -126,11 +130,12 @@ def main() -> None:
     for name, space, predictor in (TINY if a.tiny else PAPER):
         if a.only and name != a.only:
             continue
-        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor, a.reuse)
+        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor, a.reuse, a.attn_min)
         res[name] = {"predictor": predictor or "forgeformer-iha-paper",
                      **row(front, summary, space.endswith("swa"), a.tiny)}
     print(json.dumps(res, indent=1))
     out = OUT_TINY if a.tiny else OUT
+    out = out.with_name(out.stem + f"_attn{a.attn_min}.json") if a.attn_min else out
     if a.only:
         return
     out.parent.mkdir(exist_ok=True)
