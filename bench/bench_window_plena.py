@@ -108,7 +108,8 @@ def row(genomes: list, summary: dict, windowed: bool, tiny: bool) -> dict:
         out.update(aware_loss_min=float(mu.min()), aware_loss_median=float(np.median(mu)))
     if windowed:
         f = kv_traffic(full(genomes))
-        out.update({f"removed_{k}": float(1 - t[k].sum() / f[k].sum()) for k in t}, **picks(genomes))
+        out.update({f"removed_{k}": float(1 - t[k].sum() / f[k].sum()) if f[k].sum() else None for k in t},
+                   **picks(genomes))  # None: a front without KV (no attention layer)
         if tiny:
             out["window_loss_cost"] = window_loss(genomes)
     return out
