@@ -33,7 +33,8 @@ PREFILL, DECODE = 90_000, 8_000
 
 
 PAPER = (("iha-paper", "iha-paper", None), ("iha-paper-swa", "iha-paper-swa", None))
-TINY = (("iha-tiny", "iha-tiny", "forgeformer-iha-tiny-swa"), ("iha-tiny-swa", "iha-tiny-swa", "forgeformer-iha-tiny-swa"),
+TINY = (("iha-tiny", "iha-tiny", "forgeformer-iha-tiny-swa"),
+        ("iha-tiny-swa", "iha-tiny-swa", "forgeformer-iha-tiny-swa"),
         ("iha-tiny-swa, window-blind loss", "iha-tiny-swa", "forgeformer-iha-tiny"))
 AWARE = "forgeformer-iha-tiny-swa"
 
@@ -131,7 +132,8 @@ def main() -> None:
     for name, space, predictor in (TINY if a.tiny else PAPER):
         if a.only and name != a.only:
             continue
-        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor, a.reuse, a.attn_min)
+        front, summary = search(name, space, a.out, a.pop, a.offspring, a.generations, a.seed, predictor, a.reuse,
+                                a.attn_min)
         res[name] = {"predictor": predictor or "forgeformer-iha-paper",
                      **row(front, summary, space.endswith("swa"), a.tiny)}
     print(json.dumps(res, indent=1))

@@ -124,8 +124,8 @@ def compare(y, preds: dict, ids, aware: str, blind: list[str]) -> dict:
     res = {k: metrics(y, v, ids) for k, v in preds.items()}
     for b in blind:
         d = stats.spearmanr(y, preds[aware]).statistic - stats.spearmanr(y, preds[b]).statistic
-        res[f"spearman_{aware}_minus_{b}"] = {"diff": round(float(d), 4),
-                                             "ci95": [round(float(v), 4) for v in boot(y, preds[aware], preds[b], ids, 1000, 1)]}
+        ci = boot(y, preds[aware], preds[b], ids, 1000, 1)
+        res[f"spearman_{aware}_minus_{b}"] = {"diff": round(float(d), 4), "ci95": [round(float(v), 4) for v in ci]}
     return res
 
 

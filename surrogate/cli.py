@@ -35,9 +35,12 @@ def _out_dir(cfg: DictConfig) -> Path:
 def _data_paths(cfg: DictConfig) -> list[Path]:
     """`data=FILE` or `data=[FILE,FILE,...]` (joined, one protocol); null = the shared LLMForge CSV."""
     d = cfg.get("data")
-    if not d:
-        return [shared_data_dir() / "llmforge_iha_200M.csv"]
-    return [Path(str(p)) for p in d] if OmegaConf.is_list(d) else [Path(str(d))]
+    if OmegaConf.is_list(d):
+        if not len(d):
+            raise UserError("data=[] names no label file; allowed: data=FILE, data=[FILE,...] or no data= "
+                            "(the shared LLMForge CSV)")
+        return [Path(str(p)) for p in d]
+    return [Path(str(d))] if d else [shared_data_dir() / "llmforge_iha_200M.csv"]
 
 
 def _data_path(cfg: DictConfig) -> str:
@@ -115,8 +118,8 @@ def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
     from surrogate.fit import conformal_fit
 
     iv = cfg.get("interval") or {}
-    split = {"data": " + ".join(p.name for p in _data_paths(cfg)), "split": f"train_val_test(seed={p.meta['test']['seed']}, "
-                                                          f"test_frac={p.meta['test']['test_frac']})"}
+    split = {"data": " + ".join(f.name for f in _data_paths(cfg)),
+             "split": f"train_val_test(seed={p.meta['test']['seed']}, test_frac={p.meta['test']['test_frac']})"}
     bins = iv.get("bins", 3)
     bins = int(bins) if isinstance(bins, int) else tuple(float(b) for b in bins)
     return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), bins, int(cfg.seed), float(iv.get("level", 0.9)))
