@@ -24,6 +24,7 @@ LOSS_BASIS = {
                  "the source files of the Python standard library (Forge's `stdlib` corpus)",
                  "bytes (256 tokens, token = byte value)", None),
 }
+LOSS_BASIS["iha-tiny-swa"] = LOSS_BASIS["iha-tiny"]  # forgeformer-iha-tiny-swa: the same protocol, plus windowed genomes
 
 
 def _name(x: Any) -> str:

@@ -32,14 +32,26 @@ def _out_dir(cfg: DictConfig) -> Path:
     return out
 
 
-def _data_path(cfg: DictConfig) -> Path:
-    return Path(cfg.data) if cfg.get("data") else shared_data_dir() / "llmforge_iha_200M.csv"
+def _data_paths(cfg: DictConfig) -> list[Path]:
+    """`data=FILE` or `data=[FILE,FILE,...]` (joined, one protocol); null = the shared LLMForge CSV."""
+    d = cfg.get("data")
+    if OmegaConf.is_list(d):
+        if not len(d):
+            raise UserError("data=[] names no label file; allowed: data=FILE, data=[FILE,...] or no data= "
+                            "(the shared LLMForge CSV)")
+        return [Path(str(p)) for p in d]
+    return [Path(str(d))] if d else [shared_data_dir() / "llmforge_iha_200M.csv"]
+
+
+def _data_path(cfg: DictConfig) -> str:
+    """The label file(s) as one string for summaries and messages."""
+    return " + ".join(str(p) for p in _data_paths(cfg))
 
 
 def _labels(cfg: DictConfig, key: str = "data") -> Any:
     """The label set at `cfg[key]`; rows dropped for a non-finite label (NaN/inf) are said on the console."""
     path = _data_path(cfg) if key == "data" else Path(cfg[key])
-    data = load_labelset(path)
+    data = load_labelset(_data_paths(cfg) if key == "data" else path)
     if data.dropped:
         print(f"forge-surrogate: {key}={path}: dropped {data.dropped} row(s) with a non-finite label (NaN/inf); "
               f"using {len(data)}", flush=True)
@@ -106,8 +118,8 @@ def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
     from surrogate.fit import conformal_fit
 
     iv = cfg.get("interval") or {}
-    split = {"data": Path(_data_path(cfg)).name, "split": f"train_val_test(seed={p.meta['test']['seed']}, "
-                                                          f"test_frac={p.meta['test']['test_frac']})"}
+    split = {"data": " + ".join(f.name for f in _data_paths(cfg)),
+             "split": f"train_val_test(seed={p.meta['test']['seed']}, test_frac={p.meta['test']['test_frac']})"}
     bins = iv.get("bins", 3)
     bins = int(bins) if isinstance(bins, int) else tuple(float(b) for b in bins)
     return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), bins, int(cfg.seed), float(iv.get("level", 0.9)))
@@ -141,7 +153,9 @@ def _finetune(cfg: DictConfig) -> dict:
     if not (cfg.get("new") and cfg.get("out")):
         raise UserError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
     check_writable(Path(f"{cfg.out}.safetensors"), "out")
-    p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_path(cfg), cfg.ratio, cfg.ft_epochs,
+    if len(_data_paths(cfg)) != 1:
+        raise UserError(f"mode=finetune: data={_data_path(cfg)} is several files; allowed: one replay label file")
+    p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_paths(cfg)[0], cfg.ratio, cfg.ft_epochs,
                  cfg.ft_lr, cfg.ft_batch, cfg.seed)
     return {"mode": "finetune", "checkpoint": str(p.save(cfg.out)), **p.meta["finetune"]}
 

@@ -60,13 +60,24 @@ def from_labels(labels: Sequence[Label], dropped: int = 0, source: str = "") -> 
     return LabelSet(genomes, y, [g.id for g in genomes], dropped, source)
 
 
-def load_labelset(path: str | Path, protocol: str | None = None) -> LabelSet:
-    """LLMForge CSV or our JSONL; non-finite rows are dropped and counted in `.dropped`. A JSONL mixing
-    label protocols is refused unless `protocol` (a fingerprint, `protocol_fp`) picks one."""
-    labels, dropped = load_any(path, protocol)
+def load_labelset(path: str | Path | Sequence[str | Path], protocol: str | None = None) -> LabelSet:
+    """LLMForge CSV or our JSONL, or several such files joined (e.g. a space's labels plus those of its
+    extension); non-finite rows are dropped and counted in `.dropped`. Labels mixing protocols (within a
+    file or across files) are refused unless `protocol` (a fingerprint, `protocol_fp`) picks one."""
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    labels: list[Label] = []
+    dropped = 0
+    for p in paths:
+        labs, d = load_any(p, protocol)
+        labels, dropped = labels + labs, dropped + d
+    source = " + ".join(str(p) for p in paths)
+    fps = sorted({lab.protocol_fp or "<none>" for lab in labels})
+    if protocol is None and len(fps) > 1:
+        raise LabelSetError(f"{source}: labels of {len(fps)} protocols ({', '.join(fps[:4])}); allowed: files "
+                            "of one protocol (a surrogate fits one objective)")
     if not labels:
-        raise LabelSetError(f"{path}: no finite labels (dropped {dropped})")
-    return from_labels(labels, dropped, str(path))
+        raise LabelSetError(f"{source}: no finite labels (dropped {dropped})")
+    return from_labels(labels, dropped, source)
 
 
 def split_ids(ids: Sequence[str], frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -72,6 +72,10 @@ def bad_files(tmp_path_factory, tiny_jsonl):
     (("mode=finetune", "ckpt=forgeformer-iha-tiny", "new={w}/paper.jsonl", "data={w}/paper.jsonl", "out={w}/ft"),
      "iha-tiny"),
     (("mode=calibrate", "ckpt={w}/nope"), "nope"),
+    (("mode=eval", "data=[{w}/labels.jsonl,{w}/torn.jsonl]"), "torn.jsonl:3: corrupt label line"),
+    (("mode=eval", "data=[]"), "data=.. names no label file"),
+    (("mode=finetune", "ckpt=forgeformer-iha-tiny", "new={w}/labels.jsonl", "data=[{w}/labels.jsonl,{w}/labels.jsonl]",
+      "out={w}/ft2"), "is several files; allowed: one replay label file"),
 ])
 def test_every_mode_names_the_bad_file(bad_files, tmp_path, overrides, says):
     with pytest.raises((ValueError, OSError), match=says):

@@ -84,7 +84,7 @@ def test_iha_paper_interval_covers_its_level_on_held_back_folds(shared_csv):
 
 
 def test_shipped_checkpoints_carry_a_conformal_calibration_with_provenance():
-    for name in ("forgeformer-iha-paper", "forgeformer-iha-tiny"):
+    for name in ("forgeformer-iha-paper", "forgeformer-iha-tiny", "forgeformer-iha-tiny-swa"):
         p = load_predictor(name)
         prov = p.conformal.provenance
         assert prov["split"] == f"train_val_test(seed={p.meta['test']['seed']}, test_frac={p.meta['test']['test_frac']})"

@@ -51,6 +51,22 @@ def test_nonfinite_rows_are_dropped_and_counted(tiny_jsonl, tmp_path):
     assert len(data) == 29 and data.dropped == 1 and np.isfinite(data.y).all()
 
 
+def test_several_label_files_join_and_mixed_protocols_are_refused(tiny_jsonl, tmp_path):
+    from forge.labels import read_labels
+
+    labels = list(read_labels(tiny_jsonl))[:30]
+    labels[29] = Label(labels[29].genome, float("inf"), labels[29].provenance, reason="diverged")
+    write_labels(tmp_path / "a.jsonl", labels[:12])
+    write_labels(tmp_path / "b.jsonl", labels[12:])
+    data = load_labelset([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    assert data.ids == [l.genome.id for l in labels[:29]] and data.dropped == 1
+    assert data.data_hash() == load_labelset(tiny_jsonl).take(np.arange(29)).data_hash()
+    other = [Label(l.genome, l.label, l.provenance, protocol_fp="0123456789abcdef") for l in labels[:5]]
+    write_labels(tmp_path / "c.jsonl", other)
+    with pytest.raises(LabelSetError, match="2 protocols"):
+        load_labelset([tmp_path / "a.jsonl", tmp_path / "c.jsonl"])
+
+
 def test_nan_label_in_memory_is_an_error(tiny_jsonl):
     from forge.labels import read_labels
 

@@ -15,7 +15,8 @@ SHIPPED = data_dir() / "surrogate" / "forgeformer-iha-paper"
 def test_shipped_files_are_small_and_complete():
     files = [SHIPPED.with_suffix(".json"), SHIPPED.with_suffix(".safetensors")]
     assert all(f.is_file() for f in files)
-    assert sum(f.stat().st_size for f in (data_dir() / "surrogate").iterdir() if f.is_file()) < 5_000_000
+    # three checkpoints (iha-paper hybrid 3.9 MB, iha-tiny and iha-tiny-swa 0.8 MB each)
+    assert sum(f.stat().st_size for f in (data_dir() / "surrogate").iterdir() if f.is_file()) < 6_000_000
     meta = json.loads(files[0].read_text())
     assert meta["data_hash"] and set(meta["metrics"]) >= {"mae", "spearman", "kendall", "mae_at_5"}
     # the shipped recipe is the calibrated hybrid: a low-end stretch picked by a nested split
