@@ -355,10 +355,10 @@ class SearchSpace:
     @staticmethod
     def _layer(names: list[str], t: tuple) -> LayerGene:
         """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
-        vals = dict(zip(names, t))
-        legacy = {k: vals.pop(k) for k in LEGACY if k in vals}
-        extra = tuple(sorted((k, x) for k, x in vals.items() if x != LAYER_GENES[k].default))
-        return LayerGene.trusted({**legacy, "active": bool(t[-2]), "attn": bool(t[-1])}, extra)
+        legacy = dict(zip(names[:5], t))  # names: the five shape genes in LEGACY order, then extras
+        legacy["active"], legacy["attn"] = bool(t[-2]), bool(t[-1])
+        extra = tuple(sorted((k, x) for k, x in zip(names[5:], t[5:-2]) if x != LAYER_GENES[k].default))
+        return LayerGene.trusted(legacy, extra)
 
     def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None, **globals_: Any) -> Genome:
         """A genome of this space's fixed globals (a searched one at its grid's first value unless given)."""
