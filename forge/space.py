@@ -329,7 +329,7 @@ class SearchSpace:
         repaired, so every check `LayerGene` would run holds by construction (the hot path of a search)."""
         n, L = v["active"].shape
         names = [k for k in LEGACY if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
-        slots = list(zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn"))))
+        slots = zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn")))
         cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
         flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
         template = self.genome((LayerGene(1, 1, 1, 1, 1),))
