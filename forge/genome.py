@@ -133,6 +133,13 @@ class LayerGene:
         """Cached: layers are immutable and the decoder shares equal ones between genomes."""
         return dict(self._canon())
 
+    def canon_json(self) -> str:
+        """The canonical dict as the id's JSON text (cached: the id joins these instead of re-encoding)."""
+        t = self.__dict__.get("_cjson")
+        if t is None:
+            t = self.__dict__["_cjson"] = json.dumps(self._canon(), sort_keys=True, separators=(",", ":"))
+        return t
+
     def _canon(self) -> dict[str, int]:
         """The cached canonical dict itself (callers must not change it)."""
         d = self.__dict__.get("_canonical")
@@ -282,9 +289,22 @@ class Genome:
         """Cached on first use (the genome is frozen; `replace` builds a new object)."""
         cached = self.__dict__.get("_id")
         if cached is None:
-            blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+            head, tail = self._id_frame()
+            blob = head + ",".join(g.canon_json() for g in self.layers if g.active) + tail
             cached = self.__dict__["_id"] = hashlib.sha256(blob.encode()).hexdigest()[:16]
         return cached
+
+    def _id_frame(self) -> tuple[str, str]:
+        """The id's JSON text around the layer list: `json.dumps(canonical(), sort_keys=True)` with the layers
+        cut out, so the id is that same text (ids never change) built from cached pieces."""
+        frame = self.__dict__.get("_frame")
+        if frame is None:
+            d = {**self.globals_dict(), "layers": []}
+            if self.precision is not None:
+                d["precision"] = self.precision.to_dict()
+            head, tail = json.dumps(d, sort_keys=True, separators=(",", ":")).split('"layers":[]')
+            frame = self.__dict__["_frame"] = (head + '"layers":[', "]" + tail)
+        return frame
 
     # ----------------------------------------------------------- round-trip
     def to_dict(self) -> dict[str, Any]:
@@ -311,9 +331,14 @@ class Genome:
 
     def trusted_copy(self, layers: tuple[LayerGene, ...], precision: Any = None) -> "Genome":
         """These globals with other layers, without validation (the space's decoder: values it produced)."""
+        same = precision == self.precision
+        if same:
+            self._id_frame()  # once per template, shared by its copies
         g = object.__new__(Genome)
         g.__dict__.update(self.__dict__)
         g.__dict__.pop("_id", None)
+        if not same:
+            g.__dict__.pop("_frame", None)
         g.__dict__["layers"], g.__dict__["precision"] = layers, precision
         return g
 

@@ -18,7 +18,8 @@ search variable: three more genes after the layer slots, `[i_w, i_a, i_kv]` indi
 decoded into `Genome.precision`. Without it the codec and every genome are exactly as before.
 
 A yaml's `_target_` names the space class (`space_class`): SearchSpace or a user's subclass.
-Decoding builds genomes without re-validating them (the codec only yields valid, repaired values).
+The codec itself (encode, values, arrays, decode) is `forge.codec.Codec`, a mixin of SearchSpace; parsing the
+YAML grids is `forge.grids`.
 
 `attention: gqa` restricts the space to grouped-query attention: n_h must divide d_model and
 d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and derived on decode.
@@ -30,38 +31,22 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from forge.arrays import PopArrays
-from forge.arrays import global_columns
-from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY, GlobalGene, extra_genes, grid_genes
-from forge.genome import Genome, GenomeError, LayerGene, _check_gene
-from forge.precision import TENSORS, PrecisionError, PrecisionGenes, parse_format
+from forge.codec import Codec
+from forge.genes import GLOBAL_GENES, LAYER_GENES, extra_genes, grid_genes
+from forge.genome import Genome, GenomeError, LayerGene
+from forge.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid
+from forge.precision import TENSORS
+
+__all__ = ["N_GENES", "GRID_FIELDS", "GLOBAL_FIELDS", "SearchSpace", "make_grid", "space_class",
+           "space_from_config", "load_space"]
 
 N_GENES = 7  # per layer slot in a space that searches no gene beyond the original seven
 GRID_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # grids every space lists (SearchSpace fields)
 GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos")  # SearchSpace fields
 
 
-def make_grid(spec: Any, name: str, lo: int = 1) -> tuple[int, ...]:
-    """`{start, stop, step}` (inclusive stop), a `[a, step, b]` triple string `"a:step:b"`, or explicit `values`."""
-    if isinstance(spec, Mapping) and "values" in spec:
-        vals = [int(v) for v in spec["values"]]
-    elif isinstance(spec, Mapping):
-        a, b, s = int(spec["start"]), int(spec["stop"]), int(spec.get("step", 1))
-        vals = list(range(a, b + 1, s))
-    elif isinstance(spec, str) and spec.count(":") == 2:
-        a, s, b = (int(x) for x in spec.split(":"))
-        vals = list(range(a, b + 1, s))
-    elif isinstance(spec, Sequence):
-        vals = [int(v) for v in spec]
-    else:
-        raise GenomeError(f"space.{name} = {spec!r} is invalid; allowed: {{start, stop, step}}, 'a:step:b' or a list")
-    if not vals or any(v < lo for v in vals) or sorted(set(vals)) != vals:
-        raise GenomeError(f"space.{name} = {vals!r} is invalid; allowed: a strictly increasing list of ints >= {lo}")
-    return tuple(vals)
-
-
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(Codec):
     """Grids and globals of one search space (built from `conf/space/<name>.yaml`). A searched global field
     (`d_model: [128, 192]`) holds its grid's first value; `global_genes` holds its grid."""
 
@@ -97,7 +82,7 @@ class SearchSpace:
             if k not in LAYER_GENES or not LAYER_GENES[k].grid or k in GRID_FIELDS:
                 raise GenomeError(f"space.genes.{k} is unknown; allowed: a registered gene "
                                   f"({', '.join(g.name for g in extra_genes() if g.grid) or 'none'})")
-        object.__setattr__(self, "genes", _Grid({k: make_grid(v, k, LAYER_GENES[k].lo) for k, v in extra.items()})
+        object.__setattr__(self, "genes", Grid({k: make_grid(v, k, LAYER_GENES[k].lo) for k, v in extra.items()})
                            if extra else None)
         self._tables["codec"] = ("active", "attn", *(g.name for g in grid_genes()
                                                      if g.name in GRID_FIELDS or g.name in extra))
@@ -113,7 +98,7 @@ class SearchSpace:
             object.__setattr__(self, "n_h", heads)
         self._tables["kv_snap"] = self._kv_snap_table()
         if self.precision is not None:
-            object.__setattr__(self, "precision", _precision_grid(self.precision))
+            object.__setattr__(self, "precision", precision_grid(self.precision))
 
     def _init_globals(self) -> None:
         """Split every global gene into a fixed value or a searched grid (registry order = column order)."""
@@ -124,7 +109,7 @@ class SearchSpace:
         fixed, grids = {}, {}
         for gene in GLOBAL_GENES.values():
             spec = given.get(gene.name, getattr(self, gene.name) if gene.name in GLOBAL_FIELDS else gene.default)
-            grid = _global_grid(gene, spec)
+            grid = global_grid_values(gene, spec)
             if len(grid) > 1 and not gene.search:
                 raise GenomeError(f"space.{gene.name} = {spec!r} is invalid; allowed: one value ({gene.name} is not searchable)")
             if len(grid) > 1:
@@ -136,7 +121,7 @@ class SearchSpace:
         if grids and self.attention == "gqa" and "d_model" in grids:
             raise GenomeError("space.d_model is searched; allowed: a fixed d_model with attention: gqa")
         keep = {k: v for k, v in given.items() if k not in GLOBAL_FIELDS or k in grids}
-        object.__setattr__(self, "global_genes", _Grid({**keep, **grids}) if keep or grids else None)
+        object.__setattr__(self, "global_genes", Grid({**keep, **grids}) if keep or grids else None)
         self._tables.update(gfixed=fixed, ggrids=grids)
 
     # ------------------------------------------------------------ grids
@@ -238,128 +223,6 @@ class SearchSpace:
     def repair(self, genome: Genome) -> Genome:
         return self.decode(self.repair_x(self.encode([genome])))[0]
 
-    # ------------------------------------------------------------ codec
-    @staticmethod
-    def _snap(grid: Sequence[int], values: np.ndarray) -> np.ndarray:
-        g = np.asarray(grid)
-        return np.abs(values[..., None] - g).argmin(axis=-1)
-
-    def encode(self, genomes: Sequence[Genome]) -> np.ndarray:
-        """Genomes → (n, n_var) grid indices; off-grid values snap to the nearest grid point."""
-        names = self.codec_genes
-        X = np.zeros((len(genomes), self.L_max, len(names)), dtype=np.int64)
-        for p, g in enumerate(genomes):
-            if len(g.layers) > self.L_max:
-                raise GenomeError(f"layers has {len(g.layers)} slots; allowed: at most L_max={self.L_max} for space {self.name}")
-            raw = np.array([[gene.get(k) for k in names] for gene in g.layers], dtype=np.int64)
-            n = len(raw)
-            X[p, :n, 0:2] = raw[:, 0:2]
-            for j, k in enumerate(names[2:], start=2):
-                X[p, :n, j] = self._snap(self.grid(k), raw[:, j])
-        if self.attention == "gqa":
-            X[:, :, 4:6] = 0
-        return np.concatenate([X.reshape(len(genomes), -1), self._encode_globals(genomes),
-                               self._encode_precision(genomes)], axis=1)
-
-    def _encode_globals(self, genomes: Sequence[Genome]) -> np.ndarray:
-        """(n, n_glob) indices of the searched global genes; an off-grid int snaps to the nearest grid value,
-        an unlisted choice to the first."""
-        out = np.zeros((len(genomes), self.n_glob), dtype=np.int64)
-        for j, (k, grid) in enumerate(self._tables["ggrids"].items()):
-            for p, g in enumerate(genomes):
-                v = g.get(k)
-                if v in grid:
-                    out[p, j] = grid.index(v)
-                elif GLOBAL_GENES[k].kind == "int":
-                    out[p, j] = int(self._snap(grid, np.array(v)))
-        return out
-
-    def _encode_precision(self, genomes: Sequence[Genome]) -> np.ndarray:
-        """(n, n_prec) indices; a genome without genes takes each list's first format, an off-list
-        format the listed one nearest in bits per element."""
-        out = np.zeros((len(genomes), self.n_prec), dtype=np.int64)
-        for p, g in enumerate(genomes):
-            for j, t in enumerate(TENSORS[:self.n_prec]):
-                if g.precision is not None:
-                    bits = np.array([parse_format(f).bits_per_element for f in self.precision[t]])
-                    own = getattr(g.precision, t)
-                    out[p, j] = self.precision[t].index(own) if own in self.precision[t] else \
-                        int(np.abs(bits - parse_format(own).bits_per_element).argmin())
-        return out
-
-    def values(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        """(n, n_var) indices → raw per-layer values, each (n, L_max), without building genomes."""
-        X = np.asarray(X, dtype=np.int64).reshape(-1, self.n_var)
-        X3 = X[:, :self.n_layer_var].reshape(-1, self.L_max, self.n_genes)
-        out = {"active": X3[:, :, 0], "attn": X3[:, :, 1]}
-        if self.precision:
-            out["precision"] = X[:, self.n_layer_var + self.n_glob:]
-        for j, (k, grid) in enumerate(self._tables["ggrids"].items(), start=self.n_layer_var):
-            out[k] = np.asarray(grid)[X[:, j]]  # (n,) values of a searched global gene
-        for j, k in enumerate(self.codec_genes[2:], start=2):
-            out[k] = np.asarray(self.grid(k))[X3[:, :, j]]
-        for gene in extra_genes():  # registered genes this space does not search: their default
-            if gene.name not in out:
-                out[gene.name] = np.full(X3.shape[:2], int(gene.default), dtype=np.int64)
-        if self.attention == "gqa":
-            out["d_qk"] = out["d_v"] = self.d_model // out["n_h"]
-        return out
-
-    def to_arrays(self, X: np.ndarray) -> PopArrays:
-        """The analyzer's struct-of-arrays straight from the codec (no Genome objects: fast path)."""
-        return self.arrays_from_values(self.values(X))
-
-    def arrays_from_values(self, v: dict[str, np.ndarray]) -> PopArrays:
-        """`values(X)` → PopArrays, so a caller that also decodes converts the matrix once."""
-        P = v["active"].shape[0]
-        v = dict(v)
-        prec = v.pop("precision", None)
-        if prec is not None:  # per-genome bytes from the precision genes (shared MX scales included)
-            for j, (t, k) in enumerate(zip(TENSORS, ("weight_bytes", "act_bytes", "kv_bytes"))):
-                v[k] = np.array([parse_format(f).bytes for f in self.precision[t]])[prec[:, j]]
-        genes = {g.name: v.pop(g.name) for g in extra_genes() if g.name in v}
-        glob = {**self._tables["gfixed"], **{k: v.pop(k) for k in self._tables["ggrids"]}}
-        return PopArrays(**v, genes=genes, **global_columns(glob, P)).masked()
-
-    def decode(self, X: np.ndarray) -> list[Genome]:
-        return self.genomes_from_values(self.values(X))
-
-    def genomes_from_values(self, v: dict[str, np.ndarray]) -> list[Genome]:
-        """`values(X)` → Genomes (one per row), built without re-validation: codec values are on-grid and
-        repaired, so every check `LayerGene` would run holds by construction (the hot path of a search)."""
-        n, L = v["active"].shape
-        names = [k for k in LEGACY if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
-        slots = list(zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn"))))
-        cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
-        flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
-        template = self.genome((LayerGene(1, 1, 1, 1, 1),))
-        templates = self._templates(v, template)
-        out = []
-        for p in range(n):
-            layers = tuple(flat[p * L:(p + 1) * L])
-            prec = None
-            if "precision" in v:
-                prec = PrecisionGenes(*(self.precision[t][int(i)] for t, i in zip(TENSORS, v["precision"][p])))
-            out.append((templates[p] if templates else template).trusted_copy(layers, prec))
-        return out
-
-    def _templates(self, v: dict[str, np.ndarray], template: Genome) -> list[Genome] | None:
-        """One validated genome per row's searched globals (shared by equal rows); None when none is searched."""
-        names = self.searched_globals
-        if not names:
-            return None
-        cache: dict[tuple, Genome] = {}
-        rows = list(zip(*(v[k].tolist() for k in names)))
-        return [cache.get(t) or cache.setdefault(t, template.replace(**dict(zip(names, t)))) for t in rows]
-
-    @staticmethod
-    def _layer(names: list[str], t: tuple) -> LayerGene:
-        """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
-        vals = dict(zip(names, t))
-        legacy = {k: vals.pop(k) for k in LEGACY if k in vals}
-        extra = tuple(sorted((k, x) for k, x in vals.items() if x != LAYER_GENES[k].default))
-        return LayerGene.trusted({**legacy, "active": bool(t[-2]), "attn": bool(t[-1])}, extra)
-
     def genome(self, layers: Sequence[LayerGene], name: str = "", precision: Any = None, **globals_: Any) -> Genome:
         """A genome of this space's fixed globals (a searched one at its grid's first value unless given)."""
         values = {k: self.global_grid(k)[0] for k in GLOBAL_GENES}
@@ -371,7 +234,7 @@ class SearchSpace:
         for k in GLOBAL_GENES:
             grid = self.global_grid(k)
             if genome.get(k) not in grid:
-                allowed = repr(grid[0]) if len(grid) == 1 else _fmt(grid)
+                allowed = repr(grid[0]) if len(grid) == 1 else fmt_grid(grid)
                 raise GenomeError(f"{k} = {genome.get(k)!r} is invalid for space {self.name}; allowed: {allowed}")
         if len(genome.layers) > self.L_max:
             raise GenomeError(f"layers has {len(genome.layers)} slots; allowed: at most {self.L_max}")
@@ -381,7 +244,7 @@ class SearchSpace:
                 if self.attention == "gqa" and k in ("d_qk", "d_v"):
                     grid = (self.d_model // gene.n_h,)
                 if val not in grid:
-                    raise GenomeError(f"layers[{i}].{k} = {val} is invalid for space {self.name}; allowed: {_fmt(grid)}")
+                    raise GenomeError(f"layers[{i}].{k} = {val} is invalid for space {self.name}; allowed: {fmt_grid(grid)}")
         for t in TENSORS if self.precision and genome.precision is not None else ():
             if getattr(genome.precision, t) not in self.precision[t]:
                 raise GenomeError(f"precision.{t} = {getattr(genome.precision, t)!r} is invalid for space {self.name}; "
@@ -395,56 +258,10 @@ class SearchSpace:
                 if k in GLOBAL_FIELDS or k in self._tables["ggrids"] or self.global_grid(k)[0] != g.default}
         return {"name": self.name, "attention": self.attention, "d_model": glob.pop("d_model"),
                 "block_size": glob.pop("block_size"), "L_max": self.L_max, **glob,
-                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else _fmt(self.grid(k)))
+                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else fmt_grid(self.grid(k)))
                            for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
-
-
-def _fmt(grid: Sequence[Any]) -> str:
-    """Compact text of a grid: `64:32:512` when evenly spaced, else the list."""
-    g = list(grid)
-    if len(g) > 2 and all(type(x) is int for x in g) and len({b - a for a, b in zip(g, g[1:])}) == 1:
-        return f"{g[0]}:{g[1] - g[0]}:{g[-1]}"
-    return str(g)
-
-
-class _Grid(dict):
-    """A hashable {tensor: formats} (the space is a frozen, hashable dataclass)."""
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(sorted(self.items())))
-
-
-def _global_grid(gene: GlobalGene, spec: Any) -> tuple[Any, ...]:
-    """A global gene's values in a space: one value (fixed), or a grid (ints: as `make_grid`) or a list of
-    distinct choices / booleans, each checked as the genome checks it."""
-    where = f"space.{gene.name}"
-    if gene.kind == "int" and (isinstance(spec, (Mapping, list, tuple)) or (isinstance(spec, str) and ":" in spec)):
-        return make_grid(spec, gene.name, gene.lo)
-    vals = list(spec) if isinstance(spec, (list, tuple)) else [spec]
-    vals = [_check_gene(gene, v, where) for v in vals]
-    if not vals or len(set(vals)) != len(vals):
-        raise GenomeError(f"{where} = {spec!r} is invalid; allowed: one value or a list of distinct values "
-                          f"({gene.allowed()})")
-    return tuple(vals)
-
-
-def _precision_grid(spec: Any) -> dict[str, tuple[str, ...]]:
-    """{weights, acts, kv: [formats]} → normalized names; bad names raise a GenomeError listing valid ones."""
-    if not isinstance(spec, Mapping) or set(spec) != set(TENSORS):
-        raise GenomeError(f"space.precision = {spec!r} is invalid; allowed: a mapping with lists for {', '.join(TENSORS)}")
-    out = {}
-    for t in TENSORS:
-        vals = [spec[t]] if isinstance(spec[t], str) else list(spec[t])
-        try:
-            names = [parse_format(v).name for v in vals]
-        except PrecisionError as e:
-            raise GenomeError(f"space.precision.{t}: {e}") from None
-        if not names or len(set(names)) != len(names):
-            raise GenomeError(f"space.precision.{t} = {vals!r} is invalid; allowed: a non-empty list of distinct formats")
-        out[t] = tuple(names)
-    return _Grid(out)
 
 
 def space_class(target: Any) -> type:

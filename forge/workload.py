@@ -174,11 +174,13 @@ def genome_bytes(pop: PopArrays, prec: Precision, dtype: Any = np.float64) -> tu
 
 
 def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
-              prec: Precision = Precision(), dtype: Any = np.float64) -> OpTable:
+              prec: Precision = Precision(), dtype: Any = np.float64,
+              fields: tuple[str, ...] = OP_FIELDS) -> OpTable:
     """All per-layer operators of a forward pass of `tokens` tokens over `context` keys (vectorized).
 
     `dtype=np.float32` halves memory traffic for bulk costing of large populations (about 1e-7
-    relative error); the default float64 keeps parameter counts exact."""
+    relative error); the default float64 keeps parameter counts exact. `fields` limits the table to
+    those fields (the others are None): the model totals read three of nine, once per generation."""
     P = pop.P
     S, C, B = _bcast(tokens, P, dtype), _bcast(context, P, dtype), _bcast(batch, P, dtype)
     f = lambda a: a.astype(dtype)  # noqa: E731
@@ -227,7 +229,7 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     gemm("mlp_up", rows, d, dm, d * dm + ball * dm)
     elementwise("mlp_act", rows * dm, zero, reads=1.0 + sw)
     gemm("mlp_down", rows, dm, d, dm * d + ball * d * act)
-    return _stack(ops, OP_NAMES, OP_KINDS, P, pop.L, dtype)
+    return _stack(ops, OP_NAMES, OP_KINDS, P, pop.L, dtype, fields)
 
 
 def head_ops(pop: PopArrays, tokens: Any, logits_tokens: Any = None, batch: int = 1,
@@ -254,15 +256,18 @@ def head_ops(pop: PopArrays, tokens: Any, logits_tokens: Any = None, batch: int 
     return _stack(ops, HEAD_OP_NAMES, HEAD_OP_KINDS, P, 1)
 
 
-def _stack(ops: dict, names: tuple, kinds: tuple, P: int, L: int, dtype: Any = np.float64) -> OpTable:
-    """Fill one (field, op, P, L) block and expose (P, L, O) views: contiguous writes, no copies."""
-    data = np.zeros((len(OP_FIELDS), len(names), P, L), dtype=dtype)
+def _stack(ops: dict, names: tuple, kinds: tuple, P: int, L: int, dtype: Any = np.float64,
+           fields: tuple[str, ...] = OP_FIELDS) -> OpTable:
+    """Fill one (field, op, P, L) block and expose (P, L, O) views: contiguous writes, no copies.
+    A field not in `fields` is None (never silently zero)."""
+    data = np.zeros((len(fields), len(names), P, L), dtype=dtype)
     for j, n in enumerate(names):
-        for fi, fld in enumerate(OP_FIELDS):
+        for fi, fld in enumerate(fields):
             v = ops[n][fld]
-            if not (np.isscalar(v) and v == 0):
+            if not (type(v) is float and v == 0.0):  # an absent field stays zero
                 data[fi, j] = v
-    views = {fld: np.moveaxis(data[fi], 0, -1) for fi, fld in enumerate(OP_FIELDS)}
+    views = dict.fromkeys(OP_FIELDS)
+    views.update({fld: np.moveaxis(data[fi], 0, -1) for fi, fld in enumerate(fields)})
     return OpTable(names=names, kinds=kinds, **views)
 
 
@@ -276,7 +281,7 @@ def model_totals(pop: PopArrays, kv_bytes: float = 2.0) -> dict[str, np.ndarray]
     """
     nan = np.full(pop.P, np.nan)  # parameters are counted at 1 byte each, whatever the genome's formats
     ops = layer_ops(pop.with_bytes(weight_bytes=nan, act_bytes=nan), tokens=1, context=1,
-                    prec=Precision(1.0, 1.0, kv_bytes))
+                    prec=Precision(1.0, 1.0, kv_bytes), fields=("flops", "weight_bytes", "kv_write_bytes"))
     layer_params = ops.total("weight_bytes")  # weight bytes at 1 byte/param = parameter count
     d, V, T = pop.d_model.astype(float), pop.vocab_size.astype(float), pop.block_size.astype(float)
     emb = V * d * (2 - pop.tied) + pop.learned_pos * T * d
