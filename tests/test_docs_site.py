@@ -39,6 +39,8 @@ def test_blank_line_goes_before_a_list_after_a_paragraph_only() -> None:
     out = fixes.blank_before_lists(text).split("\n")
     assert out[:2] == ["Para:", ""] and out.count("") == 3  # one inserted, two were there
     assert "x:" in out and out[out.index("x:") + 1] == "- not a list"  # code fences untouched
+    inline = fixes.blank_before_lists("```` ```bash ```` is code, not a fence.\nPara:\n- a").split("\n")
+    assert inline[1:] == ["Para:", "", "- a"]  # a line starting with an inline code span opens no fence
     assert fixes.wrap_tables("<table><tr></tr></table>").startswith('<div class="forge-table-scroll"><table>')
 
 

@@ -15,7 +15,7 @@ from markdown.preprocessors import Preprocessor
 from mkdocs.plugins import event_priority
 
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
-FENCE = re.compile(r"^\s*(```|~~~)")
+FENCE = re.compile(r"^\s*(`{3,}[^`]*|~{3,}.*)$")  # a backtick fence's info string holds no backtick (CommonMark)
 TABLE = re.compile(r"<table>(.*?)</table>", re.S)
 SCROLL_CLASS = "forge-table-scroll"
 
