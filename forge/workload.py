@@ -182,7 +182,7 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     relative error); the default float64 keeps parameter counts exact. `fields` limits the table to
     those fields (the others are None): the model totals read three of nine, once per generation."""
     P = pop.P
-    S, C, B = _bcast(tokens, P, dtype), _bcast(context, P, dtype), _bcast(batch, P, dtype)
+    S, B = _bcast(tokens, P, dtype), _bcast(batch, P, dtype)  # keys per query: attended_keys(pop, context)
     f = lambda a: a.astype(dtype)  # noqa: E731
     act, att = f(pop.active), f(pop.attn)
     nh, nkv, dqk, dv, dm = f(pop.n_h), f(pop.n_kv), f(pop.d_qk), f(pop.d_v), f(pop.d_mlp)
