@@ -23,6 +23,7 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 from forge.errors import UserError
 from forge.genome import Genome, LayerGene
 from forge.io import as_float
+from forge.numeric import round_float
 from forge.space import SearchSpace
 
 
@@ -132,7 +133,8 @@ def default_anchor(space: SearchSpace) -> Genome:
 
 @dataclass
 class Hypervolume:
-    """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator).
+    """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator), rounded to
+    `forge.numeric.DIGITS` significant digits.
 
     A maximized objective (sign −1, F = −value) is normalized as anchor / value, so it too is 1 at the
     anchor and `ref` means "`ref` times worse than the anchor"."""
@@ -159,4 +161,4 @@ class Hypervolume:
         F = F / np.where(self.maxi, 1.0, self.anchor)
         if len(F) == 0:
             return 0.0
-        return float(self._hv(F))
+        return round_float(float(self._hv(F)))  # fixed digits: the same text in history/summary on any machine

@@ -22,6 +22,7 @@ from forge.arrays import GenomeBatch, PopArrays
 from forge.genes import attention_genes
 from forge.genome import Genome
 from forge.io import json_num
+from forge.numeric import round_sig, settle
 from forge.space import SearchSpace
 from forge.workload import WORKLOAD_TOTALS, model_totals, workload_totals
 from search.constraints import Constraint, parse_constraint
@@ -199,7 +200,7 @@ class ForgeProblem(Problem):
         """User-function objectives, computed once per genome id."""
         todo = {i: g for g, i in zip(genomes, ids) if i not in self._user}
         if todo:
-            cols = {n: o.values(list(todo.values())) for n, o in self.user.items()}
+            cols = {n: settle(o.values(list(todo.values()))) for n, o in self.user.items()}
             for j, i in enumerate(todo):
                 self._user[i] = {n: float(c[j]) for n, c in cols.items()}
         return {n: np.array([self._user[i][n] for i in ids], dtype=float) for n in self.user}
@@ -210,7 +211,7 @@ class ForgeProblem(Problem):
         todo = list(dict.fromkeys(i for i in ids if (v, i) not in self._loss))
         if todo:
             t0 = time.perf_counter()
-            loss, mu, sigma = self.evaluator(_batch(genomes, ids, todo, arrays))
+            loss, mu, sigma = (settle(a) for a in self.evaluator(_batch(genomes, ids, todo, arrays)))
             for j, i in enumerate(todo):
                 self._loss[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
                 self._unsaved[(v, i)] = None
@@ -218,7 +219,7 @@ class ForgeProblem(Problem):
         rows = np.array([self._loss[(v, i)] for i in ids], dtype=float).reshape(len(ids), 3)
         out = {LOSS: rows[:, 0], "mu": rows[:, 1], "sigma": rows[:, 2]}
         if hasattr(self.evaluator, "interval"):  # injected evaluators (tests) may have none
-            out["loss_lo"], out["loss_hi"] = self.evaluator.interval(rows[:, 1], rows[:, 2])
+            out["loss_lo"], out["loss_hi"] = (round_sig(a) for a in self.evaluator.interval(rows[:, 1], rows[:, 2]))
         return out
 
     def _cost_metrics(self, genomes: list[Genome], ids: list[str], arrays: PopArrays | None = None
@@ -229,7 +230,7 @@ class ForgeProblem(Problem):
             table: CostTable = self.backend.evaluate(_batch(genomes, ids, todo, arrays), self.workload)
             names = [n for n in dict.fromkeys([*CORE_COST, *self.objectives, *(c.name for c in self.constraints)])
                      if n not in (*NOT_BACKEND, *self.user)]
-            cols = {n: table.objective(n) for n in names}
+            cols = {n: settle(table.objective(n)) for n in names}
             for j, i in enumerate(todo):
                 self._cost[i] = {n: float(cols[n][j]) for n in names} | {"feasible": float(table.feasible[j])}
                 self._cost[i]["reason"] = table.reason[j]  # type: ignore[assignment]

@@ -125,17 +125,34 @@ class ForgeFormerPredictor:
             return {"method": "none", "source": "uncalibrated checkpoint (run forge-surrogate mode=calibrate)"}
         return {"method": self.conformal.method(has_sigma), "source": self.conformal.provenance}
 
-    @torch.inference_mode()
     def encoder_predict(self, genomes: Sequence[Genome], n_mc: int,
                         packed: Packed | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The encoder ensemble. n_mc > 0: n_mc stochastic passes with dropout on. An ensemble deals the
         passes round-robin to its members (pass j uses member j mod K), i.e. it samples the mixture of the
         members' MC-dropout posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what
-        10 passes of one member cost. Each member's passes run as one batched forward."""
+        10 passes of one member cost. Each member's passes run as one batched forward.
+
+        On the CPU the members run in float64 (their float32 weights converted exactly, and back afterwards):
+        float32 kernels of different instruction sets disagree at ~1e-8, float64 ones at ~1e-16, far below
+        the digits the search keeps (forge.numeric), so every machine predicts the same rounded μ."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
+        if self.device.type != "cpu":
+            return self._encoder_predict(genomes, n_mc, packed, torch.float32)
+        try:
+            for m in self.members:
+                m.double()
+            return self._encoder_predict(genomes, n_mc, packed, torch.float64)
+        finally:
+            for m in self.members:
+                m.float()
+
+    @torch.inference_mode()
+    def _encoder_predict(self, genomes: Sequence[Genome], n_mc: int, packed: Packed | None,
+                         dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
         dev = self.device
-        x, mask = (t.to(dev) for t in self.tensors(genomes, packed))
+        x, mask = self.tensors(genomes, packed)
+        x, mask = x.to(dev, dtype), mask.to(dev)
         n = x.shape[0]
         if n_mc <= 0:
             outs = [m.eval()(x, mask) for m in self.members]
