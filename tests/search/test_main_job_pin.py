@@ -1,7 +1,10 @@
 """The default main job's front, pinned: `forge-search` with no arguments and today's predictor
 (`evaluator.predictor=forgeformer-iha-paper`) must keep these Pareto ids and this hypervolume through
-any refactor of genes, spaces, decoding or checkpoints (issue 26). The values are what the code gave
-at commit 37be8c6, before the gene registry (the issue text quoted HV 7.3246 from an older tree)."""
+any refactor of genes, spaces, decoding or checkpoints (issue 26), on any machine (issue 33: the search
+rounds every surrogate and backend float before comparing it, and the surrogate runs in float64, so the
+ids are exact everywhere; the HV is checked at 1e-6 relative). Pinned on the machine MACHINE names; a
+change that moves the front on purpose re-pins with
+`python bench/repin_main_job.py --write` and says so in bench/RESULTS.md."""
 from __future__ import annotations
 
 import json
@@ -13,20 +16,22 @@ from search.cli import run
 from search.state import read_jsonl
 
 FRONT_IDS = [
-    '00558875408bfab6', '00b0b9657755bf61', '018ed382af1b8c17', '0301cad0d3c0a640', '04e9b3e020a0425a', '06cc2d549f45a8fe',
-    '07b2d3cb5a33574d', '095c91e8c6fa472b', '17c0b8c37274c596', '22cda8bbb8919181', '386e151cc7e5a14e', '38d3148f31c5bc04',
-    '420b4e8d87bd9858', '43dabeeb1493d074', '482f7ad37206bd5e', '498d1fe6f887402c', '4aa1bb4f9f3a56e8', '59034006ffcd3d4a',
-    '595b91466385fb19', '5dd101c6a275ca9e', '5e6e0ccad7e9d417', '68184468e0fafad5', '6ab887add2b35ead', '6ac1aec816016fc0',
-    '6c6b48fcefcb7c76', '6eb27d948f43796c', '750aefb7abd2a604', '795f764da653c557', '80d1f4c216913924', '81c98952d844e278',
-    '85a7d704ca78bdce', '8bbc4230148c0f90', '8f6776ea2b51ee1d', '8f6c3805453a94a7', '9255c92f95752cee', '92e145b5d4241a1a',
-    '933bd21146a588d0', '9881af47b05587b6', '9be584681f1b2d5c', '9c641a568d5e4c51', '9cb446d55679f3d7', '9ece4e4c0cda878c',
-    '9f14ec59d744e591', 'a63635c8c0884785', 'a912c69ae59c2f97', 'ac3d14ae59cf45f7', 'ad7e2c85470eefa8', 'ae08a06e913c3c14',
-    'b5163ee4bdf117fe', 'b557e95f4e7af0be', 'b59f8f1135881740', 'bd40479f263d6b34', 'bf920ba384e8f3ac', 'ce027659aa57c966',
-    'cec2adf6ff92485e', 'cf23e18d5890d6b3', 'd7c8f7aead3f1245', 'dc8c3e92381fd49b', 'dda67b74ba34b600', 'e8ba015e50abfa4f',
-    'eb3951e78977334d', 'f3fc9b867136ab59', 'f5dc1386bea85264', 'f61778ba4e92d4d3', 'f7853183c47aac0b', 'f7a73298262ddeea',
-    'fe7a7dcc2b37a52e', 'ff40202cf2708d8c',
+    '00b70e59b5f5fb40', '00b8c9193c7eb8a6', '0320b119f50d8279', '05c061e34c28051d', '076026e839d91631', '091c134d8097a752',
+    '0c07560c2505aa56', '0c62d3cc28759183', '12ce6a05275b3ece', '1a9553d12631e361', '1c1b2ea80d6196a6', '26ed46a3f3ddffc2',
+    '2eac742285ee440a', '2f83530b75021a9a', '35e637e2a18e331c', '3a51f79118010920', '3eebcc5538435714', '3f0a990bdd23518b',
+    '470faeceb8554e8c', '49d27997bd177ea6', '4a14723905ff829c', '4b15aeeadb383367', '4b8aabaf8ae19e1b', '4d1a923dafbc82f4',
+    '5172e58ebd0970c3', '551b272bac3bd275', '56490d29e0c8df17', '58139120bbe69730', '5febdde56dbb7f79', '609b4c46257028b0',
+    '62876112568c64a3', '64a9d0e3f1ce431a', '679f896e6648f7fa', '6d57ba4a4e40c0ae', '6eff2dbddb8d4574', '7139de3e723ce9e5',
+    '7523822110c99705', '7811cf080fddf93d', '7d213b90e8dd4a50', '7de6d49ba5fb0dee', '7e9b87ea1aeb45f1', '838f9a8c2b7a3bb1',
+    '8787f0e01388f643', '88bf705b92ae2a9a', '8cf3119167adacac', '8d3efa334e80fc9d', '8fac925e7e7685b3', '9377d9b8a21d699d',
+    '941adc85f967bf7f', 'ae574228d28f5672', 'af331b1085837693', 'b1671486def33957', 'b211d593d2dc0549', 'c2263806d36187d6',
+    'c28a3b81afc37f61', 'c46daba58270d190', 'd08864ff98ba678f', 'd101e87cc6db6a65', 'd2cfcb1c17553fcf', 'd3b528d3ceb0b2cb',
+    'd40a1fe7a9c20571', 'd8c077a1df74a130', 'e15bc2305610c9d2', 'e1a75a9e89176de5', 'e2543e5a366ef1f5', 'e2e96abed64e5c7e',
+    'e32d54239c6b5154', 'ea4b7c7c5cbdff55', 'ec8f05e35755d426', 'f21171f47a14fc1b', 'f31a81917d71dcdf', 'f977c09c66b764ff',
+    'fd2ac160fc280f42',
 ]
-HV = 7.286428743702038
+HV = 7.32108
+MACHINE = 'AMD EPYC, 2 cores'
 
 
 @pytest.mark.slow
@@ -37,5 +42,5 @@ def test_default_main_job_front_and_hv_are_pinned(tmp_path):
     summary = run(cfg)
     ids = sorted(r["id"] for r in read_jsonl(tmp_path / "pareto.jsonl"))
     assert ids == FRONT_IDS
-    assert summary["hypervolume"] == pytest.approx(HV, rel=1e-12)
+    assert summary["hypervolume"] == pytest.approx(HV, rel=1e-6)
     assert json.loads((tmp_path / "summary.json").read_text())["evaluations"] == 1944
