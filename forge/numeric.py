@@ -75,7 +75,12 @@ def settle(x: Any, digits: int = DIGITS) -> np.ndarray:
     return round_sig(perturb(x), digits)
 
 
+def order_by_id(values: Any, ids: Sequence[str], digits: int = DIGITS) -> np.ndarray:
+    """Indices that sort `values` ascending after rounding; equal values in id order (not row order or last bits)."""
+    v = round_sig(values, digits).tolist()
+    return np.array(sorted(range(len(ids)), key=lambda j: (v[j], ids[j])), dtype=int)
+
+
 def argmin_by_id(values: Any, ids: Sequence[str], digits: int = DIGITS) -> int:
     """Index of the smallest value after rounding; equal values go to the smallest id (not the first row)."""
-    v = round_sig(values, digits)
-    return min(range(len(ids)), key=lambda j: (v[j], ids[j]))
+    return int(order_by_id(values, ids, digits)[0])

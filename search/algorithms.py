@@ -1,7 +1,8 @@
 """pymoo algorithms for the two search recipes, and (re)storing their population.
 
 `nsga`: pymoo's NSGA-II (binary tournament on constraint-dominance, rank and crowding; RankAndCrowding
-survival) with the layer operators of `search.operators` and duplicate elimination by genome id.
+survival with stable ties, `search.survival`) with the layer operators of `search.operators` and duplicate
+elimination by genome id.
 `random`: the same loop, but offspring are drawn uniformly from the space (LLMForge Figure 7's
 Random + IHA): the evaluation budget (N + G·λ) and survival are identical, only direction is lost.
 """
@@ -21,6 +22,7 @@ from search.objectives import SearchConfigError
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
 from search.problem import ForgeProblem
+from search.survival import StableRankAndCrowding
 
 ALGORITHMS = ("nsga", "random")
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
@@ -54,7 +56,7 @@ def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, An
     algo = cls(pop_size=int(s.get("pop_size", 24)), n_offsprings=int(s.get("offspring", 48)),
                sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s.get("crossover", 0.6))),
                mutation=LayerMutation(space, rate, params), repair=SpaceRepair(space),
-               eliminate_duplicates=IdDuplicateElimination(problem.keys))
+               eliminate_duplicates=IdDuplicateElimination(problem.keys), survival=StableRankAndCrowding())
     algo.space = space
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
     return algo

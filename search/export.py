@@ -27,6 +27,7 @@ from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
 from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
+from forge.numeric import argmin_by_id
 from search.state import read_jsonl, require_complete
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
@@ -64,11 +65,11 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
         F = np.column_stack([_col(rows, o) * (-1.0 if o in maximize else 1.0) for o in objectives])
         lo, hi = F.min(0), F.max(0)
         Z = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
-        return [rows[int(np.argmin(np.linalg.norm(Z, axis=1)))]]
+        return [rows[argmin_by_id(np.linalg.norm(Z, axis=1), [r["id"] for r in rows])]]
     m = re.fullmatch(r"min:(\w+)", spec)
     if m:
         _check_name(m.group(1), names)
-        return [rows[int(np.argmin(_col(rows, m.group(1))))]]
+        return [rows[argmin_by_id(_col(rows, m.group(1)), [r["id"] for r in rows])]]
     m = re.fullmatch(r"budget:(\w+)\s*(?:<=|:)\s*([-+0-9.eE]+)", spec)  # ':' needs no shell/Hydra quoting
     if m:
         _check_name(m.group(1), names)

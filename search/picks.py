@@ -14,6 +14,7 @@ import numpy as np
 
 from forge.errors import UserError
 from forge.io import as_float
+from forge.numeric import order_by_id
 from search.export import select
 from search.objectives import LOSS
 
@@ -44,7 +45,7 @@ def front_picks(rows: Sequence[dict[str, Any]], objectives: Sequence[str], k: in
     for o in objectives:
         take(select(rows, f"min:{o}", objectives)[0], f"min:{o}")
     cost = [o for o in objectives if o != LOSS] or objectives
-    order = np.argsort(_norm(rows, cost).sum(1), kind="stable")
+    order = order_by_id(_norm(rows, cost).sum(1), [r["id"] for r in rows])
     rest = [rows[i] for i in order if rows[i]["id"] not in chosen]
     n = k - len(chosen)
     if n > 0 and rest:
@@ -78,7 +79,7 @@ def near_front_picks(archive: Sequence[dict[str, Any]], objectives: Sequence[str
         idx = np.asarray(idx, int)
         Fi = F[idx]
         span = np.where(np.ptp(F, axis=0) > 0, np.ptp(F, axis=0), 1.0)
-        for i in idx[np.argsort(((Fi - F.min(0)) / span).sum(1), kind="stable")]:
+        for i in idx[order_by_id(((Fi - F.min(0)) / span).sum(1), [rows[int(j)]["id"] for j in idx])]:
             if len(out) < n:
                 out.append((f"near-front:{layer}", rows[int(i)]))
     return out

@@ -118,11 +118,13 @@ def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_
     s = out["summary"]
     assert [r["role"] for r in out["picks"]][0] == "knee" and len(out["picks"]) == 5 and len(out["control"]) == 4
     for r in out["picks"] + out["control"]:
-        assert r["real_loss"] == pytest.approx(r["mu"] + 0.1)  # fake protocol = fake prediction + 0.1
-        assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"])
+        # fake protocol = fake prediction + 0.1, fake measurement = 1.3 × fake cost, both of the unrounded values
+        # (the run keeps 6 significant digits, forge.numeric)
+        assert r["real_loss"] == pytest.approx(r["mu"] + 0.1, abs=2e-5)
+        assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"], rel=1e-5)
         assert r["inside"] is False and r["loss_lo"] == r["loss_hi"] == r["mu"]  # no interval in this run
-    assert s["coverage"] == 0.0 and s["mae"] == pytest.approx(0.1) and s["spearman"] == pytest.approx(1.0)
-    assert s["n_seen_by_refit"] == 0 and s["mae_unseen"] == pytest.approx(0.1)  # no co-evolution in this run
+    assert s["coverage"] == 0.0 and s["mae"] == pytest.approx(0.1, abs=2e-5) and s["spearman"] == pytest.approx(1.0)
+    assert s["n_seen_by_refit"] == 0 and s["mae_unseen"] == pytest.approx(0.1, abs=2e-5)  # no co-evolution in this run
     assert s["interval_method"].startswith("none") and s["hv_objectives"] == ["real_loss", "measured_tpot_ms"]
     assert s["real_hv"]["picks"] > 0 and s["real_hv"]["control"] >= 0 and out["cost"].startswith("cost measured")
     saved = json.loads((fake_run / "verify" / "verify.json").read_text())
@@ -154,7 +156,7 @@ def test_resume_after_a_kill_trains_only_the_rest(fake_run, tiny_space, tmp_path
 def test_refit_lowers_the_error_on_the_picks(fake_run, tiny_space, tmp_path):
     out = run({"run": str(fake_run), "k": 4, "control": 2, "refit": True}, _parts(tiny_space, tmp_path / "l.db"))
     r = out["refit"]
-    assert r["refit"] and r["n_new"] == 6 and r["mae_before"] == pytest.approx(0.1)
+    assert r["refit"] and r["n_new"] == 6 and r["mae_before"] == pytest.approx(0.1, abs=2e-5)
     assert r["mae_after"] < 0.01 and "checkpoint" not in r  # the fake predictor cannot be saved
 
 
