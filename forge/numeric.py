@@ -75,6 +75,18 @@ def settle(x: Any, digits: int = DIGITS) -> np.ndarray:
     return round_sig(perturb(x), digits)
 
 
+def round_floats(obj: Any, digits: int = DIGITS) -> Any:
+    """A JSON-able structure with every non-integral float rounded (what a report file holds: the same text on
+    every machine). Integral floats (parameter counts, byte totals) are exact everywhere and stay whole."""
+    if isinstance(obj, dict):
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [round_floats(v, digits) for v in obj]
+    if isinstance(obj, (float, np.floating)) and not float(obj).is_integer():
+        return round_float(float(obj), digits)
+    return obj
+
+
 def order_by_id(values: Any, ids: Sequence[str], digits: int = DIGITS) -> np.ndarray:
     """Indices that sort `values` ascending after rounding; equal values in id order (not row order or last bits)."""
     v = round_sig(values, digits).tolist()

@@ -14,6 +14,7 @@ after, and saves the checkpoint in the run directory for `forge-search evaluator
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,6 +26,7 @@ from forge import plugins
 from forge.config import group_yaml
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json
+from forge.numeric import round_float, round_floats
 from forge.labels import Label
 from forge.redact import mask
 from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
@@ -179,7 +181,8 @@ class Verify:
 
     def train(self, recs: list[dict[str, Any]]) -> dict[str, Label]:
         genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
-        return {r["id"]: lab for r, lab in zip(recs, self.trainer.train(genomes))}
+        # rounded as a search rounds its surrogate (forge.numeric): the coverage and error decisions see 6 digits
+        return {r["id"]: replace(lab, label=round_float(lab.label)) for r, lab in zip(recs, self.trainer.train(genomes))}
 
     def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
         if self.measure is None or not recs:
@@ -187,7 +190,7 @@ class Verify:
         genomes = [genome_from_dict(r["genome"]) for r in recs]
         rc = {**self.run_cfg, "workload": {**(self.run_cfg.get("workload") or {}), **(self.cfg.get("workload") or {})}}
         table = self.measure.evaluate(genomes, build_workload(rc, self.measure))
-        return {r["id"]: table.row(j) for j, r in enumerate(recs)}
+        return {r["id"]: round_floats(table.row(j)) for j, r in enumerate(recs)}
 
     @property
     def trained_run(self) -> bool:
@@ -213,6 +216,7 @@ class Verify:
             out["refit"] = self.refit(P + C, labels)
         self.out.mkdir(parents=True, exist_ok=True)
         out["figure"] = str(self._figure(P, C, summary, measured is not None))
+        out = round_floats(out)  # fixed digits: the same report on every machine
         atomic_write_json(self.out / "verify.json", out)
         return out
 

@@ -17,6 +17,7 @@ from forge.errors import UserError
 from forge import plugins
 from forge.config import forge_main, output_dir
 from forge.io import atomic_write_json
+from forge.numeric import round_floats
 
 COMMANDS = ("afd", "pools")
 
@@ -36,7 +37,7 @@ def run(cfg: Any) -> dict[str, Any]:
         from search.serving.pools_run import run_pools
 
         s = run_pools(cfg, out)
-    atomic_write_json(out / "summary.json", s)
+    atomic_write_json(out / "summary.json", round_floats(s))  # fixed digits: the same file on every machine
     if not cfg.get("quiet", False):
         _print(s, out)
     return s

@@ -27,9 +27,12 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from backends.serving.pool import PoolSpace, total_memory_gb
 from backends.serving.system import ServingModel
+from forge.numeric import round_float, round_sig, settle
+from search.survival import StableRankAndCrowding
 
 
 BIG = 1e6
+SETTLED = ("serving_time_s", "rps", "ttft_mean_s", "tpot_mean_s", "cost_usd")  # a serving model's float columns
 
 
 class PoolProblem(Problem):
@@ -52,7 +55,7 @@ class PoolProblem(Problem):
                                 np.where(r["feasible"], r["cost_usd"] / self.base[1], BIG)])
 
     def objectives(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        r = self.model.evaluate(*self.systems(X))
+        r = settled(self.model.evaluate(*self.systems(X)))
         r["F"] = self.scaled(r)
         return r
 
@@ -69,7 +72,7 @@ class JointProblem(PoolProblem):
         if len(models) != len(loss) or len(models) < 1:
             raise ValueError(f"joint search needs one loss per candidate genome (got {len(models)} models, {len(loss)} losses)")
         super().__init__(space, models[0], base, lead_ub=(len(models) - 1,))
-        self.models, self.loss = models, np.asarray(loss, dtype=float)
+        self.models, self.loss = models, round_sig(loss)
 
     def genome_index(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(np.rint(X), dtype=np.int64)[:, 0]
@@ -80,7 +83,7 @@ class JointProblem(PoolProblem):
                              "feasible": np.zeros(len(g), dtype=bool)}
         for j in np.unique(g):
             m = g == j
-            rj = self.models[j].evaluate(pre[m], dec[m])
+            rj = settled(self.models[j].evaluate(pre[m], dec[m]))
             for k in r:
                 r[k][m] = rj[k]
         r["F"] = np.column_stack([self.scaled(r), np.where(r["feasible"], self.loss[g], BIG)])
@@ -130,7 +133,8 @@ def enumerate_all(problem: PoolProblem) -> np.ndarray:
 def nsga(problem: PoolProblem, sampling: Sampling, pop: int, gens: int, seed: int) -> dict[str, Any]:
     """NSGA-II on integer indices (SBX/PM with rounding, pymoo's integer recipe); history of HV inputs kept."""
     algo = NSGA2(pop_size=pop, sampling=sampling, crossover=SBX(prob=0.9, eta=15, vtype=float, repair=RoundingRepair()),
-                 mutation=PM(eta=20, vtype=float, repair=RoundingRepair()), eliminate_duplicates=True)
+                 mutation=PM(eta=20, vtype=float, repair=RoundingRepair()), eliminate_duplicates=True,
+                 survival=StableRankAndCrowding())
     res = minimize(problem, algo, ("n_gen", gens), seed=seed, save_history=True, verbose=False)
     seen = np.vstack([h.pop.get("X") for h in res.history])
     fronts = [front_of(h.opt.get("F"), h.opt.get("G")) for h in res.history]
@@ -149,8 +153,13 @@ def front_of(F: np.ndarray, G: np.ndarray | None = None) -> np.ndarray:
 def quality(front: np.ndarray, ref_point: np.ndarray, true_front: np.ndarray | None) -> dict[str, float]:
     """HV (pymoo) in baseline units; ADRS as paper 003 Eq. 13 (mean distance of found points to the true
     front, pymoo GD) and the reference-centric form (pymoo IGD), in log10 objective units."""
-    out = {"hv": float(HV(ref_point=ref_point)(front)) if len(front) else 0.0}
+    out = {"hv": round_float(HV(ref_point=ref_point)(front)) if len(front) else 0.0}
     if true_front is not None and len(front):
         lt, lf = np.log10(true_front), np.log10(front)
-        out["adrs"], out["igd"] = float(GD(lt)(lf)), float(IGD(lt)(lf))
+        out["adrs"], out["igd"] = round_float(GD(lt)(lf)), round_float(IGD(lt)(lf))
     return out
+
+
+def settled(r: dict[str, Any]) -> dict[str, Any]:
+    """A serving model's result with its float columns rounded (forge.numeric): what every comparison sees."""
+    return {k: settle(v) if k in SETTLED else v for k, v in r.items()}

@@ -19,7 +19,7 @@ from backends.serving.trace import resolve_trace
 from forge.cli import resolve_arch
 from forge.config import to_container
 from search.serving.pools import (JointProblem, MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga,
-                                  quality)
+                                  quality, settled)
 
 INITS = ("memory", "random")
 
@@ -58,6 +58,7 @@ def build_problem(cfg: Any, serve: dict[str, Any], space: PoolSpace, trace: Any)
     b = models[0].evaluate(design(serve["baseline"]["prefill"]), design(serve["baseline"]["decode"]))
     if not b["feasible"][0]:
         raise PoolError(f"the baseline system cannot serve {models[0].genome.name}: {b['reason'][0]}")
+    b = settled(b)
     base = (float(b["serving_time_s"][0]), float(b["cost_usd"][0]))
     info = {"serving_time_s": base[0], "cost_usd": base[1], "rps": float(b["rps"][0]), "arch": models[0].genome.name}
     if not archs:
