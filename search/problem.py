@@ -6,7 +6,9 @@ also by surrogate version, since co-evolution hot-swaps the predictor). Objectiv
 are named and directed (`search.objectives`): the loss, a model or workload total from `forge.workload`,
 a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
 `val_loss < 3.8` or `ttft_ms <= 20` (`search.constraints`); hardware-infeasible genomes get one extra
-violated constraint and are dominated out.
+violated constraint and are dominated out. Every float the evaluator, the backend or a user function returns is
+rounded here, once, to `forge.numeric.DIGITS` significant digits (`settle`): F, G, the archive, the run files and
+every later comparison see the same numbers on any CPU (issue 33).
 """
 from __future__ import annotations
 
