@@ -9,6 +9,7 @@ here holds everywhere; record the printed line in bench/RESULTS.md with the chan
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import re
 import sys
@@ -34,7 +35,6 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    import os
     return f"{model}, {os.cpu_count()} cores"
 
 
