@@ -115,8 +115,11 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     if n_same is None:
         return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
+    blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: the predictor never saw these genes, so its loss ignores "
+             "them (evaluator.allow_blind)." if iv.get("blind_to") else "")
     return (f"{more}≈: {n_same} of {n} front members have a loss interval overlapping the best one's (the "
-            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}.")
+            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}."
+            + blind)
 
 
 TINY_VERIFY = ("forge-search space=iha-tiny evaluator.predictor=forgeformer-iha-tiny protocol=cpu-proxy corpus=stdlib "
