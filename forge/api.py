@@ -178,7 +178,7 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     return _pandas().DataFrame(rows)
 
 
-def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-paper", n_mc: int = 0,
+def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-paper-all", n_mc: int = 0,
             level: float = 0.9, seed: int = 0, allow_blind: Sequence[str] | None = None) -> Any:
     """Predicted loss of genomes, as the search's evaluator computes it: one row per genome with mu, sigma
     (n_mc MC-dropout passes; 0 = deterministic) and the calibrated interval loss_lo / loss_hi at `level`.

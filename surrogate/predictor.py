@@ -29,6 +29,7 @@ from surrogate.targets import TargetMap
 from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
+DEFAULT = "forgeformer-iha-paper-all"  # every shared label (issue 35); "forgeformer-iha-paper" still loads by name
 
 
 class CheckpointError(ForgeError):
@@ -278,7 +279,7 @@ def register_format(fmt: str, loader: Callable[[Path], Any]) -> None:
     LOADERS[str(fmt)] = loader
 
 
-def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> Any:
+def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     """Load a checkpoint by name or path: Forge-Former's (safetensors + JSON only; nothing unpickled) or
     any format registered with `register_format`."""
     stem = resolve_checkpoint(path_or_name)

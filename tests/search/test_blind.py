@@ -52,7 +52,7 @@ def test_search_refuses_a_blind_gene_and_an_opted_in_run_marks_its_loss_blind(tm
     with pytest.raises(SearchConfigError, match="blind to gene 'window' that space 'iha-tiny-swa' varies"):
         run(_cfg(tmp_path / "a", "space=iha-tiny-swa", "evaluator.predictor=forgeformer-iha-tiny"))
     s = run(_cfg(tmp_path / "b", "space=iha-tiny-swa", "evaluator.predictor=forgeformer-iha-tiny",
-                 "+evaluator.allow_blind=[window]"))
+                 "evaluator.allow_blind=[window]"))
     assert s["loss_interval"]["blind_to"] == ["window"]
     rows = list(csv.DictReader(open(tmp_path / "b" / "front.csv")))
     assert rows and all(r["loss_blind_to"] == "window" for r in rows)
@@ -62,7 +62,7 @@ def test_search_refuses_a_blind_gene_and_an_opted_in_run_marks_its_loss_blind(tm
     assert "LOSS BLIND TO window" in front_table(front_rows(tmp_path / "b"), s).caption
     assert "Blind to gene(s) window" in loss_line({"metrics": {"mu": 3.0, "loss_lo": 2.9, "loss_hi": 3.2},
                                                    "loss_interval": s["loss_interval"]})
-    ok = run(_cfg(tmp_path / "c", "space=iha-tiny", "evaluator.predictor=auto"))  # the space's own checkpoint
+    ok = run(_cfg(tmp_path / "c", "space=iha-tiny"))  # no predictor named: the space's own checkpoint
     assert "blind_to" not in ok["loss_interval"]
 
 
