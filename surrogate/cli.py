@@ -134,6 +134,10 @@ def _calibrate(cfg: DictConfig) -> dict:
     stem = resolve_checkpoint(cfg.ckpt or DEFAULT)
     p = load_predictor(stem)
     t = p.meta.get("test") or {}
+    if p.conformal is not None and "folds" in p.conformal.provenance:  # surrogate.crossconf: every label trained it
+        raise UserError(f"{stem.name} is calibrated cross-conformally on grouped out-of-fold rows (it has no held-out "
+                        "split); allowed: a checkpoint with a test split, or re-run bench/fit_paper_all.py "
+                        "--calibrate-only for this one")
     if not t.get("test_frac") or not t.get("n_test"):
         raise UserError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
                         "with test_frac > 0, whose test rows calibrate it")

@@ -67,3 +67,16 @@ def test_the_shipped_all_labels_predictor_is_calibrated_on_every_label_by_nested
         assert np.allclose(again[k], v, rtol=1e-6, atol=1e-4), k  # stored at 4 decimals
     assert 0.025 <= again["below"] <= 0.075 and 0.025 <= again["above"] <= 0.075
     assert 0.85 <= again["coverage_best10"] <= 0.95 and again["width_best10"] <= again["width"]
+
+
+def test_mode_calibrate_refuses_the_cross_conformal_checkpoint_in_one_line(tmp_path):
+    from hydra import compose, initialize_config_module
+
+    from forge.errors import UserError
+    from surrogate.cli import run
+
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose(config_name="forge-surrogate",
+                      overrides=["mode=calibrate", "ckpt=forgeformer-iha-paper-all", f"out_dir={tmp_path}"])
+    with pytest.raises(UserError, match="cross-conformally on grouped out-of-fold rows"):
+        run(cfg)
