@@ -22,7 +22,8 @@ from search.cli import run
 from search.state import read_jsonl
 
 PIN = Path(__file__).resolve().parents[1] / "tests" / "search" / "test_main_job_pin.py"
-OVERRIDES = ["evaluator.predictor=forgeformer-iha-paper", "progress=false"]  # what the pin test composes
+# what the pin test composes, by the suffix of its variables: FRONT_IDS/HV and FRONT_IDS_DEFAULT/HV_DEFAULT
+PINS = {"": ["evaluator.predictor=forgeformer-iha-paper", "progress=false"], "_DEFAULT": ["progress=false"]}
 
 
 def machine() -> str:
@@ -38,20 +39,20 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
-def main_job_front() -> tuple[list[str], float]:
-    """(sorted Pareto ids, hypervolume) of the default main job."""
+def main_job_front(overrides: list[str]) -> tuple[list[str], float]:
+    """(sorted Pareto ids, hypervolume) of the main job under `overrides`."""
     with tempfile.TemporaryDirectory() as tmp, initialize_config_module(config_module="forge_conf", version_base="1.3"):
-        summary = run(compose("forge-search", overrides=[*OVERRIDES, f"out_dir={tmp}"]))
+        summary = run(compose("forge-search", overrides=[*overrides, f"out_dir={tmp}"]))
         ids = sorted(r["id"] for r in read_jsonl(Path(tmp) / "pareto.jsonl"))
     return ids, float(summary["hypervolume"])
 
 
-def rewrite(text: str, ids: list[str], hv: float, where: str) -> str:
-    """The pin test's source with new FRONT_IDS, HV and MACHINE."""
+def rewrite(text: str, ids: list[str], hv: float, where: str, suffix: str = "") -> str:
+    """The pin test's source with new FRONT_IDS{suffix}, HV{suffix} and MACHINE."""
     rows = [", ".join(repr(i) for i in ids[k:k + 6]) for k in range(0, len(ids), 6)]
-    block = "FRONT_IDS = [\n" + "".join(f"    {r},\n" for r in rows) + "]"
-    text = re.sub(r"FRONT_IDS = \[\n.*?\n\]", lambda _: block, text, count=1, flags=re.S)
-    text = re.sub(r"^HV = .*$", f"HV = {hv!r}", text, count=1, flags=re.M)
+    block = f"FRONT_IDS{suffix} = [\n" + "".join(f"    {r},\n" for r in rows) + "]"
+    text = re.sub(rf"^FRONT_IDS{suffix} = \[\n.*?\n\]", lambda _: block, text, count=1, flags=re.S | re.M)
+    text = re.sub(rf"^HV{suffix} = .*$", f"HV{suffix} = {hv!r}", text, count=1, flags=re.M)
     return re.sub(r"^MACHINE = .*$", f"MACHINE = {where!r}", text, count=1, flags=re.M)
 
 
@@ -59,11 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite the pin test with the new front")
     args = ap.parse_args(argv)
-    ids, hv = main_job_front()
     where = machine()
-    print(f"default main job: {len(ids)} Pareto members, HV {hv!r} ({where})")
+    for suffix, overrides in PINS.items():
+        ids, hv = main_job_front(overrides)
+        print(f"main job {' '.join(overrides)}: {len(ids)} Pareto members, HV {hv!r} ({where})")
+        if args.write:
+            PIN.write_text(rewrite(PIN.read_text(), ids, hv, where, suffix))
     if args.write:
-        PIN.write_text(rewrite(PIN.read_text(), ids, hv, where))
         print(f"rewrote {PIN}")
     return 0
 

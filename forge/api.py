@@ -178,19 +178,24 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     return _pandas().DataFrame(rows)
 
 
-def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-paper", n_mc: int = 0,
-            level: float = 0.9, seed: int = 0) -> Any:
+def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-paper-all", n_mc: int = 0,
+            level: float = 0.9, seed: int = 0, allow_blind: Sequence[str] | None = None) -> Any:
     """Predicted loss of genomes, as the search's evaluator computes it: one row per genome with mu, sigma
-    (n_mc MC-dropout passes; 0 = deterministic) and the calibrated interval loss_lo / loss_hi at `level`."""
+    (n_mc MC-dropout passes; 0 = deterministic) and the calibrated interval loss_lo / loss_hi at `level`.
+    Genomes using a gene (or gene value) the predictor never saw are refused unless `allow_blind` names the
+    gene; then the rows say so in `loss_blind_to` (search.blind)."""
+    from search.blind import check_blind, genome_grids
     from search.components import load_surrogate
     from search.problem import LossEvaluator
 
     gs = genomes_of(genomes)
-    ev = LossEvaluator(load_surrogate(predictor, None), n_mc=n_mc, seed=seed, level=level)
+    pred = load_surrogate(predictor, None)
+    blind = check_blind(pred, genome_grids(gs), allow_blind, str(predictor), "these genomes use")
+    ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level)
     _, mu, sigma = ev(gs)
     lo, hi = ev.interval(mu, sigma)
     return _pandas().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
-                                "loss_lo": lo, "loss_hi": hi})
+                                "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": ";".join(blind)} if blind else {})})
 
 
 def _list(x: Sequence[Any] | None) -> list[Any] | None:

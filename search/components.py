@@ -81,10 +81,17 @@ def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None
                                 f"it was trained for {have}; allowed: a checkpoint trained on this space")
 
 
-def load_surrogate(node: Any, space: SearchSpace | None) -> Any:
-    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name, or a checkpoint name/path; checked
-    against `space` when one is given."""
+def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None) -> Any:
+    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name, a checkpoint name/path, or `auto` (the
+    space's shipped checkpoint, search.blind); checked against `space` (globals, depth, genes it cannot see)
+    when one is given. The blind genes the user allowed are set on the predictor as `blind_genes`."""
+    from search.blind import check_blind, default_predictor, varied
     from surrogate.interface import as_loss_predictor
+
+    if node in (None, "auto"):
+        if space is None:
+            raise SearchConfigError("evaluator.predictor=auto needs a space; allowed: a checkpoint name or path")
+        node = default_predictor(space, allow_blind)
 
     if isinstance(node, Mapping):  # a user's surrogate from config: anything with predict (surrogate.interface)
         try:
@@ -96,7 +103,11 @@ def load_surrogate(node: Any, space: SearchSpace | None) -> Any:
 
         pred = load_predictor(str(node))
     if space is not None:
-        check_predictor_space(pred, space, str(node if not isinstance(node, Mapping) else node.get("_target_")))
+        name = str(node if not isinstance(node, Mapping) else node.get("_target_"))
+        check_predictor_space(pred, space, name)
+        blind = check_blind(pred, varied(space), allow_blind, name, f"space {space.name!r} varies", space)
+        if blind:
+            pred.blind_genes = blind
     return pred
 
 
@@ -142,7 +153,11 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     ev = dict(cfg.get("evaluator") or {})
     if ev.get("kind", "surrogate") != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    base = ev.get("predictor", f"forgeformer-{space.name}")
+    base = ev.get("predictor", "auto")
+    if base in (None, "auto"):
+        from search.blind import default_predictor
+
+        base = default_predictor(space, ev.get("allow_blind"))
     # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
     ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
     finetune = import_callable(ft_spec)  # checked before anything is built
@@ -164,9 +179,11 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
-        pred = load_surrogate(ev.get("predictor", f"forgeformer-{space.name}"), space)
-        return LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
-                             seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9))
+        pred = load_surrogate(ev.get("predictor", "auto"), space, ev.get("allow_blind"))
+        out = LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
+                            seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9))
+        out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)
+        return out
     if kind == "train":
         return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store), penalty=penalty)
     raise SearchConfigError(f"evaluator.kind = {kind!r} is unknown; allowed: surrogate | train")

@@ -1,6 +1,7 @@
 """The main job's last screen: a rich table of the Pareto front, then the run folder and the next commands.
 
-Members are sorted by predicted loss, each with μ ± its calibrated interval (surrogate/conformal.py),
+Members are sorted by predicted loss, each with μ and its calibrated interval [lo, hi] (surrogate/conformal.py;
+printed as the bounds, never ± a half-width: the two tails differ),
 parameters, TTFT, TPOT and energy. The knee (what `forge-export select=knee` picks) is marked, and so
 is every member whose loss interval overlaps the best member's: the surrogate cannot tell those apart
 on loss, so their count is how many really distinct loss choices the front holds. `quiet=true`,
@@ -38,6 +39,11 @@ def _fmt(x: Any, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
     return fmt.format(v)
 
 
+def _bound(v: float) -> str:
+    """An interval bound: 3 decimals, or ±∞ where the calibration has no finite bound at this level."""
+    return _fmt(v) if math.isfinite(v) else ("∞" if v > 0 else "−∞")
+
+
 def front_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's Pareto rows, lowest predicted loss first."""
     p = Path(run_dir) / "pareto.jsonl"
@@ -63,15 +69,15 @@ def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: 
                     f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
               box=box.SIMPLE_HEAD)
     pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
-    for head in ("#", "", "id", f"loss μ ± {pct}", *(c[1] for c in cols)):
+    for head in ("#", "", "id", f"loss μ [{pct} interval]", *(c[1] for c in cols)):
         t.add_column(head, justify="left" if head in ("", "id") else "right", no_wrap=True)
     shown = [j for j, r in enumerate(rows) if j < limit or r["id"] == knee]
     for j in shown:
         m = rows[j]["metrics"]
         lo, hi, mu = _f(m.get("loss_lo")), _f(m.get("loss_hi")), _f(m.get("mu", m.get("val_loss")))
-        half = f" ± {(hi - lo) / 2:.3f}" if math.isfinite(lo) and math.isfinite(hi) else " ± ?"
+        bounds = f" [{_bound(lo)}, {_bound(hi)}]" if not (math.isnan(lo) or math.isnan(hi)) else " [?]"
         mark = " ".join(x for x, on in (("knee", rows[j]["id"] == knee), ("≈", bool(same[j]))) if on)
-        t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + half,
+        t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + bounds,
                   *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in cols),
                   style="bold" if rows[j]["id"] == knee else None)
     t.caption = _caption(len(rows), len(shown), n_same, iv)
@@ -109,8 +115,11 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     if n_same is None:
         return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
+    blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: the predictor never saw these genes, so its loss ignores "
+             "them (evaluator.allow_blind)." if iv.get("blind_to") else "")
     return (f"{more}≈: {n_same} of {n} front members have a loss interval overlapping the best one's (the "
-            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}.")
+            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}."
+            + blind)
 
 
 TINY_VERIFY = ("forge-search space=iha-tiny evaluator.predictor=forgeformer-iha-tiny protocol=cpu-proxy corpus=stdlib "

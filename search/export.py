@@ -175,10 +175,13 @@ def loss_line(info: dict[str, Any]) -> str:
     if not all(isinstance(x, (int, float)) for x in (mu, lo, hi)):
         return f"Predicted loss: {mu} (no calibrated interval: {iv.get('source', 'the run recorded none')})."
     src = iv.get("source")
-    src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
-           if isinstance(src, dict) else str(src))
+    if isinstance(src, dict):
+        src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
+               if "split" in src else f"calibrated on {src.get('n_rows')} {src.get('rows')}")
+    blind = (f" Blind to gene(s) {', '.join(iv['blind_to'])}: the predictor never saw them, so this loss ignores "
+             "them (run with evaluator.allow_blind)." if iv.get("blind_to") else "")
     return (f"Predicted loss: {mu:.4f}, {iv.get('level', 0.9):.0%} interval [{lo:.4f}, {hi:.4f}] "
-            f"({iv.get('method')}; {src}). A prediction, not a measurement: `forge-verify` trains it.")
+            f"({iv.get('method')}; {src}). A prediction, not a measurement: `forge-verify` trains it." + blind)
 
 
 def model_card(info: dict[str, Any], genome: Genome) -> str:

@@ -211,6 +211,12 @@ def _figure(path: Path) -> dict[str, str]:
     return {"data": base64.b64encode(path.read_bytes()).decode(), "caption": caption}
 
 
+def _indistinct(iv: dict[str, Any]) -> str:
+    """The '≈best loss' cell: how many front members tie the best on loss, and any gene the loss is blind to."""
+    blind = f" (loss blind to {', '.join(iv['blind_to'])})" if iv.get("blind_to") else ""
+    return f"{iv.get('n_indistinguishable', '–')}{blind}"
+
+
 def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any]) -> str:
     """The page, through an autoescaping Jinja2 template shipped in search/templates/ (values are text)."""
     from jinja2 import Environment, PackageLoader
@@ -222,7 +228,7 @@ def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str,
     for r in runs:
         s = r["summary"]
         rows.append([r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                     s.get("archive_size"), (s.get("loss_interval") or {}).get("n_indistinguishable", "–"),
+                     s.get("archive_size"), _indistinct(s.get("loss_interval") or {}),
                      _num(s.get("hypervolume", 0)), _num(s.get("hypervolume_loss_params", 0)),
                      _num(s.get("wall_s", 0), 1)])
     hvp = stats.get("hv_loss_params", {})

@@ -282,7 +282,8 @@ class Search:
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self._write_front(durable=True)
         self.sync()
-        write_tables(self.run_dir, self.problem.objectives, self._table_rows)  # front.csv, archive.csv beside the JSONL
+        write_tables(self.run_dir, self.problem.objectives, self._table_rows,
+                     getattr(self.problem.evaluator, "blind", ()))  # front.csv, archive.csv beside the JSONL
         return self.write_summary(status, stopped_by)
 
     def _sync_quietly(self) -> None:
@@ -305,7 +306,8 @@ class Search:
         overlaps the best member's (search.archive.loss_overlap)."""
         info = getattr(self.problem.evaluator, "interval_info", None)
         out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
-        return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1]}
+        blind = list(getattr(self.problem.evaluator, "blind", ()))  # genes the loss cannot see (search.blind)
+        return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1], **({"blind_to": blind} if blind else {})}
 
     def write_summary(self, status: str, interrupted_by: str | None = None, reason: str | None = None) -> dict[str, Any]:
         """summary.json; `status` (complete | stopped | interrupted | running | failed) is the field consumers

@@ -51,19 +51,22 @@ def to_csv(rows: Sequence[dict[str, Any]], first: Iterable[str] = ()) -> str:
     return buf.getvalue()
 
 
-def write_tables(run_dir: Path, objectives: Sequence[str],
-                 archive_rows: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
+def write_tables(run_dir: Path, objectives: Sequence[str], archive_rows: Sequence[dict[str, Any]] | None = None,
+                 blind: Sequence[str] = ()) -> dict[str, Path]:
     """front.csv and archive.csv from pareto.jsonl and archive.jsonl (atomically, so a reader never sees half).
 
     `archive_rows`: archive.jsonl's rows already as `genome_row`s, when the caller holds them all (a search
-    that logged every row itself), so the file is not parsed again."""
+    that logged every row itself), so the file is not parsed again. `blind`: genes the loss predictor never saw
+    (search.blind, allowed by the user): every row says so in `loss_blind_to`."""
     out = {}
     for src, name in (("pareto.jsonl", "front.csv"), ("archive.jsonl", "archive.csv")):
         if src == "archive.jsonl" and archive_rows is not None:
             rows = list(archive_rows)
         else:
             rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
-        atomic_write_text(run_dir / name, to_csv(rows, (*FIRST, *objectives)))
+        if blind:
+            rows = [r | {"loss_blind_to": ";".join(blind)} for r in rows]
+        atomic_write_text(run_dir / name, to_csv(rows, (*FIRST, *objectives, *(("loss_blind_to",) if blind else ()))))
         out[name] = run_dir / name
     return out
 

@@ -282,7 +282,11 @@ class Verify:
         buffer.update({lab.genome_id: lab for lab in new})
         if not new:
             return {"refit": False, "reason": "no finite new labels"}
-        base = (rc.get("evaluator") or {}).get("predictor", f"forgeformer-{self.space.name}")
+        base = (rc.get("evaluator") or {}).get("predictor", "auto")
+        if base in (None, "auto"):
+            from search.blind import default_predictor
+
+            base = default_predictor(self.space, (rc.get("evaluator") or {}).get("allow_blind"))
         predictor = ft(base, list(buffer.values()), replay_labels(co.get("replay"), self.space.name),
                        seed=self.seed, ratio=float(co.get("ratio", 5.0)), epochs=int(co.get("epochs", 10)),
                        lr=float(co.get("lr", 1e-4)), batch=int(co.get("batch_size", 32)))

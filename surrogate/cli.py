@@ -105,12 +105,12 @@ def _save(cfg: DictConfig, model: Any, res: dict, test: Any) -> Path:
 
 
 def _eval(cfg: DictConfig) -> dict:
-    from surrogate.predictor import load_predictor
+    from surrogate.predictor import DEFAULT, load_predictor
 
-    p = load_predictor(cfg.ckpt or "forgeformer-iha-paper")
+    p = load_predictor(cfg.ckpt or DEFAULT)
     data = _labels(cfg)
     mu, _ = p.predict(data.genomes)
-    return {"mode": "eval", "ckpt": str(cfg.ckpt or "forgeformer-iha-paper"), **_data_info(data),
+    return {"mode": "eval", "ckpt": str(cfg.ckpt or DEFAULT), **_data_info(data),
             "metrics": evaluate(data.y, mu)}
 
 
@@ -129,11 +129,15 @@ def _calibrate(cfg: DictConfig) -> dict:
     """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
     the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
     from forge.io import atomic_write_json
-    from surrogate.predictor import load_predictor, resolve_checkpoint
+    from surrogate.predictor import DEFAULT, load_predictor, resolve_checkpoint
 
-    stem = resolve_checkpoint(cfg.ckpt or "forgeformer-iha-paper")
+    stem = resolve_checkpoint(cfg.ckpt or DEFAULT)
     p = load_predictor(stem)
     t = p.meta.get("test") or {}
+    if p.conformal is not None and "folds" in p.conformal.provenance:  # surrogate.crossconf: every label trained it
+        raise UserError(f"{stem.name} is calibrated cross-conformally on grouped out-of-fold rows (it has no held-out "
+                        "split); allowed: a checkpoint with a test split, or re-run bench/fit_paper_all.py "
+                        "--calibrate-only for this one")
     if not t.get("test_frac") or not t.get("n_test"):
         raise UserError(f"{stem.name}: no held-out split recorded (test_frac = 0); allowed: a checkpoint trained "
                         "with test_frac > 0, whose test rows calibrate it")
@@ -149,13 +153,14 @@ def _calibrate(cfg: DictConfig) -> dict:
 
 def _finetune(cfg: DictConfig) -> dict:
     from surrogate.fit import finetune
+    from surrogate.predictor import DEFAULT
 
     if not (cfg.get("new") and cfg.get("out")):
         raise UserError("mode=finetune needs new=<new labels> and out=<checkpoint stem> (data= is the replay set)")
     check_writable(Path(f"{cfg.out}.safetensors"), "out")
     if len(_data_paths(cfg)) != 1:
         raise UserError(f"mode=finetune: data={_data_path(cfg)} is several files; allowed: one replay label file")
-    p = finetune(cfg.ckpt or "forgeformer-iha-paper", cfg.new, _data_paths(cfg)[0], cfg.ratio, cfg.ft_epochs,
+    p = finetune(cfg.ckpt or DEFAULT, cfg.new, _data_paths(cfg)[0], cfg.ratio, cfg.ft_epochs,
                  cfg.ft_lr, cfg.ft_batch, cfg.seed)
     return {"mode": "finetune", "checkpoint": str(p.save(cfg.out)), **p.meta["finetune"]}
 

@@ -21,6 +21,8 @@ from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
 from surrogate.generic import build_model
+from surrogate.conformal import coverage_cv
+from surrogate.decision import decision_table
 from surrogate.metrics import METRICS, evaluate, summarize
 from surrogate.training import Recipe
 
@@ -92,7 +94,7 @@ def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_
             out[name]["runs"].append(res["runs"][name])
             out[name]["fit_s"].append(res["fit_s"][name])
     for name in models:
-        out[name]["summary"] = summarize(out[name]["runs"])
+        out[name]["summary"] = summarize(out[name]["runs"]) | _extra_summary(out[name]["runs"])
     return out
 
 
@@ -104,8 +106,9 @@ def _split_job(data: LabelSet, models: list[str], s: int, test_frac: float, over
     for name in models:
         t0 = time.perf_counter()
         model = build(name, s, (overrides or {}).get(name)).fit(train, val)
-        metrics = evaluate(test.y, model.predict(test.genomes))
-        res["runs"][name] = {**metrics, "n_test": len(test)}
+        pred = np.asarray(model.predict(test.genomes), dtype=float)
+        metrics = evaluate(test.y, pred)
+        res["runs"][name] = {**metrics, **decision_and_intervals(test.y, pred, test.ids, s), "n_test": len(test)}
         res["fit_s"][name] = round(time.perf_counter() - t0, 2)
         if save_dir is not None and callable(getattr(model, "save", None)):
             if getattr(model, "predictor", None) is not None:  # the sidecar records its held-out split
@@ -117,6 +120,27 @@ def _split_job(data: LabelSet, models: list[str], s: int, test_frac: float, over
             log(line)
         res["log"].append(line)
     return res
+
+
+DECISION = ("regret_at_10", "overlap_at_10", "optimism_best10")  # surrogate.decision, each with a bootstrap CI
+INTERVAL = ("below", "above", "width", "coverage_best10", "width_best10")  # 90 % interval, grouped cross-conformal
+
+
+def decision_and_intervals(y: np.ndarray, pred: np.ndarray, ids: list[str], seed: int) -> dict[str, Any]:
+    """Issue 35 §3 on one test split: the decision metrics (value and bootstrap 95 % CI over architectures) and
+    the two-tailed 90 % interval's per-tail misses, width and best-10 % coverage/width, calibrated by 5-fold
+    cross-conformal over the test rows grouped by architecture (every model the same way, so they compare)."""
+    dec = decision_table(y, pred, ids, reps=200, seed=seed)
+    iv = coverage_cv(y, pred, None, None, 0.9, seed=seed, ids=ids)["conformal-residual"]
+    return ({k: dec[k]["value"] for k in DECISION} | {f"{k}_ci95": dec[k]["ci95"] for k in DECISION}
+            | {f"iv90_{k}": float(iv[k]) for k in INTERVAL})
+
+
+def _extra_summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    keys = [*DECISION, *(f"iv90_{k}" for k in INTERVAL)]
+    return {k: {"mean": float(np.mean([r[k] for r in runs])), "std": float(np.std([r[k] for r in runs])),
+                **({"ci95_mean": [float(np.mean([r[f"{k}_ci95"][j] for r in runs])) for j in (0, 1)]}
+                   if f"{k}_ci95" in runs[0] else {})} for k in keys if k in runs[0]}
 
 
 def markdown(results: dict[str, Any], n_test: int, seeds: int) -> str:
@@ -131,7 +155,19 @@ def markdown(results: dict[str, Any], n_test: int, seeds: int) -> str:
                  for n in names]
         paper = [fmt.format(PAPER[m][k]) for m in ("forgeformer", "mlp", "rf")]
         lines.append(f"| {k} | " + " | ".join(cells + paper) + " |")
-    return "\n".join(lines) + "\n"
+    for k in (*DECISION, *(f"iv90_{k}" for k in INTERVAL)):
+        got = [results[n]["summary"].get(k) for n in names]
+        ci = lambda g: f" (CI {g['ci95_mean'][0]:.3f}, {g['ci95_mean'][1]:.3f})" if "ci95_mean" in g else ""  # noqa: E731
+        cells = [f"{g['mean']:.3f} ± {g['std']:.3f}{ci(g)}" if g else "–" for g in got]
+        lines.append(f"| {k} | " + " | ".join(cells + ["–"] * 3) + " |")
+    return "\n".join(lines) + "\n" + LEGEND
+
+
+LEGEND = ("\nregret_at_10: true loss of the best of the 10 best-predicted rows minus the true best; overlap_at_10: "
+          "share of the true top 10 among the predicted top 10; optimism_best10: mean (true − predicted) over the "
+          "best-predicted 10 % (CI: mean over splits of each split's bootstrap 95 % interval, architectures "
+          "resampled). iv90_*: the 90 % two-tailed interval, 5-fold cross-conformal over the test rows grouped by "
+          "architecture: share below lo / above hi, mean width, coverage and width among the best-predicted 10 %.\n")
 
 
 def write_markdown(path: Path, results: dict[str, Any], n_test: int, seeds: int) -> None:

@@ -19,7 +19,11 @@ side: the true loss above the upper bound for 7–8 % of unseen rows, never belo
 lower and upper bounds are therefore calibrated separately on the signed scores μ − y and y − μ, each at
 level 1 − (1 − a)/2, so each tail misses at most (1 − a)/2 (Romano et al. 2019's asymmetric variant).
 Bins may be given as quantile levels of μ: (0.1, 0.4, 0.7) gives the best-predicted 10 % its own bin,
-the rows a loss-minimizing search picks from.
+the rows a loss-minimizing search picks from. No single row sets a bound (issue 35): a bin with fewer than
+MIN_TAIL scores at or beyond its rank for the asked level is pooled with its neighbours (`ScoreBins.pooled`);
+before, a 36-row best bin made its 95 % upper tail the one worst calibration residual, and 97.5 % infinite.
+Where the scores come from: a held-out carve (`surrogate.fit.conformal_fit`) or, for a predictor fit on every
+label, the out-of-fold rows of grouped CV (`surrogate.crossconf`).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from forge.errors import UserError
 
 METHODS = {"residual": "conformal-residual", "sigma": "conformal-sigma"}
 MIN_BIN = 30  # fewest calibration rows per μ bin (a 90 % quantile of fewer is mostly noise)
+MIN_TAIL = 5  # fewest scores at or beyond a bin's bound (else the bin is pooled with its neighbours)
 BEST_BINS = (0.1, 0.4, 0.7)  # two-tailed default: μ-quantile edges, the best-predicted 10 % in a bin of its own
 
 
@@ -54,12 +59,25 @@ class ScoreBins:
                    tuple(tuple(float(s) for s in np.sort(score[which == b])) for b in range(k)))
 
     def quantile(self, level: float) -> np.ndarray:
-        """Per bin: the ceil((n+1)·level)-th smallest score (inf when the bin is too small for the level)."""
+        """Per bin: the ceil((n+1)·level)-th smallest score of the bin, pooled with its neighbours (`pooled`)
+        until at least MIN_TAIL scores lie at or beyond that rank, so no single row sets a bound (inf only
+        when even all bins together are too few for the level)."""
         out = []
-        for s in self.scores:
+        for b in range(len(self.scores)):
+            s = self.pooled(b, level)
             r = math.ceil((len(s) + 1) * level)
             out.append(s[r - 1] if r <= len(s) else math.inf)
         return np.array(out)
+
+    def pooled(self, b: int, level: float) -> np.ndarray:
+        """Bin b's sorted scores, widened one neighbour bin at a time (both sides) until the bound at `level` is
+        at worst the MIN_TAIL-th largest score. Why: a 36-row best bin made its 95 % tail the single worst row."""
+        lo, hi = b, b + 1
+        while True:
+            s = np.sort(np.concatenate(self.scores[lo:hi]))
+            if len(s) + 1 - math.ceil((len(s) + 1) * level) >= MIN_TAIL or (lo == 0 and hi == len(self.scores)):
+                return s
+            lo, hi = max(0, lo - 1), min(len(self.scores), hi + 1)
 
     def half_width(self, mu: np.ndarray, level: float) -> np.ndarray:
         return self.quantile(level)[np.searchsorted(np.array(self.edges), mu, side="right")]
@@ -189,7 +207,8 @@ def interval_stats(y: np.ndarray, mu: np.ndarray, lo: np.ndarray, hi: np.ndarray
     best = mu <= np.quantile(mu, 0.1)
     hit = (y >= lo) & (y <= hi)
     return {"coverage": float(hit.mean()), "below": float(np.mean(y < lo)), "above": float(np.mean(y > hi)),
-            "width": float(np.mean(hi - lo)), "coverage_best10": float(hit[best].mean()), "n_best10": int(best.sum())}
+            "width": float(np.mean(hi - lo)), "coverage_best10": float(hit[best].mean()),
+            "width_best10": float(np.mean((hi - lo)[best])), "n_best10": int(best.sum())}
 
 
 def coverage_cv(y: np.ndarray, mu: np.ndarray, mu_mc: np.ndarray | None, sigma: np.ndarray | None, level: float,

@@ -29,6 +29,7 @@ from surrogate.targets import TargetMap
 from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
+DEFAULT = "forgeformer-iha-paper-all"  # every shared label (issue 35); "forgeformer-iha-paper" still loads by name
 
 
 class CheckpointError(ForgeError):
@@ -66,6 +67,11 @@ class ForgeFormerPredictor:
     @property
     def L_max(self) -> int:
         return int(self.space["L_max"])
+
+    @property
+    def covers(self) -> dict[str, Any]:
+        """The genes its training data covered ({gene: [lo, hi] | None}; search.blind refuses the others)."""
+        return covers_of(self.sidecar())
 
     def check(self, genomes: Sequence[Genome]) -> None:
         """Refuse genomes from another space (globals or depth) with a clear message."""
@@ -205,6 +211,43 @@ class ForgeFormerPredictor:
         return stem.with_suffix(".json")
 
 
+def covers_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """A sidecar's declared `covers`, else what its token fields let it see: the seven legacy genes (range
+    unknown: None) and every registered gene named as a field (e.g. `window` in field set `paper+window`)."""
+    if isinstance(meta.get("covers"), dict):
+        return dict(meta["covers"])
+    from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY
+
+    fields = set(meta.get("fields") or ())
+    seen = {g: None for g in LEGACY if ("mask" if g == "active" else g) in fields}
+    return seen | {g: None for g in (*LAYER_GENES, *GLOBAL_GENES) if g in fields and g not in LEGACY}
+
+
+def data_covers(data: LabelSet) -> dict[str, list[float]]:
+    """{gene: [lo, hi]} over the labelled genomes' active layers (attention genes over attention layers only)."""
+    from forge.genes import attention_genes, grid_genes
+
+    att = set(attention_genes())
+    out: dict[str, list[float]] = {"active": [0, 1], "attn": [0, 1]}
+    for gene in grid_genes():
+        vals = [getattr(lay, gene.name) for g in data.genomes for lay in g.layers
+                if lay.active and (lay.attn or gene.name not in att)]
+        if vals and (len(set(vals)) > 1 or gene.legacy):
+            out[gene.name] = [min(vals), max(vals)]
+    return out
+
+
+def shipped_sidecars() -> dict[str, dict[str, Any]]:
+    """{name: sidecar} of every shipped checkpoint (JSON only; nothing loaded)."""
+    out = {}
+    for p in sorted((data_dir() / "surrogate").glob("*.json")):
+        try:
+            out[p.stem] = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
 def _stem(path: str | Path) -> Path:
     p = Path(path)
     return p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
@@ -253,7 +296,7 @@ def register_format(fmt: str, loader: Callable[[Path], Any]) -> None:
     LOADERS[str(fmt)] = loader
 
 
-def load_predictor(path_or_name: str | Path = "forgeformer-iha-paper") -> Any:
+def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     """Load a checkpoint by name or path: Forge-Former's (safetensors + JSON only; nothing unpickled) or
     any format registered with `register_format`."""
     stem = resolve_checkpoint(path_or_name)

@@ -77,14 +77,15 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     rows = front_rows(run_dir)
     t = front_table(rows, s)
     heads = [c.header for c in t.columns]
-    assert heads == ["#", "", "id", "loss μ ± 90%", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
+    assert heads == ["#", "", "id", "loss μ [90% interval]", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
     losses = [r["metrics"]["val_loss"] for r in rows]
     assert losses == sorted(losses)  # best first
     text = _text(t)
     knee = select(rows, "knee", s["objectives"])[0]["id"]
     knee_line = next(line for line in text.splitlines() if knee[:8] in line)
     assert "knee" in knee_line and sum("knee" in line for line in text.splitlines()) == 1
-    assert f"{rows[0]['metrics']['mu']:.3f} ± {HALF:.3f}" in text
+    m0 = rows[0]["metrics"]
+    assert f"{m0['mu']:.3f} [{m0['loss_lo']:.3f}, {m0['loss_hi']:.3f}]" in text and " ± " not in text
     marked = sum(" ≈ " in line or "knee ≈" in line for line in text.splitlines() if line.strip()[:1].isdigit())
     assert marked == s["loss_interval"]["n_indistinguishable"]
     assert f"{marked} of {len(rows)} front members" in text

@@ -17,3 +17,19 @@ def test_compare_in_worker_processes_equals_one_process(tiny_jsonl):
     assert [ln.split(":")[0] for ln in lines] == ["seed 0 rf", "seed 0 forgeformer", "seed 1 rf", "seed 1 forgeformer"]
     with pytest.raises(ValueError, match="workers = 0; allowed"):
         compare(data, models, seeds=1, workers=0)
+
+
+def test_compare_reports_decision_metrics_and_interval_tails_for_every_model(tiny_jsonl):
+    """Issue 35 §3: regret/overlap/optimism with bootstrap CIs and the interval's tails and best-10 % figures."""
+    from surrogate.compare import markdown
+
+    data = load_labelset(tiny_jsonl)
+    res = compare(data, ["rf"], seeds=1, log=lambda m: None)
+    run, summ = res["rf"]["runs"][0], res["rf"]["summary"]
+    lo, hi = run["regret_at_10_ci95"]
+    assert 0.0 <= lo <= hi and 0.0 <= run["regret_at_10"] and 0.0 <= run["overlap_at_10"] <= 1.0
+    assert 0.0 <= run["iv90_below"] <= 0.2 and 0.0 <= run["iv90_above"] <= 0.2 and run["iv90_width"] > 0
+    table = markdown(res, run["n_test"], 1)
+    for k in ("regret_at_10", "overlap_at_10", "optimism_best10", "iv90_below", "iv90_above", "iv90_coverage_best10",
+              "iv90_width_best10"):
+        assert f"| {k} | {summ[k]['mean']:.3f}" in table
