@@ -166,8 +166,11 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from search.components import build_backend, build_workload
 
-    gs = genomes_of(genomes)
+    from forge import plugins
+
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
+    plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
+    gs = genomes_of(genomes)
     be = build_backend(c)
     table = be.evaluate(gs, build_workload(c, be))
     rows = []
@@ -185,6 +188,9 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     from search.components import load_surrogate
     from search.problem import LossEvaluator
 
+    from forge import plugins
+
+    plugins.trust({"evaluator": {"predictor": predictor}})  # the caller's own predictor node is theirs to run
     gs = genomes_of(genomes)
     ev = LossEvaluator(load_surrogate(predictor, None), n_mc=n_mc, seed=seed, level=level)
     _, mu, sigma = ev(gs)

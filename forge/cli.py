@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from forge import plugins
 from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
 from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
@@ -40,6 +41,7 @@ def arch_summary(genome: Genome) -> dict[str, Any]:
 
 
 def run_arch(cfg: Any) -> dict[str, Any]:
+    plugins.trust(cfg)  # the user's plug-in modules first: a gene of theirs in the genome file
     genome = resolve_arch(str(cfg["arch"]))
     s = arch_summary(genome)
     out = output_dir(cfg)
@@ -64,6 +66,7 @@ def _print_arch(s: dict[str, Any]) -> None:
 
 
 def run_space(cfg: Any) -> dict[str, Any]:
+    plugins.trust(cfg)  # the user's own config: a space class or plug-in module named in it is theirs to run
     space_cfg = to_container(cfg["space"])
     from forge.space import space_from_config
 

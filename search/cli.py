@@ -41,6 +41,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
         check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
+        plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
         c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
         check_search_config(c)
         sweep_temporaries(run_dir, run_dir / "state")
@@ -63,6 +64,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         import yaml
 
         atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
+        plugins.record(run_dir)  # which plug-in modules it used (a later command imports none from here)
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "
