@@ -140,7 +140,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
         self.o_proj = nn.Linear(gene.n_h * gene.d_v, d, bias=all_bias)
 
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+    def project(self, x: torch.Tensor, rope: dict | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v of x (B, T, d), RoPE applied: shared with the exported HF code (forge_hf), which keeps its own cache."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
         k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)  # (B, n_kv, T, d_qk)
@@ -148,6 +149,16 @@ class Attention(nn.Module):
         if rope is not None:
             cos, sin = rope[self.d_qk]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return q, k, v
+
+    def merge(self, y: torch.Tensor) -> torch.Tensor:
+        """Heads (B, n_h, T, d_v) → the block's output (B, T, d)."""
+        B, _, T, _ = y.shape
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
+
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+        T = x.size(1)
+        q, k, v = self.project(x, rope)
         if self.window and (cache is not None or T > self.window):
             k, v, mask = self._windowed(k, v, cache, li)
         else:
@@ -158,8 +169,7 @@ class Attention(nn.Module):
                 cache.v[li][:, :, past:past + T] = v
                 k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
             mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
-        y = attend(q, k, v, mask, self.pad)  # (B, n_h, T, d_v)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
+        return self.merge(attend(q, k, v, mask, self.pad))  # (B, T, d)
 
     def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None,
                   li: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -199,11 +209,13 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
+    attention = Attention  # the exported HF code swaps in its cache handling (forge_hf.modeling_forge)
+
     def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
         super().__init__()
         self.parallel = cfg.genome.parallel
         self.ln_attn = _norm(cfg) if gene.attn else None
-        self.attn = Attention(cfg, gene) if gene.attn else None
+        self.attn = self.attention(cfg, gene) if gene.attn else None
         self.ln_mlp = _norm(cfg)
         self.mlp = MLP(cfg, gene.d_mlp)
 

@@ -26,13 +26,13 @@ d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and der
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from forge.codec import Codec
-from forge.genes import GLOBAL_GENES, LAYER_GENES, extra_genes, grid_genes
+from forge.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES, SHAPE_GENES, extra_genes, grid_genes
 from forge.genome import Genome, GenomeError, LayerGene
 from forge.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid
 from forge.precision import TENSORS
@@ -40,9 +40,8 @@ from forge.precision import TENSORS
 __all__ = ["N_GENES", "GRID_FIELDS", "GLOBAL_FIELDS", "SearchSpace", "make_grid", "space_class",
            "space_from_config", "load_space"]
 
-N_GENES = 7  # per layer slot in a space that searches no gene beyond the original seven
-GRID_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # grids every space lists (SearchSpace fields)
-GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos")  # SearchSpace fields
+N_GENES = len(BUILTIN)  # per layer slot in a space that searches no gene beyond the built-in ones
+GRID_FIELDS = SHAPE_GENES  # grids every space lists (SearchSpace fields)
 
 
 @dataclass(frozen=True)
@@ -262,6 +261,9 @@ class SearchSpace(Codec):
                            for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
+
+
+GLOBAL_FIELDS = tuple(f.name for f in fields(SearchSpace) if f.name in GLOBAL_GENES)  # global genes with a field
 
 
 def space_class(target: Any) -> type:
