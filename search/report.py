@@ -28,7 +28,7 @@ from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.state import read_jsonl, require_complete
 
-FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin)  # the five shape genes
+FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
 ATTN_FIELDS = attention_genes()
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
@@ -140,7 +140,7 @@ def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str
 
 def shown_fields(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """The five shape genes plus any registered gene some row's layer sets (stored only off its default)."""
-    extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.builtin
+    extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.legacy
              and any(g.name in lay for r in rows for lay in r["genome"]["layers"])]
     return FIELDS + tuple(extra)
 
