@@ -47,6 +47,7 @@ RECORD = "plugins.json"  # in a run folder: the plug-in modules the run imported
 _registered: dict[str, set[str]] = defaultdict(set)
 _live: dict[str, set[str]] = {}
 _modules: list[str] = []  # plug-in modules imported by this process, in import order
+_bound: dict[str, Any] = {}  # path -> a Python object handed to the API (a function objective), no import needed
 
 
 class PluginError(UserError):
@@ -86,6 +87,15 @@ def shipped() -> dict[str, frozenset[str]]:
 def register(kind: str, path: str) -> None:
     """Allow `path` (module.Class or module.function) as a `kind` plug-in for the rest of this process."""
     _registered[kind].add(_norm(path))
+
+
+def bind(kind: str, obj: Any) -> str:
+    """A Python object the caller handed over (forge.search(objectives=[my_fn])) as a `kind` plug-in named by its
+    import path (module.qualname), which a config can hold; `resolve` returns the object itself in this process."""
+    path = _norm(f"{getattr(obj, '__module__', None) or 'python'}.{getattr(obj, '__qualname__', type(obj).__name__)}")
+    register(kind, path)
+    _bound[path] = obj
+    return path
 
 
 def trust(cfg: Any) -> None:
@@ -221,6 +231,8 @@ def check_all(node: Mapping[str, Any]) -> None:
 def resolve(kind: str, path: Any) -> Any:
     """The class (or function) at `path`, imported only once `check` allows it."""
     name = check(kind, path)
+    if name in _bound:
+        return _bound[name]
     module, _, attr = name.rpartition(".")
     try:
         return getattr(importlib.import_module(module), attr)

@@ -23,6 +23,7 @@ from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.objectives import SearchConfigError
+from search.user_surrogate import own_units
 from search.runner import Search
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
                           saved_config)
@@ -34,9 +35,11 @@ def output_dir(cfg: Any) -> Path:
 
 
 def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution."""
+    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution, or a
+    surrogate object as `predictor` (fitted on evaluator.labels when it arrives unfitted)."""
     c = to_container(cfg)
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
+    c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
@@ -53,7 +56,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     _set_threads(c.get("threads"))
     parts = dict(components or {})
     space = parts.get("space") or build_space(c)
-    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db")
+    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", parts.get("predictor"))
     backend = parts.get("backend") or build_backend(c)
     workload = parts.get("workload") or build_workload(c, backend)
     coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
