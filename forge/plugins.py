@@ -16,7 +16,8 @@ else: `trust(cfg)` imports every module listed under `plugins.modules` of the li
 installed package declares in the entry-point group `forge.plugins`. A search records the modules it used in
 its folder (`plugins.json`); `resume`, `forge-verify`, `forge-export` and `forge-report` of that run
 import nothing from that list: they refuse in one line (`require(run_dir)`) unless the live config, an
-installed entry point or this Python process has imported each of them.
+installed entry point or this Python process has imported each of them. A class or function defined in a
+plug-in module (`mypkg.genes.MySurrogate`) is allowed as any kind: the module is code you chose to run.
 
 Everything else is refused with one line naming the path and what is allowed, *before* its module is imported.
 
@@ -204,10 +205,16 @@ def allowed(kind: str) -> list[str]:
     return sorted({*shipped().get(kind, ()), *_registered.get(kind, ()), *_live.get(kind, ()), *_live.get(ANY, ())})
 
 
+def _in_plugin_module(name: str) -> bool:
+    """A class or function defined in a plug-in module this process imported (plugins.modules or an entry point):
+    a module the user named to run is theirs, everything in it included."""
+    return any(name.rpartition(".")[0] == m or name.startswith(f"{m}.") for m in _modules)
+
+
 def check(kind: str, path: Any) -> str:
     """`path` normalized if it is an allowed `kind` plug-in; else PluginError naming it and what is allowed."""
     name = _norm(path) if isinstance(path, str) else None
-    if name is None or name not in allowed(kind):
+    if name is None or (name not in allowed(kind) and not _in_plugin_module(name)):
         ours = ", ".join(sorted({*shipped().get(kind, ()), *_registered.get(kind, ())})) or "none"
         raise PluginError(f"{path!r} is not an allowed {kind} plug-in (a saved run, store, genome file or export "
                           f"never names code to run); allowed: {ours}, or your own class named in the config you "
@@ -224,7 +231,7 @@ def check_all(node: Mapping[str, Any]) -> None:
     refused in one line, naming the kind its key holds, before any part of it is built."""
     for key, value in dict(to_container(node)).items():
         for t in targets(value):
-            if not any(_norm(t) in allowed(k) for k in kinds()):
+            if not _in_plugin_module(_norm(t)) and not any(_norm(t) in allowed(k) for k in kinds()):
                 check(KEY_KIND.get(str(key), str(key)), t)  # raises, naming the path
 
 
@@ -249,6 +256,6 @@ def instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
     node = dict(to_container(node))
     check(kind, node.get("_target_"))
     for t in list(targets({k: v for k, v in node.items() if k != "_target_"})):
-        if not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
+        if not _in_plugin_module(_norm(t)) and not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
             check(kind, t)  # raises, naming the nested path
     return hydra_instantiate(node, **kwargs)

@@ -70,7 +70,8 @@ def test_every_command_from_the_cli(tmp_path):
     assert "metrics" in json.loads((tmp_path / "surrogate" / "summary.json").read_text())
     _cli(tmp_path, "forge-report", EXT, "runs=[run]", "out=report")
     assert (tmp_path / "report" / "report.html").is_file()
-    _cli(tmp_path, "forge-verify", EXT, "run=run", "k=2", "control=1", f"trainer={TRAINER}", "measure=none",
+    every = "plugins.modules=[tests.ext.genes,tests.ext.surrogates,tests.ext.objectives]"  # the run's classes too
+    _cli(tmp_path, "forge-verify", every, "run=run", "k=2", "control=1", f"trainer={TRAINER}", "measure=none",
          "out=verify")
     assert (tmp_path / "verify" / "verify.json").is_file()
 

@@ -110,3 +110,15 @@ def test_a_run_records_its_modules_and_later_commands_import_them_only_when_name
     out = export_run(compose("forge-export", run=str(run_dir), format="yaml", out=str(tmp_path / "x"), plugins=EXT))
     assert out
     assert report_run(compose("forge-report", runs=[str(run_dir)], out=str(tmp_path / "r"), plugins=EXT))
+
+
+def test_a_class_in_a_named_module_is_allowed_and_a_run_folder_cannot_name_one(tmp_path):
+    """A module the live config names is the user's code, every class in it included; nothing a folder holds
+    makes a module trusted (plugins.json is never imported from)."""
+    path = "tests.ext.surrogates.ForestSurrogate"
+    with pytest.raises(plugins.PluginError, match="not an allowed surrogate plug-in"):
+        plugins.trust({})
+        plugins.check("surrogate", path)
+    plugins.trust({"plugins": {"modules": ["tests.ext.surrogates"]}})
+    assert plugins.check("surrogate", path) == path
+    assert plugins.resolve("surrogate", path).__name__ == "ForestSurrogate"
