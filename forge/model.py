@@ -206,6 +206,9 @@ class MLP(nn.Module):
         return self.down(h)
 
 
+BLOCK_HOOKS: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
+
+
 class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
@@ -218,6 +221,8 @@ class Block(nn.Module):
         self.attn = self.attention(cfg, gene) if gene.attn else None
         self.ln_mlp = _norm(cfg)
         self.mlp = MLP(cfg, gene.d_mlp)
+        for hook in BLOCK_HOOKS:
+            hook(self, cfg, gene)
 
     def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
         a = self.attn(self.ln_attn(x), rope, cache, li) if self.attn is not None else None

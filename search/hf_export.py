@@ -83,6 +83,14 @@ def model_definitions() -> list[str]:
     return out
 
 
+def hook_definitions() -> list[str]:
+    """The plug-in genes' model meanings (forge.model.BLOCK_HOOKS), their source verbatim and registered, so the
+    export computes what the search's model computes (a hook uses torch and forge.model's names only)."""
+    import forge.model
+
+    return [f"{inspect.getsource(h)}\n\nBLOCK_HOOKS.append({h.__name__})\n" for h in forge.model.BLOCK_HOOKS]
+
+
 def modeling_source() -> str:
     """The exported `modeling_forge.py`: forge_hf's shell with its forge.model import replaced by forge/model.py's
     definitions, so the exported model and the one the search trains share one source."""
@@ -91,7 +99,7 @@ def modeling_source() -> str:
     mark = next(ln for ln in lines if MODEL_MARK in ln)
     parts = model_definitions()
     imports = "".join(p for p in parts if p.startswith(("import ", "from ")) and p not in lines)
-    defs = "\n\n".join(p for p in parts if not p.startswith(("import ", "from ")))
+    defs = "\n\n".join([*(p for p in parts if not p.startswith(("import ", "from "))), *hook_definitions()])
     return shell.replace(mark, f"{imports}\n# --- from forge/model.py, verbatim (a gene's meaning is written there) ---\n"
                                f"{defs}\n# --- end of forge/model.py ---\n", 1)
 

@@ -104,3 +104,32 @@ def test_every_call_from_the_api(tmp_path):
                             data=str(LABELS), out_dir=str(tmp_path / "surrogate"),
                             surrogate={"_target_": FOREST, "n_estimators": 20}, space=space_config(space))
     assert "metrics" in surrogate_run(cfg)
+
+
+def test_the_gene_changes_cost_and_means_the_same_in_the_model_and_the_hf_export(tmp_path):
+    """glu is its declaration, its meaning in the model and its count in the workload, all in tests/ext/genes.py:
+    the analyzer counts its gate (params, FLOPs, latency), the model builds it, the HF export ships it."""
+    import torch
+
+    import forge
+    from forge.genome import genome_from_dict
+    from forge.model import build_model
+    from forge.workload import analyze
+    from search.hf_export import write_hf
+    from tests.ext import genes  # noqa: F401
+
+    layer = {"n_h": 2, "n_kv": 1, "d_qk": 16, "d_v": 16, "d_mlp": 256}
+    base = {"d_model": 128, "block_size": 64, "vocab_size": 256, "mlp": "gelu", "norm": "layernorm"}
+    plain = genome_from_dict({**base, "layers": [layer, layer]})
+    gated = genome_from_dict({**base, "layers": [{**layer, "glu": 1}, layer]})
+    assert analyze(gated)["params"] - analyze(plain)["params"] == 128 * 256  # one gate: d_model x d_mlp
+    model = build_model(gated, seed=1).eval()
+    assert model.num_params() == analyze(gated)["params"] and model.blocks[0].mlp.gate is not None
+    cost = forge.cost([plain, gated], backend="roofline")
+    assert cost["ttft_ms"][1] > cost["ttft_ms"][0]
+    transformers = pytest.importorskip("transformers")
+    write_hf(model, gated, tmp_path / "hf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), trust_remote_code=True).eval()
+    x = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x)[0], atol=1e-5, rtol=0)
