@@ -1,21 +1,18 @@
 """The IHA decoder LM in PyTorch (nanoGPT-style), built from any `Genome`.
 
-Infinite-Head Attention (LLMForge §3.1): every layer has its own n_h query heads, n_kv K/V groups,
-query/key dim d_qk and value dim d_v; the only constraint is n_kv | n_h. Group g serves R = n_h/n_kv
-query heads under the grouped mapping g(h) = floor(h / R) (0-based form of the paper's
-g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` implements exactly that mapping.
+Infinite-Head Attention (LLMForge §3.1): every layer has its own n_h query heads, n_kv K/V groups, query/key dim
+d_qk and value dim d_v; the only constraint is n_kv | n_h. Group g serves R = n_h/n_kv query heads under the grouped
+mapping g(h) = floor(h / R) (0-based form of the paper's g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` is it.
 
     Q = x W_q : d → n_h·d_qk      K = x W_k : d → n_kv·d_qk      V = x W_v : d → n_kv·d_v
     head_h = softmax(Q_h K_g(h)^T / sqrt(d_qk)) V_g(h)           y = concat_h(head_h) W_o : n_h·d_v → d
 
-Identity-attention layers have no attention block and no attention norm; pruned layers are absent.
-The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
-and every cost backend agree on what a genome is.
+Identity-attention layers have no attention block and no attention norm; pruned layers are absent. The parameter
+count equals `forge.workload.analyze(genome)["params"]` exactly (tested): the model and every backend agree.
 
-Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query
-position i attends keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask;
-KV-cached decoding keeps only the last w positions of that layer in a rolling cache (position p in
-slot p mod w), so a windowed layer's cache never grows past w positions.
+Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query position i attends
+keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask; KV-cached decoding keeps only the
+last w positions of that layer in a rolling cache (position p in slot p mod w), never more than w positions.
 """
 from __future__ import annotations
 
@@ -152,7 +149,6 @@ class Attention(nn.Module):
         return q, k, v
 
     def merge(self, y: torch.Tensor) -> torch.Tensor:
-        """Heads (B, n_h, T, d_v) → the block's output (B, T, d)."""
         B, _, T, _ = y.shape
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
 
@@ -206,13 +202,11 @@ class MLP(nn.Module):
         return self.down(h)
 
 
-BLOCK_HOOKS: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
-
-
 class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
     attention = Attention  # the exported HF code swaps in its cache handling (forge_hf.modeling_forge)
+    hooks: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
 
     def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
         super().__init__()
@@ -221,7 +215,7 @@ class Block(nn.Module):
         self.attn = self.attention(cfg, gene) if gene.attn else None
         self.ln_mlp = _norm(cfg)
         self.mlp = MLP(cfg, gene.d_mlp)
-        for hook in BLOCK_HOOKS:
+        for hook in Block.hooks:
             hook(self, cfg, gene)
 
     def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:

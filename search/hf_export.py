@@ -84,11 +84,11 @@ def model_definitions() -> list[str]:
 
 
 def hook_definitions() -> list[str]:
-    """The plug-in genes' model meanings (forge.model.BLOCK_HOOKS), their source verbatim and registered, so the
+    """The plug-in genes' model meanings (forge.model.Block.hooks), their source verbatim and registered, so the
     export computes what the search's model computes (a hook uses torch and forge.model's names only)."""
     import forge.model
 
-    return [f"{inspect.getsource(h)}\n\nBLOCK_HOOKS.append({h.__name__})\n" for h in forge.model.BLOCK_HOOKS]
+    return [f"{inspect.getsource(h)}\n\nBlock.hooks.append({h.__name__})\n" for h in forge.model.Block.hooks]
 
 
 def modeling_source() -> str:

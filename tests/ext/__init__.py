@@ -11,7 +11,7 @@ def forget() -> None:
     """Undo the extension in this process (a test's teardown): its genes, its modules, the plug-in record."""
     from forge import genes, model, plugins, workload
 
-    for hooks in (model.BLOCK_HOOKS, workload.OP_HOOKS):
+    for hooks in (model.Block.hooks, workload.OP_HOOKS):
         hooks[:] = [h for h in hooks if not h.__module__.startswith("tests.ext")]
     for name in GENES:
         genes.unregister(name)

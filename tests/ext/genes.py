@@ -26,6 +26,6 @@ def glu_ops(pop, t):
     t["elementwise"]("mlp_act", t["rows"] * t["dm"], 0.0, reads=1.0 + gated)
 
 
-if glu_block not in model.BLOCK_HOOKS:
-    model.BLOCK_HOOKS.append(glu_block)
+if glu_block not in model.Block.hooks:
+    model.Block.hooks.append(glu_block)
     workload.OP_HOOKS.append(glu_ops)
