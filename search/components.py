@@ -79,11 +79,12 @@ def load_surrogate(node: Any, space: SearchSpace | None, labels: Any = None, see
 
     name = str(node.get("_target_") if isinstance(node, Mapping) else node if isinstance(node, (str, Path))
                else type(node).__name__)
-    node = user_surrogate.recipe(node) or node
+    recipe = user_surrogate.recipe(node)
+    node = recipe or node
     if not isinstance(node, (str, Path)):  # a user's surrogate: anything with predict (surrogate.interface)
         model = user_surrogate.build(node, space, seed)
         try:
-            pred = as_loss_predictor(user_surrogate.ready(model, name, space, labels, seed))
+            pred = as_loss_predictor(user_surrogate.ready(model, name, space, labels, seed, fresh=recipe is not None))
         except TypeError as e:
             raise SearchConfigError(f"evaluator.predictor: {e}; allowed: a class with predict(genomes)") from None
     else:

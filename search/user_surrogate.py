@@ -40,11 +40,12 @@ def build(node: Any, space: SearchSpace | None, seed: int) -> Any:
         raise SearchConfigError(str(e)) from None
 
 
-def ready(model: Any, name: str, space: SearchSpace | None, labels: Any, seed: int) -> Any:
-    """`model` fitted on `labels` when the config names them; else itself when it is fitted; else refused."""
+def ready(model: Any, name: str, space: SearchSpace | None, labels: Any, seed: int, fresh: bool = False) -> Any:
+    """`model` fitted on `labels` when the config names them; else itself when it is fitted; else refused.
+    `fresh`: built from a conf/surrogate recipe just now, so unfitted by construction."""
     if labels:
         return fit_on(model, labels, seed, name)
-    if not fitted(model, space):
+    if fresh or not fitted(model, space):
         raise SearchConfigError(f"evaluator.predictor {name!r} is not fitted; allowed: evaluator.labels=<label file> "
                                 "(JSONL or CSV: the search fits it on them), a fitted surrogate, or a checkpoint name")
     return model

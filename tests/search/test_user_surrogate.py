@@ -25,9 +25,10 @@ def space(tiny_space):
     return tiny_space
 
 
-def test_an_unfitted_user_surrogate_is_refused_in_one_line(space):
-    with pytest.raises(SearchConfigError, match=r"ForestSurrogate' is not fitted; allowed: evaluator.labels="):
-        build_evaluator({"evaluator": {"predictor": FOREST}}, space)
+@pytest.mark.parametrize("node", [FOREST, "rf", "rf_rank", "mlp"])
+def test_an_unfitted_user_surrogate_or_recipe_is_refused_in_one_line(space, node):
+    with pytest.raises(SearchConfigError, match=r"' is not fitted; allowed: evaluator.labels="):
+        build_evaluator({"evaluator": {"predictor": node}}, space)
 
 
 def test_the_search_fits_a_user_class_and_a_conf_surrogate_recipe_on_the_named_labels(space):
