@@ -134,14 +134,43 @@ def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[
     `values` are any other keys of conf/forge-search.yaml (`seed=1`, `search={"generations": 5}`,
     `evaluator={"predictor": "forgeformer-iha-tiny"}`, `workload="agentic-90k"`); `overrides` are
     command-line strings (`["search.pop_size=8"]`). The run folder is `out_dir` (default
-    outputs/search/<time>, as the CLI's); the progress bar is off unless `progress=True`."""
+    outputs/search/<time>, as the CLI's); the progress bar is off unless `progress=True`.
+
+    Python objects go where the config holds names: a space object (`space=MySpace(...)`), a function objective
+    (`objectives=["val_loss", my_metric, {"name": "mem", "fn": memory, "params": {"batch": 8}}]`) and a surrogate
+    object (`evaluator={"predictor": my_model}`; unfitted, it is fitted on `evaluator.labels`)."""
     from search.cli import run
 
+    space, objectives, values, parts = _python_objects(space, objectives, values)
     out = Path(out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
     cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=_list(objectives),
                   constraints=_list(constraints), out_dir=str(out), **{"progress": False, **values})
-    summary = run(cfg)
+    summary = run(cfg, parts)
     return SearchResult(Path(summary["run_dir"]), summary)
+
+
+def _python_objects(space: Any, objectives: Sequence[Any] | None,
+                    values: dict[str, Any]) -> tuple[Any, list[Any] | None, dict[str, Any], dict[str, Any]]:
+    """Python objects out of the arguments, into the search's parts; the config keeps what names them (the space's
+    own config node, the function's import path, the surrogate's class), so run folders read as the CLI's do."""
+    from forge import plugins
+    from forge.space import SearchSpace, space_config
+
+    parts: dict[str, Any] = {}
+    if isinstance(space, SearchSpace):
+        parts["space"], space = space, space_config(space)
+    objs = None if objectives is None else [
+        {"name": o.__name__, "fn": plugins.bind("objective", o)} if callable(o) else
+        {**o, "fn": plugins.bind("objective", o["fn"])} if isinstance(o, Mapping) and callable(o.get("fn")) else o
+        for o in objectives]
+    ev = values.get("evaluator")
+    pred = ev.get("predictor") if isinstance(ev, Mapping) else None
+    if pred is not None and not isinstance(pred, (str, Path, Mapping)):  # a surrogate object
+        parts["predictor"], cls = pred, type(pred)
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        plugins.register("surrogate", path)  # the caller's class: verify or resume in this process may rebuild it
+        values = {**values, "evaluator": {**ev, "predictor": {"_target_": path}}}
+    return space, objs, values, parts
 
 
 def load(run_dir: str | Path) -> SearchResult:
@@ -166,8 +195,11 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from search.components import build_backend, build_workload
 
-    gs = genomes_of(genomes)
+    from forge import plugins
+
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
+    plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
+    gs = genomes_of(genomes)
     be = build_backend(c)
     table = be.evaluate(gs, build_workload(c, be))
     rows = []
@@ -188,6 +220,9 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     from search.components import load_surrogate
     from search.problem import LossEvaluator
 
+    from forge import plugins
+
+    plugins.trust({"evaluator": {"predictor": predictor}})  # the caller's own predictor node is theirs to run
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
     blind = check_blind(pred, genome_grids(gs), allow_blind, str(predictor), "these genomes use")

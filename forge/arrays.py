@@ -24,10 +24,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from forge.genes import GLOBAL_GENES, LAYER_GENES, extra_genes, extra_globals
+from forge.genes import GLOBAL_GENES, LAYER_GENES, MASKS, SHAPE_GENES, extra_genes, extra_globals
 from forge.genome import Genome
 
-LAYER_KEYS = ("active", "attn", "n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # the dataclass's per-layer fields
+LAYER_KEYS = MASKS + SHAPE_GENES  # the built-in per-layer genes: PopArrays' own (P, L) fields
 PREC_KEYS = ("weight_bytes", "act_bytes", "kv_bytes")
 
 

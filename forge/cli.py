@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from forge import plugins
 from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
 from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
@@ -40,6 +41,7 @@ def arch_summary(genome: Genome) -> dict[str, Any]:
 
 
 def run_arch(cfg: Any) -> dict[str, Any]:
+    plugins.trust(cfg)  # the user's plug-in modules first: a gene of theirs in the genome file
     genome = resolve_arch(str(cfg["arch"]))
     s = arch_summary(genome)
     out = output_dir(cfg)
@@ -56,7 +58,7 @@ def _print_arch(s: dict[str, Any]) -> None:
     c.print(f"params {s['params']:,}  non-embedding {s['non_embedding_params']:,}  active layers "
             f"{s['n_active_layers']} ({s['n_attn_layers']} with attention)  KV {s['kv_bytes_per_token']:,} B/token (bf16)  "
             f"{s['flops_per_token'] / 1e6:,.1f} MFLOP/token")
-    cols = [g.name for g in LAYER_GENES.values() if g.grid and (g.legacy or any(g.name in lay for lay in s["layers"]))]
+    cols = [g.name for g in LAYER_GENES.values() if g.grid and (g.builtin or any(g.name in lay for lay in s["layers"]))]
     t = Table("#", *cols, "attn")
     for i, g in enumerate(s["layers"]):
         t.add_row(str(i), *(str(g.get(k, LAYER_GENES[k].default)) for k in cols), "yes" if g["attn"] else "identity")
@@ -64,6 +66,7 @@ def _print_arch(s: dict[str, Any]) -> None:
 
 
 def run_space(cfg: Any) -> dict[str, Any]:
+    plugins.trust(cfg)  # the user's own config: a space class or plug-in module named in it is theirs to run
     space_cfg = to_container(cfg["space"])
     from forge.space import space_from_config
 

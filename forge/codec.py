@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from forge.arrays import PopArrays, global_columns
-from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY, extra_genes
+from forge.genes import GLOBAL_GENES, LAYER_GENES, BUILTIN, extra_genes
 from forge.genome import Genome, GenomeError, LayerGene
 from forge.precision import TENSORS, PrecisionGenes, parse_format
 
@@ -110,7 +110,7 @@ class Codec:
         """`values(X)` → Genomes (one per row), built without re-validation: codec values are on-grid and
         repaired, so every check `LayerGene` would run holds by construction (the hot path of a search)."""
         n, L = v["active"].shape
-        names = [k for k in LEGACY if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
+        names = [k for k in BUILTIN if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
         slots = zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn")))
         cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
         flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
@@ -137,7 +137,7 @@ class Codec:
     @staticmethod
     def _layer(names: list[str], t: tuple) -> LayerGene:
         """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
-        legacy = dict(zip(names[:5], t))  # names: the five shape genes in LEGACY order, then extras
+        legacy = dict(zip(names[:5], t))  # names: the five shape genes in BUILTIN order, then extras
         legacy["active"], legacy["attn"] = bool(t[-2]), bool(t[-1])
         extra = tuple(sorted((k, x) for k, x in zip(names[5:], t[5:-2]) if x != LAYER_GENES[k].default))
         return LayerGene.trusted(legacy, extra)

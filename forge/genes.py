@@ -7,7 +7,7 @@ canonical id, YAML/JSON), the space (grids, sampling, repair, codec), the popula
 operators and the feature packer iterate over `LAYER_GENES` instead of naming genes; only the model and
 the workload analyzer give a gene its meaning.
 
-A gene registered after the first seven (`LEGACY`) is stored only when it differs from its default, so
+A gene registered after the first seven (`BUILTIN`) is stored only when it differs from its default, so
 the ids and files of every genome that predates it stay byte-identical. Adding a gene is one call:
 
     register(Gene("window", lo=0, default=0, attention=True))
@@ -15,7 +15,7 @@ the ids and files of every genome that predates it stay byte-identical. Adding a
 and a space that searches it lists its grid (`window: [0, 64, 128]` in conf/space/*.yaml).
 
 A `GlobalGene` is genome-wide (d_model, block_size, vocab_size, mlp, norm, bias, tied, pos, parallel:
-`GLOBAL_LEGACY`, always stored): its kind (int, bool, or one of `choices`), smallest int, default, whether a
+`GLOBAL_BUILTIN`, always stored): its kind (int, bool, or one of `choices`), smallest int, default, whether a
 space may search it (`d_model: [128, 192]` in a space yaml: one codec column after the layer slots) and
 whether it can join the surrogate's tokens (broadcast to every layer, field set `paper+<name>`; d_model and
 block_size already sit in every token as `d_model` and `T`). `card` is how the export card's architecture
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-LEGACY = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "active", "attn")  # LayerGene's own fields, in this order
+BUILTIN = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "active", "attn")  # the built-in genes: LayerGene's own fields
 REQUIRED = None  # a default of None: the gene must be given
 
 
@@ -48,11 +48,15 @@ class Gene:
     doc: str = ""
 
     @property
-    def legacy(self) -> bool:
-        return self.name in LEGACY
+    def builtin(self) -> bool:
+        """One of LayerGene's own fields (always stored), not a gene registered later (stored off its default)."""
+        return self.name in BUILTIN
+
+    legacy = builtin  # the old name
 
 
-GLOBAL_LEGACY = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
+GLOBAL_BUILTIN = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
+LEGACY, GLOBAL_LEGACY = BUILTIN, GLOBAL_BUILTIN  # the old names, for branches written before the rename
 RESERVED = ("name", "layers", "n_layers", "layer_template", "precision", "extra", "id", "genes")  # genome keys
 
 
@@ -72,8 +76,10 @@ class GlobalGene:
     doc: str = ""
 
     @property
-    def legacy(self) -> bool:
-        return self.name in GLOBAL_LEGACY
+    def builtin(self) -> bool:
+        return self.name in GLOBAL_BUILTIN
+
+    legacy = builtin  # the old name
 
     def allowed(self) -> str:
         """What the gene accepts, in words (the error messages' `allowed:` part)."""
@@ -102,7 +108,7 @@ def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
         raise ValueError(f"gene {gene.name!r}: kind = {gene.kind!r}; allowed: {' | '.join(kinds)}")
     if isinstance(gene, GlobalGene) and (gene.kind == "choice") != bool(gene.choices):
         raise ValueError(f"gene {gene.name!r}: choices = {gene.choices!r}; allowed: a non-empty tuple exactly when kind = choice")
-    if not gene.legacy and gene.default is REQUIRED:
+    if not gene.builtin and gene.default is REQUIRED:
         raise ValueError(f"gene {gene.name!r} needs a default (the value genomes written before it take)")
     table[gene.name] = gene
     return gene
@@ -110,7 +116,7 @@ def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
 
 def unregister(name: str) -> None:
     """Remove a non-legacy gene of either kind (tests that register a toy gene clean up with it)."""
-    if name in LEGACY or name in GLOBAL_LEGACY:
+    if name in BUILTIN or name in GLOBAL_BUILTIN:
         raise ValueError(f"gene {name!r} is built in and cannot be removed")
     LAYER_GENES.pop(name, None)
     GLOBAL_GENES.pop(name, None)
@@ -128,7 +134,7 @@ def registered(gene: Gene | GlobalGene) -> Iterator[Gene | GlobalGene]:
 
 def extra_genes() -> tuple[Gene, ...]:
     """Registered genes beyond LayerGene's own fields (stored only when not at their default)."""
-    return tuple(g for g in LAYER_GENES.values() if not g.legacy)
+    return tuple(g for g in LAYER_GENES.values() if not g.builtin)
 
 
 def grid_genes() -> tuple[Gene, ...]:
@@ -142,13 +148,13 @@ def attention_genes() -> tuple[str, ...]:
 
 def extra_globals() -> tuple[GlobalGene, ...]:
     """Registered global genes beyond the nine (stored only when not at their default)."""
-    return tuple(g for g in GLOBAL_GENES.values() if not g.legacy)
+    return tuple(g for g in GLOBAL_GENES.values() if not g.builtin)
 
 
 def token_genes() -> tuple[str, ...]:
     """Genes a surrogate field set may append (`paper+<name>`): per-layer ones, then global ones."""
-    return (tuple(g.name for g in LAYER_GENES.values() if g.token and not g.legacy)
-            + tuple(g.name for g in GLOBAL_GENES.values() if g.token and not g.legacy))
+    return (tuple(g.name for g in LAYER_GENES.values() if g.token and not g.builtin)
+            + tuple(g.name for g in GLOBAL_GENES.values() if g.token and not g.builtin))
 
 
 for _g in (
@@ -176,3 +182,8 @@ for _gg in (
     GlobalGene("parallel", kind="bool", lo=0, default=False, doc="GPT-NeoX parallel attention + MLP residual"),
 ):
     register(_gg)
+
+# named once here, from the declarations above: what every other module iterates instead of spelling gene names
+SHAPE_GENES = tuple(n for n in BUILTIN if LAYER_GENES[n].grid)  # n_h, n_kv, d_qk, d_v, d_mlp: every space's grids
+ATTENTION_SHAPE = tuple(n for n in SHAPE_GENES if LAYER_GENES[n].attention)  # the attention block's widths
+MASKS = tuple(n for n in BUILTIN if not LAYER_GENES[n].grid)  # active, attn: the slot's on/off switches

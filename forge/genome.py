@@ -12,7 +12,7 @@ same network. The id is the cache key everywhere (surrogate, backends, label sto
 
 Which genes exist, per layer and genome-wide, is the registry's to say (forge.genes): validation, the
 canonical form and the files iterate over it. A gene registered after the original ones (e.g. `window`, or a
-global gene beyond the nine `GLOBAL_LEGACY`) is stored only off its default, so genomes, label stores and
+global gene beyond the nine `GLOBAL_BUILTIN`) is stored only off its default, so genomes, label stores and
 checkpoints written before it load unchanged and keep their ids. A registered global gene reads as an
 attribute (`genome.n_experts`) and is built with `Genome.build(..., n_experts=4)`.
 """
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Literal
 import yaml
 
 from forge.errors import ForgeError
-from forge.genes import GLOBAL_GENES, GLOBAL_LEGACY, LAYER_GENES, LEGACY, Gene, GlobalGene
+from forge.genes import GLOBAL_GENES, GLOBAL_BUILTIN, LAYER_GENES, BUILTIN, Gene, GlobalGene
 from forge.precision import PrecisionError, PrecisionGenes
 
 
@@ -86,7 +86,7 @@ class LayerGene:
 
     def __post_init__(self) -> None:
         for gene in LAYER_GENES.values():
-            if gene.legacy:
+            if gene.builtin:
                 object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name)))
         object.__setattr__(self, "extra", _check_extra(self.extra))
         for gene in LAYER_GENES.values():
@@ -96,7 +96,7 @@ class LayerGene:
     @classmethod
     def build(cls, **values: Any) -> "LayerGene":
         """From every gene by name (registered extras included), validated."""
-        extra = {k: values.pop(k) for k in list(values) if k not in LEGACY}
+        extra = {k: values.pop(k) for k in list(values) if k not in BUILTIN}
         return cls(**values, extra=tuple(extra.items()))
 
     @classmethod
@@ -109,7 +109,7 @@ class LayerGene:
 
     def __getattr__(self, name: str) -> Any:  # registered genes beyond the seven fields
         gene = LAYER_GENES.get(name)
-        if gene is None or name in LEGACY or name == "extra":
+        if gene is None or name in BUILTIN or name == "extra":
             raise AttributeError(name)
         return dict(self.__dict__.get("extra", ())).get(name, gene.default)
 
@@ -124,7 +124,7 @@ class LayerGene:
         """Full form: the seven genes always, a registered gene only off its default (cached like `canonical`)."""
         d = self.__dict__.get("_full")
         if d is None:
-            d = {k: (bool(v) if k in ("active", "attn") else int(v)) for k in LEGACY for v in (getattr(self, k),)}
+            d = {k: (bool(v) if k in ("active", "attn") else int(v)) for k in BUILTIN for v in (getattr(self, k),)}
             d.update(self.extra)
             self.__dict__["_full"] = d
         return dict(d)
@@ -147,7 +147,7 @@ class LayerGene:
             d = {}
             for gene in LAYER_GENES.values():
                 v = 0 if gene.attention and not self.attn else int(self.get(gene.name))  # identity: no such field
-                if gene.legacy or v != gene.default:
+                if gene.builtin or v != gene.default:
                     d[gene.name] = v
             self.__dict__["_canonical"] = d
         return d
@@ -165,7 +165,7 @@ def _check_globals(extra: Any) -> tuple[tuple[str, Any], ...]:
     out = []
     for k, v in (extra.items() if isinstance(extra, dict) else dict(extra).items()):
         gene = GLOBAL_GENES.get(k)
-        if gene is None or gene.legacy:
+        if gene is None or gene.builtin:
             raise _fail(k, v, "keys " + ", ".join(sorted({*GLOBAL_GENES, "name", "layers", "precision"})))
         v = _check_gene(gene, v, k)
         if v != gene.default:
@@ -178,7 +178,7 @@ def _check_extra(extra: Any) -> tuple[tuple[str, int], ...]:
     out = []
     for k, v in items:
         gene = LAYER_GENES.get(k)
-        if gene is None or gene.legacy:
+        if gene is None or gene.builtin:
             raise _fail(f"layer.{k}", v, "a registered gene: " + ", ".join(LAYER_GENES))
         v = _check_gene(gene, v)
         if v != gene.default:
@@ -206,7 +206,7 @@ class Genome:
 
     def __post_init__(self) -> None:
         for gene in GLOBAL_GENES.values():
-            if gene.legacy:
+            if gene.builtin:
                 object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name), gene.name))
         object.__setattr__(self, "extra", _check_globals(self.extra))
         layers = tuple(self.layers)
@@ -227,12 +227,12 @@ class Genome:
     @classmethod
     def build(cls, **values: Any) -> "Genome":
         """From every field by name (registered global genes beyond the nine included), validated."""
-        extra = {k: values.pop(k) for k in list(values) if k in GLOBAL_GENES and k not in GLOBAL_LEGACY}
+        extra = {k: values.pop(k) for k in list(values) if k in GLOBAL_GENES and k not in GLOBAL_BUILTIN}
         return cls(**values, extra=tuple(extra.items()))
 
     def __getattr__(self, name: str) -> Any:  # registered global genes beyond the nine fields
         gene = GLOBAL_GENES.get(name)
-        if gene is None or gene.legacy:
+        if gene is None or gene.builtin:
             raise AttributeError(name)
         return dict(self.__dict__.get("extra", ())).get(name, gene.default)
 
@@ -242,7 +242,7 @@ class Genome:
 
     def replace(self, **values: Any) -> "Genome":
         """A copy with some fields or global genes (any registered name) changed, validated."""
-        return Genome.build(**{**{f: getattr(self, f) for f in (*GLOBAL_LEGACY, "layers", "name", "precision")},
+        return Genome.build(**{**{f: getattr(self, f) for f in (*GLOBAL_BUILTIN, "layers", "name", "precision")},
                                **dict(self.extra), **values})
 
     # ----------------------------------------------------------------- views
@@ -257,13 +257,13 @@ class Genome:
     def shown_genes(self) -> tuple[str, ...]:
         """Per-layer genes worth a column in a table: the five shape genes, plus any registered gene that
         some active layer sets off its default (so tables of older genomes look exactly as before)."""
-        extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.legacy
+        extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.builtin
                  and any(lay.get(g.name) != g.default for lay in self.active_layers)]
-        return tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy) + tuple(extra)
+        return tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin) + tuple(extra)
 
     def globals_dict(self) -> dict[str, Any]:
         """Stored form of the global genes: the nine always, a registered one only off its default."""
-        return {**{k: getattr(self, k) for k in GLOBAL_LEGACY}, **dict(self.extra)}
+        return {**{k: getattr(self, k) for k in GLOBAL_BUILTIN}, **dict(self.extra)}
 
     def global_values(self) -> dict[str, Any]:
         """Every registered global gene's value, defaults included, in registry order (for listings)."""
@@ -272,7 +272,7 @@ class Genome:
     def describe(self) -> str:
         """The architecture line of a card: each gene's `card` format, a registered gene off its default."""
         parts = [g.card.format(self.get(g.name)) if g.card else f"{g.name} {self.get(g.name)}"
-                 for g in GLOBAL_GENES.values() if g.card or (not g.legacy and self.get(g.name) != g.default)]
+                 for g in GLOBAL_GENES.values() if g.card or (not g.builtin and self.get(g.name) != g.default)]
         return ", ".join(parts)
 
     def canonical(self) -> dict[str, Any]:
@@ -347,7 +347,7 @@ class Genome:
         return replace(self, precision=precision)
 
 
-GLOBAL_FIELDS = GLOBAL_LEGACY  # the nine global dataclass fields (the registry: forge.genes.GLOBAL_GENES)
+GLOBAL_FIELDS = GLOBAL_BUILTIN  # the nine global dataclass fields (the registry: forge.genes.GLOBAL_GENES)
 
 
 def _layer_from_dict(i: int, d: Any, template: dict[str, Any] | None = None) -> LayerGene:

@@ -1,21 +1,18 @@
 """The IHA decoder LM in PyTorch (nanoGPT-style), built from any `Genome`.
 
-Infinite-Head Attention (LLMForge §3.1): every layer has its own n_h query heads, n_kv K/V groups,
-query/key dim d_qk and value dim d_v; the only constraint is n_kv | n_h. Group g serves R = n_h/n_kv
-query heads under the grouped mapping g(h) = floor(h / R) (0-based form of the paper's
-g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` implements exactly that mapping.
+Infinite-Head Attention (LLMForge §3.1): every layer has its own n_h query heads, n_kv K/V groups, query/key dim
+d_qk and value dim d_v; the only constraint is n_kv | n_h. Group g serves R = n_h/n_kv query heads under the grouped
+mapping g(h) = floor(h / R) (0-based form of the paper's g(h) = 1 + floor((h-1)/R)); SDPA's `enable_gqa` is it.
 
     Q = x W_q : d → n_h·d_qk      K = x W_k : d → n_kv·d_qk      V = x W_v : d → n_kv·d_v
     head_h = softmax(Q_h K_g(h)^T / sqrt(d_qk)) V_g(h)           y = concat_h(head_h) W_o : n_h·d_v → d
 
-Identity-attention layers have no attention block and no attention norm; pruned layers are absent.
-The parameter count equals `forge.workload.analyze(genome)["params"]` exactly (tested), so the model
-and every cost backend agree on what a genome is.
+Identity-attention layers have no attention block and no attention norm; pruned layers are absent. The parameter
+count equals `forge.workload.analyze(genome)["params"]` exactly (tested): the model and every backend agree.
 
-Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query
-position i attends keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask;
-KV-cached decoding keeps only the last w positions of that layer in a rolling cache (position p in
-slot p mod w), so a windowed layer's cache never grows past w positions.
+Sliding-window attention (the per-layer `window` gene, 0 = full causal): with window w > 0 query position i attends
+keys j with i - w < j <= i. Training applies it as a banded boolean SDPA mask; KV-cached decoding keeps only the
+last w positions of that layer in a rolling cache (position p in slot p mod w), never more than w positions.
 """
 from __future__ import annotations
 
@@ -140,7 +137,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
         self.o_proj = nn.Linear(gene.n_h * gene.d_v, d, bias=all_bias)
 
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+    def project(self, x: torch.Tensor, rope: dict | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v of x (B, T, d), RoPE applied: shared with the exported HF code (forge_hf), which keeps its own cache."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
         k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)  # (B, n_kv, T, d_qk)
@@ -148,6 +146,15 @@ class Attention(nn.Module):
         if rope is not None:
             cos, sin = rope[self.d_qk]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return q, k, v
+
+    def merge(self, y: torch.Tensor) -> torch.Tensor:
+        B, _, T, _ = y.shape
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
+
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+        T = x.size(1)
+        q, k, v = self.project(x, rope)
         if self.window and (cache is not None or T > self.window):
             k, v, mask = self._windowed(k, v, cache, li)
         else:
@@ -158,8 +165,7 @@ class Attention(nn.Module):
                 cache.v[li][:, :, past:past + T] = v
                 k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
             mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
-        y = attend(q, k, v, mask, self.pad)  # (B, n_h, T, d_v)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))  # (B, T, d)
+        return self.merge(attend(q, k, v, mask, self.pad))  # (B, T, d)
 
     def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None,
                   li: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -199,13 +205,18 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
+    attention = Attention  # the exported HF code swaps in its cache handling (forge_hf.modeling_forge)
+    hooks: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
+
     def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
         super().__init__()
         self.parallel = cfg.genome.parallel
         self.ln_attn = _norm(cfg) if gene.attn else None
-        self.attn = Attention(cfg, gene) if gene.attn else None
+        self.attn = self.attention(cfg, gene) if gene.attn else None
         self.ln_mlp = _norm(cfg)
         self.mlp = MLP(cfg, gene.d_mlp)
+        for hook in Block.hooks:
+            hook(self, cfg, gene)
 
     def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
         a = self.attn(self.ln_attn(x), rope, cache, li) if self.attn is not None else None

@@ -11,6 +11,14 @@ read back from one must never pick the code Forge runs. What is trusted:
   `forge-search resume=DIR '+plugins.backend=[mypkg.MyBackend]'` to continue a run made with your own backend);
 - `register(kind, path)` from Python (a notebook, a plug-in package).
 
+A plug-in *module* (your genes, spaces, surrogates, objectives) is imported before a command does anything
+else: `trust(cfg)` imports every module listed under `plugins.modules` of the live config and every module an
+installed package declares in the entry-point group `forge.plugins`. A search records the modules it used in
+its folder (`plugins.json`); `resume`, `forge-verify`, `forge-export` and `forge-report` of that run
+import nothing from that list: they refuse in one line (`require(run_dir)`) unless the live config, an
+installed entry point or this Python process has imported each of them. A class or function defined in a
+plug-in module (`mypkg.genes.MySurrogate`) is allowed as any kind: the module is code you chose to run.
+
 Everything else is refused with one line naming the path and what is allowed, *before* its module is imported.
 
     cls = resolve("backend", node["_target_"])               # the class, or PluginError
@@ -20,6 +28,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
+import sys
 from collections import defaultdict
 from typing import Any, Iterator, Mapping
 
@@ -31,9 +41,14 @@ BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit"),
            "logger": tuple(f"lightning.pytorch.loggers.{c}" for c in
                            ("CSVLogger", "TensorBoardLogger", "MLFlowLogger", "WandbLogger"))}
 ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
+MODULES = "modules"  # `plugins.modules=[mypkg.genes]`: modules imported before anything else
+ENTRY_GROUP = "forge.plugins"  # [project.entry-points."forge.plugins"] name = "mypkg.genes"
+RECORD = "plugins.json"  # in a run folder: the plug-in modules the run imported (data: never imported from)
 
 _registered: dict[str, set[str]] = defaultdict(set)
 _live: dict[str, set[str]] = {}
+_modules: list[str] = []  # plug-in modules imported by this process, in import order
+_bound: dict[str, Any] = {}  # path -> a Python object handed to the API (a function objective), no import needed
 
 
 class PluginError(UserError):
@@ -75,6 +90,15 @@ def register(kind: str, path: str) -> None:
     _registered[kind].add(_norm(path))
 
 
+def bind(kind: str, obj: Any) -> str:
+    """A Python object the caller handed over (forge.search(objectives=[my_fn])) as a `kind` plug-in named by its
+    import path (module.qualname), which a config can hold; `resolve` returns the object itself in this process."""
+    path = _norm(f"{getattr(obj, '__module__', None) or 'python'}.{getattr(obj, '__qualname__', type(obj).__name__)}")
+    register(kind, path)
+    _bound[path] = obj
+    return path
+
+
 def trust(cfg: Any) -> None:
     """Declare `cfg` the live config of the command being run (the user's own): its `_target_`s and its
     `plugins:` lists are allowed until the next `trust`. Never call it on a config read from disk."""
@@ -93,8 +117,70 @@ def trust(cfg: Any) -> None:
         paths = [paths] if isinstance(paths, str) else paths
         if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
             raise PluginError(f"plugins.{kind} = {paths!r} is invalid; allowed: a list of import paths")
-        live[str(kind)].update(_norm(p) for p in paths)
+        if kind != MODULES:
+            live[str(kind)].update(_norm(p) for p in paths)
     _live.update(live)
+    load_modules([*entry_point_modules(), *(_norm(p) for p in _as_list(plugins.get(MODULES)))])
+
+
+def _as_list(x: Any) -> list[str]:
+    return [x] if isinstance(x, str) else list(x or [])
+
+
+def entry_point_modules() -> list[str]:
+    """The modules installed packages declare in the `forge.plugins` entry-point group, sorted by name."""
+    from importlib.metadata import entry_points
+
+    return [ep.module for ep in sorted(entry_points(group=ENTRY_GROUP), key=lambda ep: ep.name)]
+
+
+def load_modules(names: list[str]) -> list[str]:
+    """Import each plug-in module once (a gene registers itself on import); a missing one is one line."""
+    for name in names:
+        if name in _modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise PluginError(f"plugins.modules: {name!r} cannot be imported ({type(e).__name__}: {e}); allowed: "
+                              "an importable module (on PYTHONPATH or installed)") from None
+        _modules.append(name)
+    return list(_modules)
+
+
+def used() -> list[str]:
+    """The plug-in modules this process imported (what a run records in its folder)."""
+    return list(_modules)
+
+
+def record(run_dir: Any) -> None:
+    """Write the run's plug-in modules (`plugins.json`), only when it used any: older runs stay unchanged."""
+    from pathlib import Path
+
+    from forge.io import atomic_write_json
+
+    if _modules:
+        atomic_write_json(Path(run_dir) / RECORD, {"modules": used()})
+
+
+def require(run_dir: Any) -> None:
+    """A run made with plug-in modules is read back only once each is imported by the live config, an entry
+    point or this process: the folder names them, it never imports them (it is data)."""
+    from pathlib import Path
+
+    path = Path(run_dir) / RECORD
+    try:
+        names = json.loads(path.read_text()).get("modules") if path.is_file() else []
+    except (ValueError, AttributeError):
+        raise PluginError(f"{path}: not a plug-in record; allowed: {{\"modules\": [module, ...]}}") from None
+    if not isinstance(names, list):
+        raise PluginError(f"{path}: modules = {names!r}; allowed: a list of module names")
+    missing = [str(n) for n in names if str(n) not in _modules and str(n) not in sys.modules]
+    if missing:
+        raise PluginError(f"{run_dir} was made with plug-in modules {', '.join(missing)}, which this command has "
+                          f"not imported (a run folder never names code to run); allowed: name them in the "
+                          f"command (+plugins.modules=[{','.join(missing)}]) or install them under the "
+                          f"{ENTRY_GROUP!r} entry-point group")
 
 
 def trust_file(node: Any) -> None:
@@ -104,7 +190,7 @@ def trust_file(node: Any) -> None:
 
 
 def kinds() -> list[str]:
-    return sorted({*shipped(), *_registered, *_live} - {ANY})
+    return sorted({*shipped(), *_registered, *_live} - {ANY, MODULES})
 
 
 def _plain(cfg: Any) -> Any:
@@ -119,10 +205,16 @@ def allowed(kind: str) -> list[str]:
     return sorted({*shipped().get(kind, ()), *_registered.get(kind, ()), *_live.get(kind, ()), *_live.get(ANY, ())})
 
 
+def _in_plugin_module(name: str) -> bool:
+    """A class or function defined in a plug-in module this process imported (plugins.modules or an entry point):
+    a module the user named to run is theirs, everything in it included."""
+    return any(name.rpartition(".")[0] == m or name.startswith(f"{m}.") for m in _modules)
+
+
 def check(kind: str, path: Any) -> str:
     """`path` normalized if it is an allowed `kind` plug-in; else PluginError naming it and what is allowed."""
     name = _norm(path) if isinstance(path, str) else None
-    if name is None or name not in allowed(kind):
+    if name is None or (name not in allowed(kind) and not _in_plugin_module(name)):
         ours = ", ".join(sorted({*shipped().get(kind, ()), *_registered.get(kind, ())})) or "none"
         raise PluginError(f"{path!r} is not an allowed {kind} plug-in (a saved run, store, genome file or export "
                           f"never names code to run); allowed: {ours}, or your own class named in the config you "
@@ -139,13 +231,15 @@ def check_all(node: Mapping[str, Any]) -> None:
     refused in one line, naming the kind its key holds, before any part of it is built."""
     for key, value in dict(to_container(node)).items():
         for t in targets(value):
-            if not any(_norm(t) in allowed(k) for k in kinds()):
+            if not _in_plugin_module(_norm(t)) and not any(_norm(t) in allowed(k) for k in kinds()):
                 check(KEY_KIND.get(str(key), str(key)), t)  # raises, naming the path
 
 
 def resolve(kind: str, path: Any) -> Any:
     """The class (or function) at `path`, imported only once `check` allows it."""
     name = check(kind, path)
+    if name in _bound:
+        return _bound[name]
     module, _, attr = name.rpartition(".")
     try:
         return getattr(importlib.import_module(module), attr)
@@ -162,6 +256,6 @@ def instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
     node = dict(to_container(node))
     check(kind, node.get("_target_"))
     for t in list(targets({k: v for k, v in node.items() if k != "_target_"})):
-        if not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
+        if not _in_plugin_module(_norm(t)) and not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
             check(kind, t)  # raises, naming the nested path
     return hydra_instantiate(node, **kwargs)

@@ -26,13 +26,14 @@ d_qk = d_v = d_model / n_h, so the d_qk / d_v genes are fixed at index 0 and der
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from forge import links
 from forge.codec import Codec
-from forge.genes import GLOBAL_GENES, LAYER_GENES, extra_genes, grid_genes
+from forge.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES, SHAPE_GENES, extra_genes, grid_genes
 from forge.genome import Genome, GenomeError, LayerGene
 from forge.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid
 from forge.precision import TENSORS
@@ -40,9 +41,8 @@ from forge.precision import TENSORS
 __all__ = ["N_GENES", "GRID_FIELDS", "GLOBAL_FIELDS", "SearchSpace", "make_grid", "space_class",
            "space_from_config", "load_space"]
 
-N_GENES = 7  # per layer slot in a space that searches no gene beyond the original seven
-GRID_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp")  # grids every space lists (SearchSpace fields)
-GLOBAL_FIELDS = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos")  # SearchSpace fields
+N_GENES = len(BUILTIN)  # per layer slot in a space that searches no gene beyond the built-in ones
+GRID_FIELDS = SHAPE_GENES  # grids every space lists (SearchSpace fields)
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,18 @@ class SearchSpace(Codec):
     precision: Any = None  # {weights, acts, kv: [format, ...]} → per-genome precision genes
     genes: Any = None  # {gene: grid} for registered genes beyond the five (forge.genes), e.g. window
     global_genes: Any = None  # {global gene: value or grid} beyond the fields above (parallel, registered ones)
+    links: Any = None  # {gene: source}: tied genes (forge.links; `n_kv: {same_as: n_h}` in a space yaml)
     _tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for k in GRID_FIELDS:
-            object.__setattr__(self, k, make_grid(getattr(self, k), k))
         extra = dict(self.genes or {})
+        specs = {**{k: getattr(self, k) for k in GRID_FIELDS}, **extra}
+        ties = links.resolve(specs, {**dict(self.global_genes or {}), **{k: getattr(self, k) for k in GLOBAL_FIELDS}},
+                             self.links)
+        extra = {k: specs[k] for k in extra}
+        object.__setattr__(self, "links", dict(ties) or None)
+        for k in GRID_FIELDS:
+            object.__setattr__(self, k, make_grid(specs[k], k))
         for k in extra:
             if k not in LAYER_GENES or not LAYER_GENES[k].grid or k in GRID_FIELDS:
                 raise GenomeError(f"space.genes.{k} is unknown; allowed: a registered gene "
@@ -89,7 +95,7 @@ class SearchSpace(Codec):
         if self.attention not in ("iha", "gqa"):
             raise GenomeError(f"space.attention = {self.attention!r} is invalid; allowed: iha | gqa")
         self._init_globals()
-        if 1 not in self.n_kv:
+        if 1 not in self.n_kv and "n_kv" not in (self.links or {}):
             raise GenomeError(f"space.n_kv = {self.n_kv} is invalid; allowed: a grid containing 1")
         if self.attention == "gqa":
             heads = tuple(h for h in self.n_h if self.d_model % h == 0)
@@ -215,6 +221,7 @@ class SearchSpace(Codec):
         X = np.clip(np.rint(np.asarray(X, dtype=float)), xl, xu).astype(np.int64)
         X3 = X[:, :self.n_layer_var].reshape(X.shape[0], self.L_max, self.n_genes)
         X3[:, :, 3] = self._tables["kv_snap"][X3[:, :, 2], X3[:, :, 3]]  # n_kv | n_h (forge.genes)
+        links.tie_columns(X3, self.codec_genes, self.links or {})  # tied genes take their source's index
         dead = X3[:, :, 0].sum(axis=1) == 0
         X3[dead, 0, 0] = 1
         X[:, :self.n_layer_var] = X3.reshape(X.shape[0], -1)
@@ -245,6 +252,7 @@ class SearchSpace(Codec):
                     grid = (self.d_model // gene.n_h,)
                 if val not in grid:
                     raise GenomeError(f"layers[{i}].{k} = {val} is invalid for space {self.name}; allowed: {fmt_grid(grid)}")
+        links.check(genome, self.links or {}, self.name)
         for t in TENSORS if self.precision and genome.precision is not None else ():
             if getattr(genome.precision, t) not in self.precision[t]:
                 raise GenomeError(f"precision.{t} = {getattr(genome.precision, t)!r} is invalid for space {self.name}; "
@@ -262,6 +270,9 @@ class SearchSpace(Codec):
                            for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
+
+
+GLOBAL_FIELDS = tuple(f.name for f in fields(SearchSpace) if f.name in GLOBAL_GENES)  # global genes with a field
 
 
 def space_class(target: Any) -> type:
@@ -297,6 +308,21 @@ def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:
         return cls(**d)
     except TypeError as e:
         raise GenomeError(f"space config: {e}") from None
+
+
+def space_config(space: SearchSpace) -> dict[str, Any]:
+    """The plain config node that builds `space` again (`space_from_config`): a space object handed to the Python
+    API is written into the run's config.yaml like a space yaml, so export, report and verify rebuild it."""
+    cls = type(space)
+    node: dict[str, Any] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
+    for f in fields(space):
+        value = getattr(space, f.name)
+        if f.name.startswith("_") or value is None:
+            continue
+        node[f.name] = list(value) if isinstance(value, tuple) else value
+    for key in ("genes", "global_genes"):  # written flat, as a space yaml lists them
+        node.update({k: list(v) if isinstance(v, tuple) else v for k, v in dict(node.pop(key, None) or {}).items()})
+    return node
 
 
 def load_space(name: str) -> SearchSpace:

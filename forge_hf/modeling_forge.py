@@ -4,13 +4,18 @@ Infinite-Head Attention (LLMForge §3.1): every block has its own n_h query head
 query/key width d_qk and value width d_v (n_kv | n_h; head h reads group floor(h / (n_h/n_kv))).
 A block with `attn: false` has identity attention (no attention, no attention norm, no KV cache).
 A block with `window: w` (w > 0) attends only its last w positions: query i sees keys i - w < j <= i.
-The maths mirrors `forge.model.IHAModel` op for op, so the same weights give the same logits;
-this file must stand alone (torch + transformers only) because it travels with the weights.
+
+A gene's meaning is written once, in `forge/model.py`: this file holds only the transformers plumbing (config,
+cache, masks, generation) around forge.model's `Attention`, `MLP` and `Block`. In the package it imports them;
+`forge-export format=hf` writes it with that import replaced by forge/model.py's own definitions, verbatim
+(search.hf_export.modeling_source), so the exported file stands alone (torch + transformers) and computes
+what the search trained.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
@@ -18,6 +23,8 @@ import torch.nn.functional as F
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from forge.model import Attention, Block, _norm, attend  # FORGE-MODEL: replaced by forge/model.py at export
 
 try:  # transformers >= 5 spells it PreTrainedConfig; 4.x PretrainedConfig
     from transformers import PreTrainedConfig as _BaseConfig
@@ -51,94 +58,51 @@ class ForgeConfig(_BaseConfig):
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
 
 
-def _norm(cfg: ForgeConfig) -> nn.Module:
-    if cfg.norm == "rmsnorm":
-        return nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
-    return nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.bias == "all")
+def forge_cfg(config: ForgeConfig) -> SimpleNamespace:
+    """What forge.model's blocks read from an IHAConfig: the genome's globals, norm_eps and pad_attn."""
+    genome = SimpleNamespace(d_model=config.hidden_size, mlp=config.mlp, norm=config.norm, bias=config.bias,
+                             pos=config.pos, parallel=config.parallel, **getattr(config, "genes", {}))
+    return SimpleNamespace(genome=genome, norm_eps=config.norm_eps, pad_attn=config.pad_attn)
+
+
+def layer_gene(spec: dict) -> SimpleNamespace:
+    """One block's genes as forge.model reads a LayerGene (`attn` on and no window unless the spec says so)."""
+    return SimpleNamespace(**{"attn": True, "window": 0, **spec})
 
 
 def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin (B, 1, T, dim) for rotate-half RoPE (RoFormer eq. 34, Llama layout), float32."""
+    """cos/sin (B, 1, T, dim) for rotate-half RoPE (RoFormer eq. 34, Llama layout), float32: per sequence, so a
+    left-padded batch rotates each prompt from its own first token."""
     inv_freq = base ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim)
     ang = positions.float()[..., None] * inv_freq  # (B, T, dim/2)
     ang = torch.cat([ang, ang], dim=-1)[:, None]
     return ang.cos(), ang.sin()
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    xf = x.float()
-    x1, x2 = xf.chunk(2, dim=-1)
-    return (xf * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
+@dataclasses.dataclass
+class CacheView:
+    """What a block's attention reads in place of forge.model's KVCache: transformers' cache, the cache slot
+    of each block (identity blocks take none) and the attention mask of each window."""
+
+    cache: Cache | None
+    slot: list[int]
+    masks: dict[int, torch.Tensor | None]
 
 
-class ForgeAttention(nn.Module):
-    """One IHA attention block with its own (n_h, n_kv, d_qk, d_v); SDPA's enable_gqa = the grouped mapping."""
+class ForgeAttention(Attention):
+    """forge.model's attention (projections, RoPE, grouped SDPA) over transformers' cache and masks."""
 
-    def __init__(self, cfg: ForgeConfig, spec: dict, cache_idx: int) -> None:
-        super().__init__()
-        d, qkv_bias, all_bias = cfg.hidden_size, cfg.bias != "none", cfg.bias == "all"
-        self.n_h, self.n_kv, self.d_qk, self.d_v = spec["n_h"], spec["n_kv"], spec["d_qk"], spec["d_v"]
-        self.cache_idx, self.pad, self.window = cache_idx, cfg.pad_attn, int(spec.get("window", 0) or 0)
-        self.q_proj = nn.Linear(d, self.n_h * self.d_qk, bias=qkv_bias)
-        self.k_proj = nn.Linear(d, self.n_kv * self.d_qk, bias=qkv_bias)
-        self.v_proj = nn.Linear(d, self.n_kv * self.d_v, bias=qkv_bias)
-        self.o_proj = nn.Linear(self.n_h * self.d_v, d, bias=all_bias)
-
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None,
-                mask: torch.Tensor | None) -> torch.Tensor:
-        B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_kv, self.d_v).transpose(1, 2)
-        if rope is not None:
-            cos, sin = rope[self.d_qk]
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if cache is not None:
-            k, v = cache.update(k, v, self.cache_idx)
-        d_qk, d_v = self.d_qk, self.d_v
-        if self.pad and d_qk != d_v:  # zero padding is exact and lets the fused SDPA kernel apply
-            w = max(d_qk, d_v)
-            q, k, v = F.pad(q, (0, w - d_qk)), F.pad(k, (0, w - d_qk)), F.pad(v, (0, w - d_v))
-        causal = mask is None and T > 1
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True,
-                                           scale=1.0 / math.sqrt(d_qk))[..., :d_v]
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
+    def forward(self, x: torch.Tensor, rope: dict | None, view: CacheView, li: int) -> torch.Tensor:
+        q, k, v = self.project(x, rope)
+        if view.cache is not None:
+            k, v = view.cache.update(k, v, view.slot[li])
+        return self.merge(attend(q, k, v, view.masks[self.window], self.pad))
 
 
-class ForgeMLP(nn.Module):
-    """GELU: down(gelu(up x)); SwiGLU: down(silu(gate x) * up x)."""
+class ForgeBlock(Block):
+    """forge.model's block (norms, MLP, residual) with ForgeAttention."""
 
-    def __init__(self, cfg: ForgeConfig, d_mlp: int) -> None:
-        super().__init__()
-        d, bias = cfg.hidden_size, cfg.bias == "all"
-        self.gate = nn.Linear(d, d_mlp, bias=bias) if cfg.mlp == "swiglu" else None
-        self.up = nn.Linear(d, d_mlp, bias=bias)
-        self.down = nn.Linear(d_mlp, d, bias=bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.silu(self.gate(x)) * self.up(x) if self.gate is not None else F.gelu(self.up(x))
-        return self.down(h)
-
-
-class ForgeBlock(nn.Module):
-    """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln x) + mlp(ln x)."""
-
-    def __init__(self, cfg: ForgeConfig, spec: dict, cache_idx: int) -> None:
-        super().__init__()
-        attn = spec.get("attn", True)
-        self.parallel = cfg.parallel
-        self.ln_attn = _norm(cfg) if attn else None
-        self.attn = ForgeAttention(cfg, spec, cache_idx) if attn else None
-        self.ln_mlp = _norm(cfg)
-        self.mlp = ForgeMLP(cfg, spec["d_mlp"])
-
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: Cache | None,
-                masks: dict[int, torch.Tensor | None]) -> torch.Tensor:
-        a = self.attn(self.ln_attn(x), rope, cache, masks[self.attn.window]) if self.attn is not None else None
-        if self.parallel:
-            return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
-        x = x + a if a is not None else x
-        return x + self.mlp(self.ln_mlp(x))
+    attention = ForgeAttention
 
 
 class ForgePreTrainedModel(PreTrainedModel):
@@ -167,11 +131,11 @@ class ForgeModel(ForgePreTrainedModel):
 
     def __init__(self, config: ForgeConfig) -> None:
         super().__init__(config)
-        idx = [sum(1 for x in config.layers[:i] if x.get("attn", True)) for i in range(len(config.layers))]
+        self.slot = [sum(1 for x in config.layers[:i] if x.get("attn", True)) for i in range(len(config.layers))]
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         self.wpe = nn.Embedding(config.max_position_embeddings, config.hidden_size) if config.pos == "learned" else None
-        self.blocks = nn.ModuleList(ForgeBlock(config, s, i) for s, i in zip(config.layers, idx))
-        self.ln_f = _norm(config)
+        self.blocks = nn.ModuleList(ForgeBlock(forge_cfg(config), layer_gene(s)) for s in config.layers)
+        self.ln_f = _norm(forge_cfg(config))
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Module:
@@ -195,8 +159,9 @@ class ForgeModel(ForgePreTrainedModel):
             rope = {d: rope_tables(position_ids, d, self.config.rope_theta) for d in dims}
         windows = {b.attn.window for b in self.blocks if b.attn is not None}
         masks = {w: _mask(T, past, attention_mask, input_ids.device, w) for w in windows}  # one per distinct window
-        for block in self.blocks:
-            x = block(x, rope, cache, masks)
+        view = CacheView(cache, self.slot, masks)
+        for li, block in enumerate(self.blocks):
+            x = block(x, rope, view, li)
         return self.ln_f(x)
 
 
@@ -254,4 +219,4 @@ class ForgeForCausalLM(ForgePreTrainedModel, GenerationMixin):
         return CausalLMOutputWithPast(loss=loss, logits=logits, **{key: cache if use_cache else None})
 
 
-__all__ = ["ForgeConfig", "ForgeModel", "ForgeForCausalLM", "ForgePreTrainedModel"]
+__all__ = ["ForgeConfig", "ForgeModel", "ForgeForCausalLM", "ForgePreTrainedModel", "ForgeBlock", "ForgeAttention"]

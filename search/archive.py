@@ -118,17 +118,30 @@ def least_violating(ids: Sequence[str], cv: Any, records: dict[str, dict[str, An
 def default_anchor(space: SearchSpace) -> Genome:
     """GPT-2-style uniform stack: round(0.3·L_max) layers, 64-wide heads, n_kv = n_h, d_mlp ≈ 4·d_model.
 
-    On iha-paper/gqa-paper this is GPT-2 small (12 layers, 12 heads of 64, d_mlp 3072), valid in both.
+    On iha-paper/gqa-paper this is GPT-2 small (12 layers, 12 heads of 64, d_mlp 3072), valid in both. A searched
+    global takes its least value (a choice: the registry's first), so the anchor never depends on a grid's order.
     """
+    glob = anchor_globals(space)
+    d = int(glob.get("d_model", space.d_model))
     snap = lambda grid, v: min(grid, key=lambda g: (abs(g - v), g))  # noqa: E731
-    heads = [h for h in space.n_h if space.d_model % h == 0] or list(space.n_h)
-    n_h = snap(heads, max(1, space.d_model // 64))
-    d_head = snap(space.d_qk, space.d_model // n_h)
+    heads = [h for h in space.n_h if d % h == 0] or list(space.n_h)
+    n_h = snap(heads, max(1, d // 64))
+    d_head = snap(space.d_qk, d // n_h)
     n_kv = max(k for k in space.n_kv if n_h % k == 0 and k <= n_h)
-    gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=d_head, d_v=snap(space.d_v, space.d_model // n_h),
-                     d_mlp=snap(space.d_mlp, 4 * space.d_model))
+    gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=d_head, d_v=snap(space.d_v, d // n_h), d_mlp=snap(space.d_mlp, 4 * d))
     n = max(1, round(0.3 * space.L_max))
-    return space.repair(space.genome([gene] * n, name="hv-anchor"))
+    return space.repair(space.genome([gene] * n, name="hv-anchor", **glob))
+
+
+def anchor_globals(space: SearchSpace) -> dict[str, Any]:
+    """Each searched global gene at its least value: the smallest int, False, or the first of its registry choices."""
+    from forge.genes import GLOBAL_GENES
+
+    out = {}
+    for k in space.searched_globals:
+        gene = GLOBAL_GENES[k]
+        out[k] = min(space.global_grid(k), key=lambda v: gene.choices.index(v) if gene.kind == "choice" else v)
+    return out
 
 
 @dataclass

@@ -23,6 +23,7 @@ from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.objectives import SearchConfigError
+from search.user_surrogate import own_units
 from search.runner import Search
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
                           saved_config)
@@ -34,13 +35,16 @@ def output_dir(cfg: Any) -> Path:
 
 
 def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution."""
+    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution, or a
+    surrogate object as `predictor` (fitted on evaluator.labels when it arrives unfitted)."""
     c = to_container(cfg)
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
+    c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
         check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
+        plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
         c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
         check_search_config(c)
         sweep_temporaries(run_dir, run_dir / "state")
@@ -52,7 +56,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     _set_threads(c.get("threads"))
     parts = dict(components or {})
     space = parts.get("space") or build_space(c)
-    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db")
+    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", parts.get("predictor"))
     backend = parts.get("backend") or build_backend(c)
     workload = parts.get("workload") or build_workload(c, backend)
     coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
@@ -63,6 +67,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         import yaml
 
         atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
+        plugins.record(run_dir)  # which plug-in modules it used (a later command imports none from here)
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "

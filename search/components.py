@@ -25,16 +25,6 @@ def _group_names(group: str) -> str:
     return ", ".join(group_names(group)) or "none yet"
 
 
-def instantiate_node(node: Any, what: str) -> Any:
-    """`_target_` node → object (through Hydra, allowed plug-ins only); a bare string names a config in conf/<what>/."""
-    if isinstance(node, str):
-        node = _group_yaml(what, node)
-    if not isinstance(node, Mapping) or "_target_" not in node:
-        raise SearchConfigError(f"{what} = {node!r} is invalid; allowed: one of {_group_names(what)} "
-                                "or a mapping with _target_")
-    return _instantiate(what, node, _convert_="all")
-
-
 def _instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
     try:
         return plugins.instantiate(kind, node, **kwargs)
@@ -81,21 +71,28 @@ def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None
                                 f"it was trained for {have}; allowed: a checkpoint trained on this space")
 
 
-def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None) -> Any:
-    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name, a checkpoint name/path, or `auto` (the
-    space's shipped checkpoint, search.blind); checked against `space` (globals, depth, genes it cannot see)
-    when one is given. The blind genes the user allowed are set on the predictor as `blind_genes`."""
+def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None, labels: Any = None,
+                   seed: int = 0) -> Any:
+    """`evaluator.predictor`: a `_target_` node, a conf/surrogate name (a recipe, fitted on `labels`), a
+    checkpoint name/path, `auto` (the space's shipped checkpoint, search.blind) or (Python API) a surrogate
+    object; checked against `space` (globals, depth, genes it cannot see) when one is given. The blind genes the
+    user allowed are set on the predictor as `blind_genes`."""
+    from search import user_surrogate
     from search.blind import check_blind, default_predictor, varied
     from surrogate.interface import as_loss_predictor
 
-    if node in (None, "auto"):
+    if node is None or (isinstance(node, str) and node == "auto"):
         if space is None:
             raise SearchConfigError("evaluator.predictor=auto needs a space; allowed: a checkpoint name or path")
         node = default_predictor(space, allow_blind)
-
-    if isinstance(node, Mapping):  # a user's surrogate from config: anything with predict (surrogate.interface)
+    name = str(node.get("_target_") if isinstance(node, Mapping) else node if isinstance(node, (str, Path))
+               else type(node).__name__)
+    recipe = user_surrogate.recipe(node)
+    node = recipe or node
+    if not isinstance(node, (str, Path)):  # a user's surrogate: anything with predict (surrogate.interface)
+        model = user_surrogate.build(node, space, seed)
         try:
-            pred = as_loss_predictor(instantiate_node(node, "surrogate"))
+            pred = as_loss_predictor(user_surrogate.ready(model, name, space, labels, seed, fresh=recipe is not None))
         except TypeError as e:
             raise SearchConfigError(f"evaluator.predictor: {e}; allowed: a class with predict(genomes)") from None
     else:
@@ -171,7 +168,7 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                        batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load)
 
 
-def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None) -> Any:
+def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
     ev = dict(cfg.get("evaluator") or {})
     kind = ev.get("kind", "surrogate")
     try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
@@ -179,7 +176,8 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
-        pred = load_surrogate(ev.get("predictor", "auto"), space, ev.get("allow_blind"))
+        node = predictor if predictor is not None else ev.get("predictor", "auto")
+        pred = load_surrogate(node, space, ev.get("allow_blind"), ev.get("labels"), int(cfg.get("seed", 0)))
         out = LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
                             seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9))
         out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)

@@ -1,20 +1,24 @@
 """forge-export format=hf: a found genome as a Hugging Face `transformers` folder.
 
-The folder holds `config.json`, the stand-alone modeling file `forge_hf/modeling_forge.py` (IHA's
-per-layer heterogeneity, loaded with `trust_remote_code=True`), `model.safetensors` and a model card
+The folder holds `config.json`, the stand-alone modeling file `modeling_forge.py` (IHA's per-layer
+heterogeneity, loaded with `trust_remote_code=True`: forge_hf's transformers plumbing assembled with
+forge/model.py's own definitions, `modeling_source`), `model.safetensors` and a model card
 (`README.md`). When the genome is homogeneous and fits Llama exactly (same n_h, n_kv, d_qk = d_v and
 d_mlp in every active layer; SwiGLU, RMSNorm, RoPE, sequential residual, no identity attention,
 bias none or all) a second folder `llama/` holds the native `LlamaForCausalLM` form: no remote code.
 """
 from __future__ import annotations
 
-import shutil
+import ast
+import importlib.util
+import inspect
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from forge.errors import ForgeError
-from forge.genes import LEGACY, attention_genes
+from forge.genes import BUILTIN, attention_genes, extra_globals
 from forge.genome import Genome
 
 EXTRA = "pip install 'forge-nas[export]'"
@@ -45,14 +49,68 @@ def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str,
 
     Every registered gene (forge.genes) set off its default is written too; an identity-attention block drops
     its attention-only extras (a `window` means nothing there), so full-attention configs are unchanged."""
-    new_attn = set(attention_genes()) - set(LEGACY)
+    new_attn = set(attention_genes()) - set(BUILTIN)
     layers = [{"attn": g.attn, **{k: v for k, v in g.to_dict().items()
                                   if k not in ("active", "attn") and (g.attn or k not in new_attn)}}
               for g in genome.active_layers]
     return {"vocab_size": genome.vocab_size, "hidden_size": genome.d_model,
             "max_position_embeddings": genome.block_size, "layers": layers, "mlp": genome.mlp,
             "norm": genome.norm, "bias": genome.bias, "pos": genome.pos, "parallel": genome.parallel,
-            "rope_theta": rope_base, "norm_eps": norm_eps, "tie_word_embeddings": genome.tied}
+            "rope_theta": rope_base, "norm_eps": norm_eps, "tie_word_embeddings": genome.tied,
+            **({"genes": g} if (g := {x.name: getattr(genome, x.name) for x in extra_globals()}) else {})}
+
+
+MODEL_MARK = "# FORGE-MODEL"  # the shell's `from forge.model import ...` line, replaced at export
+SHELL_ONLY = ("IHAConfig", "KVCache", "IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
+
+
+def model_definitions() -> list[str]:
+    """forge/model.py's imports (bar forge's own and __future__) and top-level definitions, verbatim, except its
+    plumbing (`SHELL_ONLY`): a helper or a gene's meaning added there is exported with no edit here."""
+    import forge.model
+
+    src = inspect.getsource(forge.model)
+    lines = src.splitlines(keepends=True)
+    out = []
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("forge", "__future__"):
+            continue
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in SHELL_ONLY:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.Assign, ast.AnnAssign)):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            out.append("".join(lines[first - 1:node.end_lineno]))
+    return out
+
+
+def hook_definitions() -> list[str]:
+    """The plug-in genes' model meanings (forge.model.Block.hooks), their source verbatim and registered, so the
+    export computes what the search's model computes (a hook uses torch and forge.model's names only)."""
+    import forge.model
+
+    return [f"{inspect.getsource(h)}\n\nBlock.hooks.append({h.__name__})\n" for h in forge.model.Block.hooks]
+
+
+def modeling_source() -> str:
+    """The exported `modeling_forge.py`: forge_hf's shell with its forge.model import replaced by forge/model.py's
+    definitions, so the exported model and the one the search trains share one source."""
+    shell = resources.files("forge_hf").joinpath(MODELING_FILE).read_text()
+    lines = shell.splitlines(keepends=True)
+    mark = next(ln for ln in lines if MODEL_MARK in ln)
+    parts = model_definitions()
+    imports = "".join(p for p in parts if p.startswith(("import ", "from ")) and p not in lines)
+    defs = "\n\n".join([*(p for p in parts if not p.startswith(("import ", "from "))), *hook_definitions()])
+    return shell.replace(mark, f"{imports}\n# --- from forge/model.py, verbatim (a gene's meaning is written there) ---\n"
+                               f"{defs}\n# --- end of forge/model.py ---\n", 1)
+
+
+def load_modeling(path: Path) -> Any:
+    """The exported modeling file as a module: the weights are written by the code that ships with them."""
+    spec = importlib.util.spec_from_file_location(f"forge_export_modeling_{abs(hash(str(path.resolve())))}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
 
 
 def llama_misfit(genome: Genome) -> str | None:
@@ -158,17 +216,16 @@ def write_hf(model: Any, genome: Genome, dest: Path, info: dict[str, Any] | None
     require_transformers()
     import transformers
 
-    from forge_hf.modeling_forge import ForgeConfig, ForgeForCausalLM
     from search.hf_card import hf_card
 
     info = {"id": genome.id, "params": model.num_params(), "n_layers": genome.n_active, **(info or {})}
     cfg = model.cfg
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    config = ForgeConfig(**forge_config(genome, cfg.rope_base, cfg.norm_eps), auto_map=AUTO_MAP)
-    _save(ForgeForCausalLM(config).eval(), forge_state(sd), dest)
-    src = resources.files("forge_hf").joinpath(MODELING_FILE)
-    with resources.as_file(src) as p:
-        shutil.copyfile(p, dest / MODELING_FILE)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / MODELING_FILE).write_text(modeling_source())
+    hf = load_modeling(dest / MODELING_FILE)
+    config = hf.ForgeConfig(**forge_config(genome, cfg.rope_base, cfg.norm_eps), auto_map=AUTO_MAP)
+    _save(hf.ForgeForCausalLM(config).eval(), forge_state(sd), dest)
     why = llama_misfit(genome)
     tok = write_tokenizer(genome, dest)
     if why is None:

@@ -2,7 +2,8 @@
 
 An entry of `objectives` (or a name in a constraint) is
 - a string `name` (minimized) or `max:name` (maximized), or
-- a mapping `{name: ..., direction: min|max, fn: package.module.function}`.
+- a mapping `{name: ..., direction: min|max, fn: package.module.function, params: {key: value}}` (`params`: the
+  function's keyword arguments from config, `fn(genomes, **params)`).
 
 A name is the loss (`val_loss`), a model total of `forge.workload.model_totals` (params, kv_bytes_per_token,
 ...), a workload total of `forge.workload.workload_totals` (kv_bytes and peak_memory_bytes at the workload's
@@ -12,6 +13,7 @@ so a maximized objective enters pymoo, the archive and the hypervolume negated; 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -60,10 +62,16 @@ def parse_objective(entry: Any) -> Objective:
         direction, _, name = entry.rpartition(":") if ":" in entry else ("min", "", entry)
         return _checked(name.strip(), direction.strip(), None)
     if isinstance(entry, Mapping) and "name" in entry:
-        unknown = set(entry) - {"name", "direction", "fn"}
+        unknown = set(entry) - {"name", "direction", "fn", "params"}
         if unknown:
-            raise SearchConfigError(f"objective key {sorted(unknown)[0]!r} is unknown; allowed: name, direction, fn")
+            raise SearchConfigError(f"objective key {sorted(unknown)[0]!r} is unknown; allowed: name, direction, fn, "
+                                    "params")
         fn = _resolve(str(entry["fn"]), str(entry["name"])) if entry.get("fn") else None
+        params = entry.get("params") or {}
+        if not isinstance(params, Mapping) or (params and fn is None):
+            raise SearchConfigError(f"objective {entry['name']!r}: params = {params!r} is invalid; allowed: a mapping "
+                                    "of keyword arguments, with fn")
+        fn = functools.partial(fn, **params) if params else fn
         return _checked(str(entry["name"]), str(entry.get("direction", "min")), fn)
     raise SearchConfigError(f"objective {entry!r} is invalid; allowed: a metric name, 'max:<name>', or "
                             "{name: ..., direction: min|max, fn: package.module.function}")

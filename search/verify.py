@@ -315,6 +315,8 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     from forge.config import to_container
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
+    if cfg.get("run"):
+        plugins.require(cfg.get("run"))  # the run's plug-in modules, imported only by the live config
     return Verify(to_container(cfg), parts).run()
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from surrogate.dataset import LabelSet
-from surrogate.features import MinMax, featurize, flat_packed
+from surrogate.features import BASE_FIELDS, MinMax, featurize, flat_packed
 from surrogate.training import _trainer
 
 
@@ -128,7 +128,7 @@ class RankForestBaseline:
 def aggregate(genomes) -> np.ndarray:
     """(n, 4) PLAS aggregates: depth l, width d, MLP ratio r, KV dimension d_m (mean over attention layers)."""
     p = featurize(genomes, "paper")
-    f = {k: p.x[..., i] for i, k in enumerate(("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "mask", "attn", "d_model"))}
+    f = {k: p.x[..., i] for i, k in enumerate(BASE_FIELDS)}
     m = p.mask.astype(np.float64)
     l = m.sum(1)
     d = f["d_model"].max(1)

@@ -25,11 +25,12 @@ import numpy as np
 
 from forge.arrays import PopArrays, population
 from forge.errors import ForgeError
+from forge.genes import SHAPE_GENES
 from forge.genes import token_genes as registered_tokens
 from forge.genome import Genome
 from forge.workload import Precision, layer_ops
 
-BASE_FIELDS = ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "mask", "attn", "d_model", "T")
+BASE_FIELDS = (*SHAPE_GENES, "mask", "attn", "d_model", "T")  # the paper's token: the shape genes, then the slot
 DERIVED_FIELDS = ("attn_params", "mlp_params", "kv_per_token", "flops_per_token", "depth_frac",
                   "n_active", "early_attn", "first_attn", "attn_frac_before")
 _COST_FIELDS = DERIVED_FIELDS[:4]  # from forge.workload (`_layer_costs`)

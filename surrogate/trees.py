@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from forge.errors import UserError
+from forge.genes import SHAPE_GENES
 from forge.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
@@ -105,7 +106,7 @@ def tree_views(genomes: Sequence[Genome], L_max: int = 40, packed: Packed | None
     packed: the population's `derived` fields when the caller (the encoder) already has them."""
     p = featurize(genomes, "derived", L_max) if packed is None else packed
     a = _agg(p.x, p.mask)
-    keep = [field_names("derived").index(k) for k in ("n_h", "n_kv", "d_qk", "d_v", "d_mlp", "attn")]
+    keep = [field_names("derived").index(k) for k in (*SHAPE_GENES, "attn")]
     return {"agg": a, "full": np.concatenate([a, (p.x[..., keep] * p.mask[..., None]).reshape(len(a), -1)], 1)}
 
 

@@ -132,7 +132,7 @@ def finished_search(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _workdir(tmp: Path, run: Path | None) -> Path:
     """A fresh folder that sees the repository's docs/ and data/ and the finished search where docs put runs."""
     tmp.mkdir()
-    for name in ("docs", "data", "bench"):
+    for name in ("docs", "data", "bench", "tests"):  # tests/ext: the docs' worked plug-in package
         (tmp / name).symlink_to(ROOT / name)
     for parent in ("outputs/search", "multirun/search"):
         (tmp / parent).mkdir(parents=True)

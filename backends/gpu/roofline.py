@@ -26,6 +26,7 @@ import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
 from forge.arrays import LAYER_KEYS, PopArrays
+from forge.genes import ATTENTION_SHAPE
 from forge.workload import (HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, kv_cache_bytes, layer_ops, layer_windows,
                             max_batch, sum_capped_steps, weight_storage, window_steps)
 
@@ -116,7 +117,7 @@ def sum_max_affine(f0: np.ndarray, fs: np.ndarray, g0: np.ndarray, gs: np.ndarra
     return base + cnt * a + c * (lo + hi) * cnt / 2.0
 
 
-ATTN_KEYS = ("attn", "n_h", "n_kv", "d_qk", "d_v")
+ATTN_KEYS = ("attn", *ATTENTION_SHAPE)  # the fields a decode step's context slope depends on (key bases below)
 
 
 def genome_bits(pop: PopArrays, wl: Workload) -> tuple[np.ndarray, np.ndarray]:

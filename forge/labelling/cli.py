@@ -104,6 +104,7 @@ def logger_node(cfg: Any) -> dict[str, Any] | None:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Label the requested genomes (reusing results stored under this protocol); returns a run summary."""
+    plugins.trust(cfg)  # the user's own config first: a dispatch class or a plug-in module (a gene) named in it
     if cfg.get("action", "label") == "status":
         from forge.labelling.status import status
 
@@ -117,7 +118,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     store = LabelStore(cfg.store)
     new: list[Label] = []
     caught: dict[str, str] = {}
-    plugins.trust(cfg)  # the user's own config: a dispatch class named in it is theirs to run
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new, caught), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))

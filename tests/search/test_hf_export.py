@@ -17,7 +17,7 @@ from forge.model import build_model
 from search.cli import run as run_search
 from search.export import load_exported
 from search.export import run as run_export
-from search.hf_export import HFExportError, llama_misfit, require_transformers, write_hf
+from search.hf_export import HFExportError, llama_misfit, modeling_source, require_transformers, write_hf
 from tests.forge.windows import with_window
 
 transformers = pytest.importorskip("transformers")
@@ -138,15 +138,36 @@ def test_llama_misfit_names_the_reason(change, why):
 
 def test_modeling_file_stands_alone():
     """Remote code travels without Forge: it may import only torch, transformers and the standard library."""
-    path = Path(__import__("forge_hf").__file__).with_name("modeling_forge.py")
     roots = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(modeling_source())):
         if isinstance(node, ast.Import):
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "relative import in remote code"
             roots.add(node.module.split(".")[0])
-    assert roots <= {"__future__", "dataclasses", "math", "torch", "transformers"}, roots
+    assert roots <= {"__future__", "dataclasses", "math", "types", "torch", "transformers"}, roots
+
+
+def test_the_exported_model_is_forge_model_verbatim(tmp_path):
+    """One source: every definition of forge/model.py but its own plumbing is in the exported file as written
+    there, the shell keeps none of its own, and a model.py change (a new helper, a gene's meaning) ships."""
+    import inspect
+
+    import forge.model
+    from search.hf_export import SHELL_ONLY, load_modeling
+
+    src = modeling_source()
+    model_src = inspect.getsource(forge.model)
+    names = [n.name for n in ast.parse(model_src).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+    for name in names:
+        if name not in SHELL_ONLY:
+            assert inspect.getsource(getattr(forge.model, name)) in src, name
+    shell = Path(__import__("forge_hf").__file__).with_name("modeling_forge.py").read_text()
+    shell_defs = {n.name for n in ast.parse(shell).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert not shell_defs & (set(names) - {"rope_tables"})  # no second copy of a model definition
+    (tmp_path / "modeling_forge.py").write_text(src)
+    hf = load_modeling(tmp_path / "modeling_forge.py")
+    assert issubclass(hf.ForgeBlock, hf.Block) and issubclass(hf.ForgeAttention, hf.Attention)
 
 
 def _tiny_run(tmp_path):

@@ -1,0 +1,21 @@
+"""A researcher's extension of Forge, written outside the package: it reaches every command only through
+`plugins.modules=[tests.ext.genes]` (or an installed `forge.plugins` entry point), never by editing Forge."""
+from __future__ import annotations
+
+import sys
+
+GENES = ("glu",)
+
+
+def forget() -> None:
+    """Undo the extension in this process (a test's teardown): its genes, its modules, the plug-in record."""
+    from forge import genes, model, plugins, workload
+
+    for hooks in (model.Block.hooks, workload.OP_HOOKS):
+        hooks[:] = [h for h in hooks if not h.__module__.startswith("tests.ext")]
+    for name in GENES:
+        genes.unregister(name)
+    for name in [m for m in sys.modules if m.startswith("tests.ext.")]:
+        del sys.modules[name]
+        globals().pop(name.rpartition(".")[2], None)  # `from tests.ext import genes` imports it again
+    plugins._modules[:] = [m for m in plugins._modules if not m.startswith("tests.ext")]

@@ -1,0 +1,35 @@
+"""A user's surrogate around scikit-learn, handed to the search unfitted: the search fits it on the labels its
+config names (`evaluator.labels=...`), then asks it for one number per genome."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.ensemble import RandomForestRegressor
+
+from forge.genome import Genome
+from tests.ext import genes  # noqa: F401  (the glu gene this surrogate reads)
+
+
+def features(genomes: Sequence[Genome]) -> np.ndarray:
+    """Depth, attention layers, summed widths: a few numbers any genome has (its own genes included)."""
+    rows = []
+    for g in genomes:
+        L = g.active_layers
+        rows.append([len(L), sum(lay.attn for lay in L), sum(lay.d_mlp for lay in L),
+                     sum(lay.n_h * lay.d_qk for lay in L if lay.attn), sum(lay.glu for lay in L)])
+    return np.asarray(rows, dtype=float)
+
+
+class ForestSurrogate:
+    """fit(train, val) and predict(genomes), nothing else: the documented contract of a surrogate plug-in."""
+
+    def __init__(self, n_estimators: int = 50, seed: int = 0) -> None:
+        self.model = RandomForestRegressor(n_estimators=n_estimators, random_state=seed)
+
+    def fit(self, train: Any, val: Any = None) -> "ForestSurrogate":
+        self.model.fit(features(train.genomes), train.y)
+        return self
+
+    def predict(self, genomes: Sequence[Genome]) -> np.ndarray:
+        return self.model.predict(features(genomes))
