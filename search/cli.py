@@ -19,13 +19,15 @@ from forge import plugins
 from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
 from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
+from forge.launch_only import check_saved
 from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.objectives import SearchConfigError
+from search.ledger import resume_state
 from search.runner import Search
-from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
-                          saved_config)
+from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
+                          holds_search, saved_config)
 
 
 def output_dir(cfg: Any) -> Path:
@@ -41,7 +43,11 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
         check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
-        c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
+        if (run_dir / CHECKPOINT).is_file():
+            resume_state(run_dir)  # a log a crash cut behind the checkpoint is refused here, unless rebuilt
+        saved = saved_config(run_dir)
+        check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
+        c = resume_config(c, saved, run_dir, _cli_overrides())
         check_search_config(c)
         sweep_temporaries(run_dir, run_dir / "state")
     else:

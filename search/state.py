@@ -30,7 +30,7 @@ class ResumeError(ForgeError):
 
 
 def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, list[str]] | None = None,
-                    durable: bool = True) -> None:
+                    durable: bool = True) -> str:
     """Compact JSON (no indent: the C encoder, under half the bytes); loading reads old indented ones too.
 
     `encoded`: list-valued keys whose items arrive already JSON-encoded (the runner encodes each immutable
@@ -41,6 +41,7 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, lis
         tail = ",".join(f"{json.dumps(k)}:[{','.join(items)}]" for k, items in encoded.items())
         text = text[:-1] + ("," if state else "") + tail + "}"
     atomic_write_text(Path(run_dir) / CHECKPOINT, text + "\n", durable)
+    return text + "\n"
 
 
 def sync_files(paths: Iterable[Path]) -> None:
@@ -71,9 +72,9 @@ CHECKPOINT_KEYS = {"generation": int, "config": dict, "n_iter": int, "rng": dict
                    "archive": list, "history": list, "n_evaluated": int, "timers": dict, "wall_s": (int, float)}
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+def load_checkpoint(run_dir: Path, name: str = CHECKPOINT) -> dict[str, Any]:
     """The checkpoint, checked before anything is restored from it (a refused resume must change nothing)."""
-    path = Path(run_dir) / CHECKPOINT
+    path = Path(run_dir) / name
     if path.exists() and not path.is_file():
         raise ResumeError(f"{path}: not a file; allowed: the checkpoint forge-search wrote")
     if not path.is_file():

@@ -25,6 +25,7 @@ from forge import plugins
 from forge.config import group_yaml
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json
+from forge.launch_only import check_saved
 from forge.labels import Label
 from forge.redact import mask
 from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
@@ -108,6 +109,8 @@ class Verify:
         try:  # a shared run folder is data: every class its config names must be an allowed plug-in, checked first
             injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
             plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
+            check_saved({k: v for k, v in self.run_cfg.items() if k not in injected}, self.cfg,
+                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}")  # no shell line from disk
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
