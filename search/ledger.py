@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from search.state import ResumeError
+from search.state import ResumeError, kept_jsonl
 
 DURABLE = "state/checkpoint.durable.json"
 _CHUNK = 1 << 20
@@ -110,3 +110,19 @@ def resume_state(run_dir: Path, note: bool = False) -> Mapping[str, Any]:
         except ResumeError:  # a torn durable copy: only the newest checkpoint can be used
             durable = None
     return check_logs(run_dir, load_checkpoint(run_dir), durable, note)
+
+
+def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any) -> None:
+    """Drop log lines newer than generation `gen` (and history.csv's rows), every log checked before any is
+    rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp."""
+    from forge.io import atomic_write_text
+
+    texts = {name: kept_jsonl(Path(run_dir) / name, gen) for name in names}
+    try:
+        table_log.truncate(gen)
+    except (KeyError, ValueError, TypeError) as e:  # history.csv is data: a corrupt one is named
+        raise ResumeError(f"{table_log.path}: corrupt ({type(e).__name__}); allowed: the history.csv forge-search "
+                          "wrote (or delete it: the generations after the checkpoint are appended)") from None
+    for name, text in texts.items():
+        if text is not None:
+            atomic_write_text(Path(run_dir) / name, text)

@@ -21,12 +21,12 @@ from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_column, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
-from search.ledger import DURABLE, LogLedger, resume_state
+from search.ledger import DURABLE, LogLedger, resume_state, truncate_logs
 from search.components import seed_genome
 from search.objectives import LOSS
 from search.problem import ForgeProblem
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, read_jsonl,
-                          save_checkpoint, sync_files, truncate_jsonl)
+                          save_checkpoint, sync_files)
 from search.tables import GenerationLog, genome_row, write_tables
 
 LOSS_CACHE = "state/loss_cache.jsonl"
@@ -219,9 +219,7 @@ class Search:
         A checkpoint that cannot be restored is refused before any log is touched."""
         if not (self.run_dir / CHECKPOINT).exists():
             check_resumable(self.run_dir)
-            for name in LOGS:
-                truncate_jsonl(self.run_dir / name, -1)
-            self.table_log.truncate(-1)
+            truncate_logs(self.run_dir, -1, LOGS, self.table_log)
             return
         st = dict(resume_state(self.run_dir, note=True))  # the newest checkpoint whose logs are intact, else refused
         self._table_rows = None  # archive.csv is rebuilt from archive.jsonl, which holds earlier rows
@@ -233,10 +231,8 @@ class Search:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the checkpoint is data
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: corrupt checkpoint, cannot restore it "
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
-        for name in LOGS:
-            truncate_jsonl(self.run_dir / name, self.gen)
-        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
-        self.table_log.truncate(self.gen)
+        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl"], self.table_log)
+        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))  # checkpoint's
         self._write_front(durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew
 
