@@ -3,7 +3,7 @@
 The default main job (`forge-search` with no arguments: iha-paper, the shipped Forge-Former, roofline, 40
 generations) runs in this one process, interleaved, in two arms:
 - `ledger`: this tree: every checkpoint records rows, bytes and SHA-256 of each log it covers (search.ledger),
-  every durable tick also fsyncs the loss cache and writes state/checkpoint.durable.json;
+  every durable tick also fsyncs the loss cache and hard-links state/checkpoint.durable.json to the checkpoint;
 - `no ledger`: the same code with the ledger switched off (what the loop did before issue 34).
 Both the loop's CPU time (time.process_time around Search.run, robust to a loaded machine) and its wall time
 are reported, with the `checkpoint` phase timer, as medians and ratios ledger / no ledger:
@@ -28,14 +28,14 @@ def ledger_off():
     """The loop as before issue 34: no ledger in the checkpoint, no durable copy, only archive.jsonl fsynced."""
     import search.runner as runner
 
-    saved = (runner.LogLedger.update, runner.DURABLE, runner.sync_files)
+    saved = (runner.LogLedger.update, runner.snapshot_durable, runner.sync_files)
     runner.LogLedger.update = lambda self: {}
-    runner.DURABLE = "state/.unused-durable.json"
+    runner.snapshot_durable = lambda run_dir: None
     runner.sync_files = lambda paths: saved[2]([p for p in paths if Path(p).name != "loss_cache.jsonl"])
     try:
         yield
     finally:
-        runner.LogLedger.update, runner.DURABLE, runner.sync_files = saved
+        runner.LogLedger.update, runner.snapshot_durable, runner.sync_files = saved
 
 
 def one_run(arm: str) -> dict[str, float]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from forge.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.config import CONFIG_PATH, UserError
+from forge.config import CONFIG_PATH, UserError, check_override_types
 from forge.errors import check_int
 from forge.genome import Genome
 
@@ -52,7 +52,11 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
         check_group(k, v, GROUPS)
     groups = [f"{k}={v}" for k, v in values.items() if k in GROUPS and isinstance(v, str)]
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
-        cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])])
+        cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])],
+                            return_hydra_config=True)
+    check_override_types(cfg.hydra)  # `overrides` typed and ranged as on the command line
+    with open_dict(cfg):
+        del cfg["hydra"]
     check_values(app, OmegaConf.to_container(cfg, resolve=False),  # what the CLI's struct mode would refuse
                  {k: v for k, v in values.items() if not (k in GROUPS and isinstance(v, str))})
     with open_dict(cfg):

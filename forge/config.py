@@ -125,8 +125,10 @@ def describe_error(e: BaseException) -> str | None:
     from omegaconf.errors import OmegaConfBaseException
 
     if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = _hydra_output_dir() or (_GUARD[0].run_dir or _GUARD[0].hydra_dir if _GUARD else None)  # .hydra/
-        e = OSError(e.errno, e.strerror or str(e), str(where / ".hydra") if where else "the output folder")
+        job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
+        before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
+        where = job or (before / ".hydra" if before else None)
+        e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
         if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes

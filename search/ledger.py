@@ -2,15 +2,16 @@
 
 The runner fsyncs its logs every few seconds, not per generation, so after a power loss a checkpoint may name
 rows that never reached the disk. Each checkpoint records, per log, `{"rows", "bytes", "sha256"}` of the prefix
-it covers; `state/checkpoint.durable.json` is a copy written only after every log it covers was fsynced. A
-resume checks the newest checkpoint's prefixes; when one is short or different it continues from the durable
-copy (a resumed run writes what an uninterrupted one would, so this rebuilds the lost generations exactly), and
-when that too does not match it refuses in one line, naming the log. Hashing is incremental: each generation
+it covers; `state/checkpoint.durable.json` is a snapshot of it (a hard link) taken only once every log it
+covers was fsynced. A resume checks the newest checkpoint's prefixes; when one is short or different it continues
+from the durable snapshot (a resumed run writes what an uninterrupted one would, so this rebuilds the lost
+generations exactly), and when that too does not match it refuses in one line, naming the log. Hashing is incremental: each generation
 reads only the bytes appended since the last one (still in the page cache).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -97,6 +98,23 @@ def check_logs(run_dir: Path, state: Mapping[str, Any], durable: Mapping[str, An
     raise ResumeError(f"resume={run_dir}: {why} (a crash or power loss cut or changed it); nothing was changed; "
                       "allowed: restore the run folder from a copy, or start a new run with the same config and seed "
                       "(it writes the same files)")
+
+
+def snapshot_durable(run_dir: Path) -> None:
+    """DURABLE := the checkpoint just made durable, as a hard link to its file (no bytes written, no fsync: the
+    checkpoint is replaced by rename, so the link keeps this version); a copy where links are not supported."""
+    from forge.io import atomic_write_bytes
+    from search.state import CHECKPOINT
+
+    src, dst = Path(run_dir) / CHECKPOINT, Path(run_dir) / DURABLE
+    tmp = dst.with_name(f".{dst.name}.link.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        os.link(src, tmp)
+        os.replace(tmp, dst)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        atomic_write_bytes(dst, src.read_bytes())
 
 
 def resume_state(run_dir: Path, note: bool = False) -> Mapping[str, Any]:

@@ -21,7 +21,7 @@ from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_column, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
-from search.ledger import DURABLE, LogLedger, resume_state, truncate_logs
+from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
 from search.components import seed_genome
 from search.objectives import LOSS
 from search.problem import ForgeProblem
@@ -55,7 +55,7 @@ class Search:
         self._history_lines: list[str] = []  # json_line of each history row
         self._front_ids: list[str] | None = None  # the ids pareto.jsonl holds (None: not written by this process)
         self._synced_at = -np.inf  # when the logs and the checkpoint were last fsynced (the first one is)
-        self.ledger, self._checkpoint_text = LogLedger(self.run_dir, COVERED), ""  # see checkpoint() and sync()
+        self.ledger = LogLedger(self.run_dir, COVERED)  # rows, bytes and hash of each log (see checkpoint())
         self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
         self.hv_cfg = dict(cfg.get("hv") or {})
@@ -191,17 +191,16 @@ class Search:
         if durable:  # the rows it names reach the disk before it does
             sync_files([self.run_dir / "archive.jsonl", self.run_dir / LOSS_CACHE])
             self._synced_at = time.perf_counter()
-        self._checkpoint_text = save_checkpoint(self.run_dir, state, {**encoded, "history": self._history_lines},
-                                                durable)
+        save_checkpoint(self.run_dir, state, {**encoded, "history": self._history_lines}, durable)
         if durable:
-            atomic_write_text(self.run_dir / DURABLE, self._checkpoint_text)
+            snapshot_durable(self.run_dir)
 
     def sync(self) -> None:
-        """Make the logs and the last checkpoint durable (the loop syncs only every `DURABLE_EVERY_S`); copy it to
-        DURABLE, which a resume falls back to when a power loss cut a log (search.ledger)."""
+        """Make the logs and the last checkpoint durable (the loop syncs only every `DURABLE_EVERY_S`); it becomes
+        the durable snapshot a resume falls back to when a power loss cut a log (search.ledger)."""
         sync_files(self.run_dir / name for name in ("archive.jsonl", "history.jsonl", LOSS_CACHE, CHECKPOINT))
-        if self._checkpoint_text:
-            atomic_write_text(self.run_dir / DURABLE, self._checkpoint_text)
+        if (self.run_dir / CHECKPOINT).is_file():
+            snapshot_durable(self.run_dir)
 
     def _line(self, rec: dict[str, Any]) -> str:
         """A record's JSON line, encoded once: records never change once logged (same id, generation and

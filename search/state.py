@@ -30,7 +30,7 @@ class ResumeError(ForgeError):
 
 
 def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, list[str]] | None = None,
-                    durable: bool = True) -> str:
+                    durable: bool = True) -> None:
     """Compact JSON (no indent: the C encoder, under half the bytes); loading reads old indented ones too.
 
     `encoded`: list-valued keys whose items arrive already JSON-encoded (the runner encodes each immutable
@@ -41,7 +41,6 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, lis
         tail = ",".join(f"{json.dumps(k)}:[{','.join(items)}]" for k, items in encoded.items())
         text = text[:-1] + ("," if state else "") + tail + "}"
     atomic_write_text(Path(run_dir) / CHECKPOINT, text + "\n", durable)
-    return text + "\n"
 
 
 def sync_files(paths: Iterable[Path]) -> None:

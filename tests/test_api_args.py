@@ -44,6 +44,8 @@ def _refused(call, match: str, cls: type = ForgeError) -> ForgeError:
     ({"out_dir": 5}, r"out_dir=5 is invalid; allowed: a folder path"),
     ({"objectives": 7}, r"objectives=7 is invalid; allowed: a list"),
     ({"overrides": "search.pop_sise=4"}, r"pop_sise"),
+    ({"overrides": ["seed=abc"]}, r"seed='abc' is not an integer"),
+    ({"overrides": "search.pop_size=0"}, r"search.pop_size=0 is out of range"),
 ])
 def test_a_bad_search_call_is_refused_in_one_line_and_writes_nothing(tmp_path, monkeypatch, kwargs, match):
     monkeypatch.chdir(tmp_path)

@@ -37,6 +37,7 @@ def crashed(make_search, tmp_path):
     s = make_search(part, CFG)
     s.load()
     s.run(stop_after=4)
+    (part / DURABLE).unlink()  # a hard link to the checkpoint: replaced, not written through
     (part / DURABLE).write_bytes(durable2)  # the disk saw only generation 2's fsync
     logs = {k: json.loads(durable2)["logs"][k]["bytes"] for k in ("archive.jsonl", LOSS_CACHE)}
     return tmp_path / "full", part, logs
