@@ -48,9 +48,11 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
+    own, plus = _groups(app)  # forge-verify's `dispatch="local"` is a plain key of its config, not a group choice
     for k, v in values.items():
-        check_group(k, v, GROUPS)
-    groups = [f"{k}={v}" for k, v in values.items() if k in GROUPS and isinstance(v, str)]
+        check_group(k, v, own + plus)
+    groups = [f"{'+' * (k in plus)}{k}={v}" for k, v in values.items() if k in own + plus and isinstance(v, str)]
+    own += plus
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
         cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])],
                             return_hydra_config=True)
@@ -58,12 +60,22 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     with open_dict(cfg):
         del cfg["hydra"]
     check_values(app, OmegaConf.to_container(cfg, resolve=False),  # what the CLI's struct mode would refuse
-                 {k: v for k, v in values.items() if not (k in GROUPS and isinstance(v, str))})
+                 {k: v for k, v in values.items() if not (k in own and isinstance(v, str))})
     with open_dict(cfg):
         for k, v in values.items():
-            if v is not None and not (k in GROUPS and isinstance(v, str)):
+            if v is not None and not (k in own and isinstance(v, str)):
                 OmegaConf.update(cfg, k, v, merge=isinstance(v, Mapping) and "_target_" not in v)
     return cfg
+
+
+def _groups(app: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the groups conf/<app>.yaml's defaults list chooses from, the groups it may add as the CLI's `+group=x`
+    does, such as forge-search's `+hardware=host-cpu`): a string for either is a choice, not a value."""
+    from forge.config import group_yaml
+
+    top = group_yaml("", app) or {}
+    own = tuple(k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e if k in GROUPS)
+    return own, (("hardware",) if "backend" in own and "hardware" not in own + tuple(top) else ())
 
 
 # ------------------------------------------------------------------------------------------ frames

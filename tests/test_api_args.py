@@ -105,3 +105,12 @@ def test_cost_and_predict_trust_the_callers_own_target():
     assert rows["feasible"].tolist() == [True]
     loss = forge.predict("gpt2", predictor={"_target_": "tests.search.fakes.FakePredictor"})
     assert loss["id"].tolist() == [forge.cost("gpt2")["id"][0]] and Path  # one row, the genome's id
+
+
+def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
+    from forge.api import compose
+
+    c = compose("forge-verify", run="x", k=4, dispatch="local", protocol="cpu-proxy", corpus="stdlib")
+    assert (c.dispatch, c.protocol, c.corpus) == ("local", "cpu-proxy", "stdlib")  # as `forge-verify dispatch=local`
+    assert compose("forge-search", hardware="host-cpu").hardware.name == "host-cpu"  # as `+hardware=host-cpu`
+    _refused(lambda: compose("forge-verify", run="x", kk=3), r"unknown option kk=3; did you mean 'k'\?")
