@@ -96,3 +96,20 @@ def test_the_checkpoint_records_each_logs_rows_bytes_and_hash(crashed):
     assert mismatch(part, logs) is None
     ledger = LogLedger(part, ["archive.jsonl"])  # incremental hashing gives the whole file's hash
     assert ledger.update()["archive.jsonl"]["sha256"] == logs["archive.jsonl"]["sha256"]
+
+
+@pytest.mark.parametrize("name", ["labels.jsonl", "coevolution.jsonl"])
+def test_every_cut_or_tear_of_a_covered_log_is_found_and_appends_are_not(tmp_path, name):
+    """The co-evolution logs (written only by a run that trains) under the same ledger: 200 random damages."""
+    rng = np.random.default_rng(34)
+    path = tmp_path / name
+    path.write_text("".join(json.dumps({"generation": g, "y": float(rng.random())}) + "\n" for g in range(40)))
+    logs = LogLedger(tmp_path, [name]).update()
+    data = path.read_bytes()
+    for at in rng.integers(0, len(data) - 1, size=100):
+        path.write_bytes(data[:at])
+        assert "holds" in mismatch(tmp_path, logs)
+        path.write_bytes(data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1:])
+        assert "differs" in mismatch(tmp_path, logs)
+    path.write_bytes(data + b'{"generation": 41}\n')
+    assert mismatch(tmp_path, logs) is None  # lines newer than the checkpoint are dropped by resume, not refused
