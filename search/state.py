@@ -112,6 +112,9 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / SUMMARY
     if not path.exists():
         return {}
+    if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
+        raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
+                          "forge-search wrote")
     try:
         s = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:

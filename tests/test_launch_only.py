@@ -128,3 +128,17 @@ def test_the_cli_refuses_a_shared_runs_shell_line_in_one_line(finished_run, tmp_
     assert p.returncode == 2 and len(lines) == 1, p.stderr[-2000:]
     assert "the saved dispatch." in lines[0] and "is refused" in lines[0]
     assert not witness.exists() and not (tmp_path / "logs").exists() and _tree(hostile) == before
+
+
+def test_the_python_apis_verify_refuses_a_shared_runs_shell_line(finished_run, tmp_path):
+    import forge
+    from forge.api import SearchResult
+
+    witness = tmp_path / "pwned"
+    node = {"_target_": SUBMITIT, "cluster": "local", "parameters": {"local_setup": [f"touch {witness}"]}}
+    hostile = _hostile(finished_run, tmp_path / "shared-run", node)
+    before = _tree(hostile)
+    res = SearchResult(hostile, json.loads((hostile / "summary.json").read_text()))
+    with pytest.raises(forge.errors.ForgeError, match=r"the saved dispatch.parameters.local_setup"):
+        res.verify(measure="none", k=1, control=0, plugins=FAKES)
+    assert not witness.exists() and _tree(hostile) == before
