@@ -49,7 +49,6 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
         c = resume_config(c, saved, run_dir, _cli_overrides())
         check_search_config(c)
-        sweep_temporaries(run_dir, run_dir / "state")
     else:
         check_search_config(c)
         if holds_search(run_dir):
@@ -64,7 +63,8 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
     search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
     if resume:
-        search.load()
+        search.load()  # refuses before it rewrites any file
+        sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 
