@@ -42,9 +42,10 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
-        check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
-        if (run_dir / CHECKPOINT).is_file():
+        if (run_dir / CHECKPOINT).exists():  # before anything is built: a refused resume changes nothing
             resume_state(run_dir)  # a log a crash cut behind the checkpoint is refused here, unless rebuilt
+        else:
+            check_resumable(run_dir)
         saved = saved_config(run_dir)
         check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
         c = resume_config(c, saved, run_dir, _cli_overrides())

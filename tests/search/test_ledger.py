@@ -87,6 +87,19 @@ def test_a_log_cut_inside_what_every_checkpoint_covers_is_refused_and_nothing_ch
     assert _tree(part) == before
 
 
+def test_a_torn_checkpoint_falls_back_to_the_durable_snapshot(make_search, crashed, capsys):
+    from search.state import saved_config
+
+    full, part, _ = crashed
+    ck = (part / CHECKPOINT).read_bytes()
+    (part / CHECKPOINT).write_bytes(ck[: len(ck) // 2])  # its rename reached the disk, half its bytes did not
+    assert saved_config(part) == CFG  # what `forge-search resume=` compares, from the durable snapshot
+    _finish(make_search, part)
+    assert "corrupt checkpoint" in capsys.readouterr().err
+    for f in FILES:
+        assert (full / f).read_bytes() == (part / f).read_bytes(), f
+
+
 def test_the_checkpoint_records_each_logs_rows_bytes_and_hash(crashed):
     _, part, _ = crashed
     logs = json.loads((part / CHECKPOINT).read_text())["logs"]
