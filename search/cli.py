@@ -43,10 +43,10 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
         if (run_dir / CHECKPOINT).exists():  # before anything is built: a refused resume changes nothing
-            resume_state(run_dir)  # a log a crash cut behind the checkpoint is refused here, unless rebuilt
+            saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
         else:
             check_resumable(run_dir)
-        saved = saved_config(run_dir)
+            saved = saved_config(run_dir)
         check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
         c = resume_config(c, saved, run_dir, _cli_overrides())
         check_search_config(c)

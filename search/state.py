@@ -130,11 +130,9 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
     """The config a run was started with: its checkpoint's, else its `config.yaml`, else the one Hydra wrote
     before the job began (`.hydra/config.yaml`): a run killed before its first checkpoint, which a resume then
     starts afresh."""
-    from search.ledger import resume_state
-
     run_dir = Path(run_dir)
     if (run_dir / CHECKPOINT).is_file():
-        return dict(resume_state(run_dir)["config"])  # a torn checkpoint falls back to the durable snapshot
+        return load_checkpoint(run_dir)["config"]
     for name in (CONFIG, HYDRA_CONFIG):
         if (run_dir / name).is_file():
             cfg = _read_config(run_dir / name)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search.ledger import DURABLE, LogLedger, mismatch
+from search.ledger import DURABLE, LogLedger, mismatch, resume_state
 from search.runner import LOSS_CACHE
 from search.state import CHECKPOINT, ResumeError
 from tests.search.conftest import tiny_cfg
@@ -88,12 +88,10 @@ def test_a_log_cut_inside_what_every_checkpoint_covers_is_refused_and_nothing_ch
 
 
 def test_a_torn_checkpoint_falls_back_to_the_durable_snapshot(make_search, crashed, capsys):
-    from search.state import saved_config
-
     full, part, _ = crashed
     ck = (part / CHECKPOINT).read_bytes()
     (part / CHECKPOINT).write_bytes(ck[: len(ck) // 2])  # its rename reached the disk, half its bytes did not
-    assert saved_config(part) == CFG  # what `forge-search resume=` compares, from the durable snapshot
+    assert resume_state(part)["config"] == CFG  # what `forge-search resume=` compares, from the durable snapshot
     _finish(make_search, part)
     assert "corrupt checkpoint" in capsys.readouterr().err
     for f in FILES:
