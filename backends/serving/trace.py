@@ -7,6 +7,7 @@ column names (arrival_s, prompt_tokens, output_tokens) or those of the Azure LLM
 from __future__ import annotations
 
 import csv
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,11 @@ def synthetic(cfg: Any, seed: int = 0) -> Trace:
 
 def load_csv(path: str | Path) -> Trace:
     """A trace CSV (our columns or Azure's); arrivals are shifted to start at 0 and sorted."""
-    path = require_file(path, "trace file (allowed: synthetic or a CSV path)")
+    path = Path(path)
+    if path.exists():
+        require_file(path, "trace file")  # a folder or a FIFO is named as such (a FIFO would block the read)
+    else:
+        raise FileNotFoundError(errno.ENOENT, "trace file does not exist; allowed: synthetic or a CSV path", str(path))
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         header = [h.strip() for h in (reader.fieldnames or [])]
