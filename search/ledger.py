@@ -127,16 +127,7 @@ def resume_state(run_dir: Path, note: bool = False) -> Mapping[str, Any]:
             durable = load_checkpoint(run_dir, DURABLE)
         except ResumeError:  # a torn durable copy: only the newest checkpoint can be used
             durable = None
-    try:
-        newest = load_checkpoint(run_dir)
-    except ResumeError as e:  # a power loss kept the rename of a checkpoint whose bytes never reached the disk
-        if durable is None or not isinstance(durable.get("logs"), Mapping) or mismatch(run_dir, durable["logs"]):
-            raise
-        if note:
-            print(f"{str(e).split('; allowed')[0]}; continuing from generation {durable['generation']}, the last "
-                  "checkpoint that reached the disk (the lost generations are recomputed exactly)", file=sys.stderr)
-        return durable
-    return check_logs(run_dir, newest, durable, note)
+    return check_logs(run_dir, load_checkpoint(run_dir), durable, note)  # a corrupt newest one is refused
 
 
 def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any) -> None:
