@@ -54,6 +54,12 @@ def _check_kwargs(cls: type, cfg: dict[str, Any]) -> None:
     bad = sorted(set(cfg) - set(params) - {"_target_"})
     if bad:
         raise BackendError(f"backend.{bad[0]} is not an option of {cls.__name__}; allowed: {', '.join(params)}")
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in cfg  # a constructor's TypeError
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if missing:
+        raise BackendError(f"backend {cls.__name__} needs option {missing[0]!r}, which its config lacks; allowed: "
+                           f"set backend.{missing[0]} (see conf/backend/), or a shipped backend: "
+                           f"{', '.join(list_backends())}")
 
 
 def resolve_workload(cfg: Any, backend: Any = None) -> Workload:

@@ -11,17 +11,20 @@ search, backends and surrogate); `import forge` stays light because `forge/__ini
     res.front            # pandas DataFrame: one row per Pareto member, metrics and loss interval as columns
     res.export(select="knee", out="exported/")
 
-Results come back as pandas DataFrames (`pip install "forge-nas[api]"`).
+Results come back as pandas DataFrames (`pip install "forge-nas[api]"`). Bad arguments are refused as the CLI
+refuses them (unknown keys with the closest valid name, types, ranges: forge.api_args), and every refusal is a
+`forge.errors.ForgeError` with the command's one-line message.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from forge.config import CONFIG_PATH, UserError
+from forge.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
+from forge.config import CONFIG_PATH, UserError, check_override_types
+from forge.errors import check_int
 from forge.genome import Genome
 
 GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware")
@@ -45,14 +48,34 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
-    groups = [f"{k}={v}" for k, v in values.items() if k in GROUPS and isinstance(v, str)]
+    own, plus = _groups(app)  # forge-verify's `dispatch="local"` is a plain key of its config, not a group choice
+    for k, v in values.items():
+        check_group(k, v, own + plus)
+    groups = [f"{'+' * (k in plus)}{k}={v}" for k, v in values.items() if k in own + plus and isinstance(v, str)]
+    own += plus
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
-        cfg = hydra_compose(app, overrides=[*groups, *overrides])
+        cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])],
+                            return_hydra_config=True)
+    check_override_types(cfg.hydra)  # `overrides` typed and ranged as on the command line
+    with open_dict(cfg):
+        del cfg["hydra"]
+    check_values(app, OmegaConf.to_container(cfg, resolve=False),  # what the CLI's struct mode would refuse
+                 {k: v for k, v in values.items() if not (k in own and isinstance(v, str))})
     with open_dict(cfg):
         for k, v in values.items():
-            if v is not None and not (k in GROUPS and isinstance(v, str)):
+            if v is not None and not (k in own and isinstance(v, str)):
                 OmegaConf.update(cfg, k, v, merge=isinstance(v, Mapping) and "_target_" not in v)
     return cfg
+
+
+def _groups(app: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the groups conf/<app>.yaml's defaults list chooses from, the groups it may add as the CLI's `+group=x`
+    does, such as forge-search's `+hardware=host-cpu`): a string for either is a choice, not a value."""
+    from forge.config import group_yaml
+
+    top = group_yaml("", app) or {}
+    own = tuple(k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e if k in GROUPS)
+    return own, (("hardware",) if "backend" in own and "hardware" not in own + tuple(top) else ())
 
 
 # ------------------------------------------------------------------------------------------ frames
@@ -95,13 +118,14 @@ class SearchResult:
         """The front's (or, with which="archive", every evaluated) genomes, in the frame's order."""
         from forge.genome import genome_from_dict
 
-        frame = self.front if which == "front" else self.archive
+        frame = self.front if check_choice("which", which, ("front", "archive")) == "front" else self.archive
         return [genome_from_dict(g) for g in frame["genome"]]
 
     @property
     def hypervolume(self) -> float:
         return float(self.summary["hypervolume"])
 
+    @api_errors
     def export(self, select: str = "knee", format: str = "safetensors", out: str | Path | None = None,
                **values: Any) -> dict[str, Any]:
         """`forge-export run=<this run> select=... format=... out=...`; out defaults to <run>/exported."""
@@ -111,12 +135,14 @@ class SearchResult:
         return run(compose("forge-export", run=str(self.run_dir), select=select, format=format, out=str(out),
                            **values))
 
+    @api_errors
     def verify(self, **values: Any) -> dict[str, Any]:
         """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training)."""
         from search.verify import run
 
         return run(compose("forge-verify", run=str(self.run_dir), **values))
 
+    @api_errors
     def plot(self, out: str | Path | None = None) -> dict[str, Any]:
         """`forge-report runs=[<this run>]`: the PNGs and report.html, in `out` (default <run>/report)."""
         from search.report import run
@@ -126,6 +152,7 @@ class SearchResult:
 
 
 # ------------------------------------------------------------------------------------------ calls
+@api_errors
 def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[str, Any] | None = None,
            objectives: Sequence[Any] | None = None, constraints: Sequence[str] | None = None,
            out_dir: str | Path | None = None, overrides: Sequence[str] = (), **values: Any) -> SearchResult:
@@ -142,9 +169,9 @@ def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[
     from search.cli import run
 
     space, objectives, values, parts = _python_objects(space, objectives, values)
-    out = Path(out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
-    cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=_list(objectives),
-                  constraints=_list(constraints), out_dir=str(out), **{"progress": False, **values})
+    out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=as_list("objectives", objectives),
+                  constraints=as_list("constraints", constraints), out_dir=str(out), **{"progress": False, **values})
     summary = run(cfg, parts)
     return SearchResult(Path(summary["run_dir"]), summary)
 
@@ -173,29 +200,44 @@ def _python_objects(space: Any, objectives: Sequence[Any] | None,
     return space, objs, values, parts
 
 
+@api_errors
 def load(run_dir: str | Path) -> SearchResult:
-    """A SearchResult for an existing run folder (its summary.json)."""
-    p = Path(run_dir) / "summary.json"
-    if not p.is_file():
-        raise UserError(f"{run_dir}: no summary.json; allowed: a forge-search run folder")
-    return SearchResult(Path(run_dir), json.loads(p.read_text()))
+    """A SearchResult for an existing run folder, checked as forge-export and forge-verify check it."""
+    from search.state import read_jsonl, read_summary
+
+    d = check_path("run_dir", run_dir)
+    if not (d / "summary.json").is_file() or not (d / "pareto.jsonl").is_file():
+        raise UserError(f"{run_dir}: no summary.json/pareto.jsonl there; allowed: a forge-search run folder")
+    summary = read_summary(d)  # a JSON object, else one line naming the file
+    bad = [k for k, t in (("status", str), ("hypervolume", (int, float))) if not isinstance(summary.get(k), t)]
+    if bad:
+        raise UserError(f"{d / 'summary.json'}: corrupt summary (missing or mistyped {', '.join(bad)}); allowed: "
+                        "the summary.json forge-search wrote")
+    read_jsonl(d / "pareto.jsonl")  # a corrupt line is refused, naming it
+    return SearchResult(d, summary)
 
 
 def genomes_of(items: Genome | str | Path | Sequence[Genome | str | Path]) -> list[Genome]:
     """Genomes, genome files, or names from data/archs (as `forge-hw arch=` takes them)."""
     from forge.cli import resolve_arch
 
-    seq = [items] if isinstance(items, (Genome, str, Path)) else list(items)
+    allowed = "a Genome, a genome file, a name from data/archs, or a list of them"
+    seq = [items] if isinstance(items, (Genome, str, Path)) else items
+    if not isinstance(seq, (list, tuple)) or not seq:
+        raise UserError(f"genomes={items!r} is invalid; allowed: {allowed}")
+    bad = [g for g in seq if not isinstance(g, (Genome, str, Path))]
+    if bad:
+        raise UserError(f"genomes: {bad[0]!r} is invalid; allowed: {allowed}")
     return [g if isinstance(g, Genome) else resolve_arch(str(g)) for g in seq]
 
 
+@api_errors
 def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: str | Mapping[str, Any] | None = None,
          overrides: Sequence[str] = (), **values: Any) -> Any:
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
-    from search.components import build_backend, build_workload
-
     from forge import plugins
+    from search.components import build_backend, build_workload
 
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
@@ -210,19 +252,27 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     return _pandas().DataFrame(rows)
 
 
+@api_errors
 def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-paper-all", n_mc: int = 0,
             level: float = 0.9, seed: int = 0, allow_blind: Sequence[str] | None = None) -> Any:
     """Predicted loss of genomes, as the search's evaluator computes it: one row per genome with mu, sigma
     (n_mc MC-dropout passes; 0 = deterministic) and the calibrated interval loss_lo / loss_hi at `level`.
     Genomes using a gene (or gene value) the predictor never saw are refused unless `allow_blind` names the
     gene; then the rows say so in `loss_blind_to` (search.blind)."""
+    from forge import plugins
+    from forge.limits import RANGES, SEED_MAX
     from search.blind import check_blind, genome_grids
     from search.components import load_surrogate
     from search.problem import LossEvaluator
 
-    from forge import plugins
-
-    plugins.trust({"evaluator": {"predictor": predictor}})  # the caller's own predictor node is theirs to run
+    if not isinstance(predictor, (str, Path, Mapping)):
+        raise UserError(f"predictor={predictor!r} is invalid; allowed: a shipped checkpoint name or a path (a string), "
+                        "or a mapping with _target_")
+    n_mc = check_int("n_mc", n_mc, 0, RANGES["forge-search"]["evaluator.n_mc"][1])  # the CLI's evaluator.n_mc range
+    seed = check_int("seed", seed, 0, SEED_MAX)
+    level = check_number("level", level, 0.0, 1.0)
+    allow_blind = as_list("allow_blind", allow_blind)
+    plugins.trust({"evaluator": {"predictor": predictor}})  # the caller's own `_target_`, as forge.search
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
     blind = check_blind(pred, genome_grids(gs), allow_blind, str(predictor), "these genomes use")
@@ -231,10 +281,6 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     lo, hi = ev.interval(mu, sigma)
     return _pandas().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
                                 "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": ";".join(blind)} if blind else {})})
-
-
-def _list(x: Sequence[Any] | None) -> list[Any] | None:
-    return None if x is None else list(x)
 
 
 def _container(cfg: Any) -> dict[str, Any]:

@@ -124,6 +124,11 @@ def describe_error(e: BaseException) -> str | None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
+        before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
+        where = job or (before / ".hydra" if before else None)
+        e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
         if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
@@ -134,7 +139,21 @@ def describe_error(e: BaseException) -> str | None:
     else:
         return None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return "; ".join(lines) or type(e).__name__
+    return _hint("; ".join(lines)) or type(e).__name__
+
+
+def _hint(text: str) -> str:
+    """Hydra's own messages made to say what is allowed: a group's choices as one list, and how to quote a value
+    its override lexer cannot read (a non-ASCII or spaced path)."""
+    import re
+
+    m = re.search(r"; Available options in '([^']+)':((?:; [^;]+)+)$", text)
+    if m:
+        text = f"{text[:m.start()]}; allowed: {m.group(1)}=" + " | ".join(x.strip() for x in m.group(2).split(";")[1:])
+    if "LexerNoViableAltException" in text:
+        text += ("; allowed: quote a value holding spaces or non-ASCII characters for Hydra, inside shell quotes: "
+                 "\"key='my folder/é'\"")
+    return text
 
 
 def group_names(group: str) -> list[str]:
@@ -234,12 +253,25 @@ def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
         os.utime(path, ns=(mtime, mtime))
 
 
+def note_run_dir(config: Any) -> None:
+    """The run folder Hydra is about to create (its `hydra.run.dir`), known to the command's guard before Hydra
+    writes into it: a failure there (a full disk) is then named and undone like any refused command's files."""
+    try:
+        if _GUARD and _GUARD[0].hydra_dir is None:
+            _GUARD[0].hydra_dir = Path(str(config.hydra.run.dir))
+    except Exception:  # noqa: BLE001 - a run.dir that cannot resolve: nothing to note
+        pass
+
+
 def _hydra_output_dir() -> Path | None:
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:
+        from omegaconf import OmegaConf
+
+        hc = HydraConfig.get()  # before the job starts, only its configured run.dir is known
+        return Path(OmegaConf.select(hc, "runtime.output_dir", default=None, throw_on_missing=False) or hc.run.dir)
+    except Exception:  # noqa: BLE001 - no Hydra job (ValueError), or a run.dir that cannot resolve yet
         return None
 
 

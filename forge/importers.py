@@ -13,7 +13,6 @@ the published configuration of a known model (`KNOWN_GLOBALS`) or from `defaults
 """
 from __future__ import annotations
 
-import errno
 import ast
 import csv
 import io
@@ -24,6 +23,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from forge.files import require_file
 from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
 from forge.io import load_yaml, read_text
 
@@ -88,9 +88,7 @@ def _csv_genome(row: dict[str, str], line: int) -> Genome:
 
 def iter_llmforge_csv(path: str | Path, drop_nonfinite: bool = True) -> Iterator[CsvRow]:
     """Yield one CsvRow per line; a malformed line raises GenomeError naming its line number."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, "LLMForge CSV not found", str(path))
+    path = require_file(path, "LLMForge CSV")  # a folder or a FIFO is named as such, not "not found"
     with io.StringIO(read_text(path, "CSV file"), newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
@@ -156,9 +154,7 @@ def genome_from_llmforge_yaml(d: dict[str, Any], defaults: dict[str, Any] | None
 
 def load_genome(path: str | Path) -> Genome:
     """Read a genome YAML/JSON file (ours or the LLMForge per-model YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, "genome file not found", str(path))
+    path = require_file(path, "genome file")
     try:
         data = load_yaml(read_text(path, "genome file"), path)
     except yaml.YAMLError as e:

@@ -19,7 +19,6 @@ A corrupt line is an error naming its line number, never silently skipped.
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import json
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from forge.errors import ForgeError, UserError
+from forge.files import require_file
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.io import NONFINITE, atomic_write_text, json_num, read_text
 
@@ -119,9 +119,7 @@ def fingerprint_from_provenance(prov: dict[str, Any]) -> str:
 def read_labels(path: str | Path, protocol: str | None = None) -> Iterator[Label]:
     """Every label in a JSONL file, in order (inf ones included); corrupt lines raise with their number.
     `protocol` (a fingerprint) keeps only that protocol's labels."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, "label file not found", str(path))
+    path = require_file(path, "label file")
     with io.StringIO(read_text(path, "label file")) as f:  # binary / non-UTF-8: one error naming the file
         for n, line in enumerate(f, start=1):
             if not line.strip():

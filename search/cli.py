@@ -19,14 +19,16 @@ from forge import plugins
 from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
 from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
+from forge.launch_only import check_saved
 from forge.limits import check_range
 from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
                                build_workload)
 from search.objectives import SearchConfigError
-from search.user_surrogate import own_units
+from search.ledger import resume_state
 from search.runner import Search
-from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config, holds_search,
-                          saved_config)
+from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
+                          holds_search, saved_config)
+from search.user_surrogate import own_units
 
 
 def output_dir(cfg: Any) -> Path:
@@ -46,8 +48,14 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
         plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
         c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
+        if (run_dir / CHECKPOINT).exists():  # before anything is built: a refused resume changes nothing
+            saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
+        else:
+            check_resumable(run_dir)
+            saved = saved_config(run_dir)
+        check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
+        c = resume_config(c, saved, run_dir, _cli_overrides())
         check_search_config(c)
-        sweep_temporaries(run_dir, run_dir / "state")
     else:
         check_search_config(c)
         if holds_search(run_dir):
@@ -62,7 +70,8 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
     search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
     if resume:
-        search.load()
+        search.load()  # refuses before it rewrites any file
+        sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 

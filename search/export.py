@@ -28,6 +28,7 @@ from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
 from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
 from forge.numeric import argmin_by_id
+from search.markdown import md_code, md_text
 from search.state import read_jsonl, require_complete
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
@@ -38,9 +39,9 @@ class ExportError(ForgeError):
 
 
 def _objectives(run: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
-    s = run / "summary.json"
-    if s.is_file():
-        return list(json.loads(s.read_text())["objectives"])
+    s = _summary(run)
+    if s.get("objectives"):
+        return list(s["objectives"])
     return sorted(rows[0]["metrics"]) if rows else []
 
 
@@ -173,30 +174,33 @@ def loss_line(info: dict[str, Any]) -> str:
     m, iv = info["metrics"], info.get("loss_interval") or {}
     mu, lo, hi = (m.get(k) for k in ("mu", "loss_lo", "loss_hi"))
     if not all(isinstance(x, (int, float)) for x in (mu, lo, hi)):
-        return f"Predicted loss: {mu} (no calibrated interval: {iv.get('source', 'the run recorded none')})."
+        why = md_text(iv.get("source", "the run recorded none"))
+        return f"Predicted loss: {md_text(mu)} (no calibrated interval: {why})."
     src = iv.get("source")
     if isinstance(src, dict):
         src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
                if "split" in src else f"calibrated on {src.get('n_rows')} {src.get('rows')}")
-    blind = (f" Blind to gene(s) {', '.join(iv['blind_to'])}: the predictor never saw them, so this loss ignores "
-             "them (run with evaluator.allow_blind)." if iv.get("blind_to") else "")
-    return (f"Predicted loss: {mu:.4f}, {iv.get('level', 0.9):.0%} interval [{lo:.4f}, {hi:.4f}] "
-            f"({iv.get('method')}; {src}). A prediction, not a measurement: `forge-verify` trains it." + blind)
+    level = iv.get("level") if isinstance(iv.get("level"), (int, float)) else 0.9
+    blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: the predictor never saw them, so "
+             "this loss ignores them (run with evaluator.allow_blind)." if iv.get("blind_to") else "")
+    return (f"Predicted loss: {mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] "
+            f"({md_text(iv.get('method'))}; {md_text(src)}). A prediction, not a measurement: `forge-verify` "
+            "trains it." + blind)
 
 
 def model_card(info: dict[str, Any], genome: Genome) -> str:
-    metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(info["metrics"].items()))
+    metrics = "\n".join(f"| {md_text(k)} | {md_text(v)} |" for k, v in sorted(info["metrics"].items()))
     cols = genome.shown_genes()
     cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else str(g.get(k))  # noqa: E731
     layers = "\n".join(f"| {i} | " + " | ".join(cell(g, k) for k in cols) + f" | {'yes' if g.attn else 'identity'} |"
                        for i, g in enumerate(genome.active_layers))
     return f"""# Forge-DSE export {info['id']}
 
-IHA decoder found by forge-search (run `{info.get('run')}`, generation {info.get('generation')}).
+IHA decoder found by forge-search (run `{md_code(info.get('run'))}`, generation {md_text(info.get('generation'))}).
 Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
 
 ## Objectives and metrics (as evaluated during the search)
-Objectives: {', '.join(info.get('objectives') or ['not recorded'])}.
+Objectives: {md_text(', '.join(map(str, info.get('objectives') or ['not recorded'])))}.
 {loss_line(info)}
 
 | metric | value |
@@ -205,11 +209,11 @@ Objectives: {', '.join(info.get('objectives') or ['not recorded'])}.
 
 ## Hardware / evaluation setting
 - precision (weights/acts/kv): {genome.precision or 'the workload default'}
-- design chosen by the backend: `{json.dumps(info.get('design'))}`
-- backend: `{json.dumps(info.get('backend'))}`
-- workload: `{json.dumps(info.get('workload'))}`
-- evaluator: `{json.dumps(info.get('evaluator'))}`
-- space: {info.get('space')}
+- design chosen by the backend: `{md_code(json.dumps(info.get('design')))}`
+- backend: `{md_code(json.dumps(info.get('backend')))}`
+- workload: `{md_code(json.dumps(info.get('workload')))}`
+- evaluator: `{md_code(json.dumps(info.get('evaluator')))}`
+- space: {md_text(info.get('space'))}
 
 ## Architecture ({genome.describe()})
 | layer | {' | '.join(cols)} | attention |
@@ -312,12 +316,13 @@ def check_overwrite(out: Path, ids: Sequence[str], overwrite: bool) -> None:
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
-    p = run_dir / "summary.json"
-    return json.loads(p.read_text()) if p.is_file() else {}
+    from search.state import read_summary
+
+    return read_summary(run_dir)
 
 
 def _run_config(run_dir: Path) -> dict[str, Any]:
-    import yaml
+    from forge.files import read_yaml_file
 
     p = run_dir / "config.yaml"
-    return yaml.safe_load(p.read_text()) if p.is_file() else {}
+    return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}

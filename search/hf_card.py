@@ -15,6 +15,7 @@ import yaml
 
 from forge.config import data_dir
 from forge.genome import Genome
+from search.markdown import md_code, md_text
 
 # what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
 LOSS_BASIS = {
@@ -40,8 +41,9 @@ def loss_basis(info: dict[str, Any]) -> tuple[str, str, str, str | None]:
     if ev.get("kind") == "train":
         prot, corp = run_cfg.get("protocol") or {}, run_cfg.get("corpus") or {}
         name = corp.get("name") or corp.get("path") or "?"
-        return (f"the `{prot.get('name', '?')}` protocol ({prot.get('tokens', '?')} tokens), trained by the search",
-                _name(name), str(corp.get("tokenizer", "byte")), corp.get("name") if corp.get("kind") == "hf" else None)
+        return (f"the `{md_code(prot.get('name', '?'))}` protocol ({md_text(prot.get('tokens', '?'))} tokens), trained "
+                "by the search", md_text(_name(name)), md_text(corp.get("tokenizer", "byte")),
+                corp.get("name") if corp.get("kind") == "hf" else None)
     pred = ev.get("predictor")
     space = _sidecar_space(pred) or (run_cfg.get("space") or {}).get("name") or info.get("space")
     return LOSS_BASIS.get(str(space), ("the labels the surrogate was fitted to", "unknown", "unknown", None))
@@ -62,7 +64,9 @@ def _sidecar_space(pred: Any) -> str | None:
 
 def _run_config(run: Any) -> dict[str, Any]:
     p = Path(str(run)) / "config.yaml" if run else None
-    return (yaml.safe_load(p.read_text()) or {}) if p is not None and p.is_file() else {}
+    from forge.files import read_yaml_file
+
+    return (read_yaml_file(p, "run config") or {}) if p is not None and p.is_file() else {}
 
 
 def tokenizer_note(genome: Genome, shipped: bool) -> str:
@@ -89,7 +93,7 @@ def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: bo
     backend = info.get("backend") or {}
     bname = backend.get("name") or backend.get("_target_", "?") if isinstance(backend, dict) else backend
     m = info.get("metrics", {})
-    costs = "\n".join(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |"
+    costs = "\n".join(f"| {md_text(k)} | {v:.6g} |" if isinstance(v, float) else f"| {md_text(k)} | {md_text(v)} |"
                       for k, v in sorted(m.items()) if k not in ("val_loss", "mu", "sigma", "loss_lo", "loss_hi"))
     weights = str(info.get("weights", "?"))
     weights = "trained (`forge-verify`)" if weights.startswith("trained") else weights
@@ -104,13 +108,13 @@ def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: bo
 
 An IHA decoder (d_model {genome.d_model}, {info.get('n_layers')} active layers, {info.get('params', 0):,} parameters,
 vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's architecture search
-(space `{info.get('space')}`, generation {info.get('generation')}). Weights: {weights}.
+(space `{md_code(info.get('space'))}`, generation {md_text(info.get('generation'))}). Weights: {md_text(weights)}.
 
 ## What the numbers are
 - **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's evaluator, not measured on these weights. It refers
   to {protocol}, on {corpus}, tokenized as {tok}.
-- **Costs** (latency, energy, area): estimates of the `{_name(bname)}` hardware backend for the workload
-  `{json.dumps(info.get('workload'))}`, not measurements.
+- **Costs** (latency, energy, area): estimates of the `{md_code(_name(bname))}` hardware backend for the workload
+  `{md_code(json.dumps(info.get('workload')))}`, not measurements.
 
 | metric | value |
 | --- | --- |

@@ -15,7 +15,6 @@ every value from a summary.json is shown as text, never as markup.
 from __future__ import annotations
 
 import base64
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,7 +25,7 @@ from forge.io import as_float as _f
 from forge.genes import LAYER_GENES, attention_genes
 from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
-from search.state import read_jsonl, require_complete
+from search.state import read_jsonl, read_summary, require_complete
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
 ATTN_FIELDS = attention_genes()
@@ -51,7 +50,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def load_run(d: Path) -> dict[str, Any]:
-    s = json.loads((d / "summary.json").read_text())
+    s = read_summary(d)  # not UTF-8, not JSON, not an object: one line naming the file
     return {"dir": d, "summary": s, "archive": read_jsonl(d / "archive.jsonl"), "pareto": read_jsonl(d / "pareto.jsonl"),
             "label": f"{s.get('algorithm', '?')}+{s.get('space', '?')}@{s.get('backend', '?')}"}
 

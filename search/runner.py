@@ -21,16 +21,18 @@ from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_column, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
 from search.coevolution import Population as Survivors
+from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
 from search.components import seed_genome
 from search.objectives import LOSS
 from search.problem import ForgeProblem
-from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, load_checkpoint,
-                          read_jsonl, save_checkpoint, sync_files, truncate_jsonl)
+from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, read_jsonl,
+                          save_checkpoint, sync_files)
 from search.tables import GenerationLog, genome_row, write_tables
 
 LOSS_CACHE = "state/loss_cache.jsonl"
 DURABLE_EVERY_S = 5.0  # fsync the logs and the checkpoint at most this often (and when the loop ends)
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
+COVERED = ("archive.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)  # the checkpoint records their prefixes
 
 
 class Search:
@@ -53,6 +55,7 @@ class Search:
         self._history_lines: list[str] = []  # json_line of each history row
         self._front_ids: list[str] | None = None  # the ids pareto.jsonl holds (None: not written by this process)
         self._synced_at = -np.inf  # when the logs and the checkpoint were last fsynced (the first one is)
+        self.ledger = LogLedger(self.run_dir, COVERED)  # rows, bytes and hash of each log (see checkpoint())
         self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
         self.hv_cfg = dict(cfg.get("hv") or {})
@@ -183,15 +186,21 @@ class Search:
         state = self.state()
         encoded = {k: [self._line(r) for r in state.pop(k)] for k in ("archive", "pop_records")}
         state.pop("history")
+        state["logs"] = self.ledger.update()  # what a resume checks the logs against (search.ledger)
         durable = time.perf_counter() - self._synced_at >= DURABLE_EVERY_S
         if durable:  # the rows it names reach the disk before it does
-            sync_files([self.run_dir / "archive.jsonl"])
+            sync_files([self.run_dir / "archive.jsonl", self.run_dir / LOSS_CACHE])
             self._synced_at = time.perf_counter()
         save_checkpoint(self.run_dir, state, {**encoded, "history": self._history_lines}, durable)
+        if durable:
+            snapshot_durable(self.run_dir)
 
     def sync(self) -> None:
-        """Make every log and the last checkpoint durable (the loop syncs only every `DURABLE_EVERY_S`)."""
+        """Make the logs and the last checkpoint durable (the loop syncs only every `DURABLE_EVERY_S`); it becomes
+        the durable snapshot a resume falls back to when a power loss cut a log (search.ledger)."""
         sync_files(self.run_dir / name for name in ("archive.jsonl", "history.jsonl", LOSS_CACHE, CHECKPOINT))
+        if (self.run_dir / CHECKPOINT).is_file():
+            snapshot_durable(self.run_dir)
 
     def _line(self, rec: dict[str, Any]) -> str:
         """A record's JSON line, encoded once: records never change once logged (same id, generation and
@@ -209,11 +218,9 @@ class Search:
         A checkpoint that cannot be restored is refused before any log is touched."""
         if not (self.run_dir / CHECKPOINT).exists():
             check_resumable(self.run_dir)
-            for name in LOGS:
-                truncate_jsonl(self.run_dir / name, -1)
-            self.table_log.truncate(-1)
+            truncate_logs(self.run_dir, -1, LOGS, self.table_log)
             return
-        st = load_checkpoint(self.run_dir)
+        st = dict(resume_state(self.run_dir, note=True))  # the newest checkpoint whose logs are intact, else refused
         self._table_rows = None  # archive.csv is rebuilt from archive.jsonl, which holds earlier rows
         self.hypervolumes()  # the anchor is scored by the run's first surrogate, as the uninterrupted run did
         try:
@@ -223,11 +230,10 @@ class Search:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the checkpoint is data
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: corrupt checkpoint, cannot restore it "
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
-        for name in LOGS:
-            truncate_jsonl(self.run_dir / name, self.gen)
-        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
-        self.table_log.truncate(self.gen)
+        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl"], self.table_log)
+        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))  # checkpoint's
         self._write_front(durable=True)
+        self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew
 
     def _restore(self, st: dict[str, Any]) -> None:
         self.gen, self.history = int(st["generation"]), list(st["history"])
@@ -263,7 +269,6 @@ class Search:
 
         self.hypervolumes()  # scored before the clock starts, as when it was scored on construction
         self._t0, status, stopped_by = time.perf_counter(), "complete", None
-
         self.write_summary("running")
         with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:
             try:

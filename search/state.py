@@ -71,9 +71,9 @@ CHECKPOINT_KEYS = {"generation": int, "config": dict, "n_iter": int, "rng": dict
                    "archive": list, "history": list, "n_evaluated": int, "timers": dict, "wall_s": (int, float)}
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+def load_checkpoint(run_dir: Path, name: str = CHECKPOINT) -> dict[str, Any]:
     """The checkpoint, checked before anything is restored from it (a refused resume must change nothing)."""
-    path = Path(run_dir) / CHECKPOINT
+    path = Path(run_dir) / name
     if path.exists() and not path.is_file():
         raise ResumeError(f"{path}: not a file; allowed: the checkpoint forge-search wrote")
     if not path.is_file():
@@ -112,6 +112,9 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / SUMMARY
     if not path.exists():
         return {}
+    if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
+        raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
+                          "forge-search wrote")
     try:
         s = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
@@ -140,14 +143,11 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
 
 
 def _read_config(path: Path) -> Any:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    """A saved run config as plain data: never resolved (`${oc.env:...}` stays as written, so a resume writes no
+    environment value into new files), a !!tag or non-UTF-8 byte refused in one line naming the file."""
+    from forge.files import read_yaml_file
 
-    try:
-        return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OmegaConfBaseException, ValueError, OSError) as e:  # yaml errors are ValueErrors here
-        raise ResumeError(f"{path}: corrupt run config ({type(e).__name__}); allowed: the config forge-search "
-                          "wrote") from None
+    return read_yaml_file(path, "run config")
 
 
 def holds_search(run_dir: Path) -> bool:
@@ -231,7 +231,9 @@ def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, A
     (a kill in the middle of an append, which resume then drops)."""
     if not Path(path).is_file():
         return []
-    lines = Path(path).read_text().splitlines()
+    from forge.io import read_text
+
+    lines = read_text(path, "log").splitlines()  # not UTF-8: one line naming the file
     out = []
     for n, line in enumerate(lines, start=1):
         if line.strip():
@@ -246,9 +248,34 @@ def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, A
 
 def truncate_jsonl(path: Path, last_generation: int) -> None:
     """Drop lines written after the checkpoint (generation > last_generation), atomically."""
+    text = kept_jsonl(path, last_generation)
+    if text is not None:
+        atomic_write_text(path, text)
+
+
+def kept_jsonl(path: Path, last_generation: int) -> str | None:
+    """The log without its lines newer than the checkpoint (and a torn last line), kept byte for byte; None when
+    there is no such file or nothing to drop. Read only: a resume checks every log before it rewrites one."""
+    from forge.io import read_text
+
     if not Path(path).is_file():
-        return
-    keep = [r for r in read_jsonl(path, tolerate_torn_tail=True) if int(r.get("generation", -1)) <= last_generation]
-    atomic_write_text(path, "".join(json_line(r) + "\n" for r in keep))
+        return None
+    text = read_text(path, "log")
+    lines, keep = text.splitlines(keepends=True), []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            generation = int(row.get("generation", -1))
+        except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as e:
+            if n == len(lines) and isinstance(e, json.JSONDecodeError):
+                break  # a kill in the middle of an append
+            raise ResumeError(f"{path}:{n}: corrupt line ({type(e).__name__}); allowed: the log forge-search "
+                              "wrote") from None
+        if generation <= last_generation:
+            keep.append(line if line.endswith("\n") else line + "\n")
+    new = "".join(keep)
+    return None if new == text else new
 
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from forge.errors import ForgeError
 from forge import plugins
 from forge.config import group_yaml
 from forge.genome import genome_from_dict
-from forge.io import atomic_write_json
+from forge.io import atomic_write_json, check_writable
+from forge.files import read_yaml_file
+from forge.launch_only import check_saved
 from forge.numeric import round_float, round_floats
 from forge.labels import Label
 from forge.redact import mask
@@ -50,7 +51,11 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[
     if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
         raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
     summary = read_summary(run_dir)
-    return yaml.safe_load((run_dir / "config.yaml").read_text()), read_jsonl(run_dir / "pareto.jsonl"), summary
+    cfg = read_yaml_file(run_dir / "config.yaml", "run config")  # not UTF-8, or a !!tag: one line naming it
+    if not isinstance(cfg, dict):
+        raise VerifyError(f"{run_dir / 'config.yaml'}: corrupt run config (a {type(cfg).__name__}, not a mapping); "
+                          "allowed: the config.yaml forge-search wrote")
+    return cfg, read_jsonl(run_dir / "pareto.jsonl"), summary
 
 
 def _node(group: str, value: Any, fallback: Any) -> Any:
@@ -110,10 +115,12 @@ class Verify:
         try:  # a shared run folder is data: every class its config names must be an allowed plug-in, checked first
             injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
             plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
+            check_saved({k: v for k, v in self.run_cfg.items() if k not in injected}, self.cfg,
+                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}")  # no shell line from disk
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
-        self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
+        self.out = check_writable(Path(self.cfg.get("out") or self.run_dir / "verify"), "out")  # before training
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.needs import check_training
 

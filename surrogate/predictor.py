@@ -268,8 +268,9 @@ def resolve_checkpoint(path_or_name: str | Path) -> Path:
 def _read_sidecar(stem: Path) -> dict[str, Any]:
     try:
         meta = json.loads(stem.with_suffix(".json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{stem}.json: unreadable sidecar: {e}") from None
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CheckpointError(f"{stem}.json: unreadable sidecar ({type(e).__name__}); allowed: the .json a "
+                              "surrogate checkpoint was saved with") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
                               f"allowed: {', '.join([FORMAT, *LOADERS])}")
@@ -302,7 +303,7 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     stem = resolve_checkpoint(path_or_name)
     try:
         fmt = json.loads(stem.with_suffix(".json").read_text()).get("format")
-    except (OSError, json.JSONDecodeError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object: _read_sidecar names it
         fmt = None
     if fmt != FORMAT and fmt in LOADERS:
         return LOADERS[fmt](stem)

@@ -6,8 +6,8 @@ column names (arrival_s, prompt_tokens, output_tokens) or those of the Azure LLM
 """
 from __future__ import annotations
 
-import errno
 import csv
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from forge.errors import ForgeError
+from forge.files import require_file
 
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -69,7 +70,9 @@ def synthetic(cfg: Any, seed: int = 0) -> Trace:
 def load_csv(path: str | Path) -> Trace:
     """A trace CSV (our columns or Azure's); arrivals are shifted to start at 0 and sorted."""
     path = Path(path)
-    if not path.is_file():
+    if path.exists():
+        require_file(path, "trace file")  # a folder or a FIFO is named as such (a FIFO would block the read)
+    else:
         raise FileNotFoundError(errno.ENOENT, "trace file does not exist; allowed: synthetic or a CSV path", str(path))
     with path.open(newline="") as f:
         reader = csv.DictReader(f)

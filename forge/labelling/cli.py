@@ -21,9 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
 from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, output_dir, to_container
+from forge.files import require_file
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome
-from forge.io import atomic_write_json, read_text
+from forge.io import atomic_write_json, check_writable, read_text
 from forge.labels import Label
 from forge.signals import term_as_interrupt
 from forge.space import space_from_config
@@ -38,6 +39,8 @@ def read_genomes(path: str | Path) -> list[Genome]:
         if not files:
             raise GenomeError(f"genomes={p}: folder holds no .yaml genome files")
         return [load_genome(f) for f in files]
+    if p.exists() and not p.is_file():
+        require_file(p, "genomes file")  # a FIFO or socket: named as such (opening one would block)
     if not p.is_file():
         raise GenomeError(f"genomes={p}: file not found; allowed: .jsonl, .yaml, .csv or a folder of .yaml")
     if p.suffix == ".csv":
@@ -114,6 +117,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from forge.needs import check_training
 
     check_training(to_container(cfg.protocol), to_container(cfg.corpus), "forge-label")  # before any work
+    if cfg.get("export"):  # an unwritable export path is found now, not after hours of training
+        if Path(str(cfg.export)).is_dir():
+            raise GenomeError(f"export={cfg.export} is a folder; allowed: a .jsonl file path")
+        check_writable(Path(str(cfg.export)), "export")
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []

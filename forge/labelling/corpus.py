@@ -120,6 +120,9 @@ def text_corpus(path: str | None = None, tokenizer: str = "byte", val_fraction: 
         raise CorpusError(f"val_fraction = {val_fraction} is invalid; allowed: strictly between 0 and 1")
     if not p.exists():
         raise CorpusError(f"corpus=text: path {p} does not exist")
+    if not p.is_file() and not p.is_dir():  # a FIFO would block the read forever
+        raise CorpusError(f"corpus=text: path {p} is not a regular file or folder (a FIFO, socket or device); "
+                          "allowed: a text file or a folder of text files")
     key = ("text", str(p.resolve()), tokenizer, val_fraction, pattern, max_bytes)
     if key not in _CACHE:
         if p.is_file():  # a single file: split it in 64 KiB pieces so it has both sides

@@ -82,8 +82,9 @@ def test_logs_and_checkpoint_are_made_durable_every_few_seconds_and_at_the_end(m
     monkeypatch.setattr(runner, "DURABLE_EVERY_S", 1e9)  # a fast run: generations far shorter than the interval
     make_search(tmp_path / "a", tiny_cfg(search={"generations": 3})).run()
     end = ["archive.jsonl", "history.jsonl", "loss_cache.jsonl", "checkpoint.json"]
-    assert calls == [["archive.jsonl"], end]  # the first checkpoint, then only the end
+    tick = ["archive.jsonl", "loss_cache.jsonl"]  # what the durable checkpoint covers (search.ledger)
+    assert calls == [tick, end]  # the first checkpoint, then only the end
     calls.clear()
     monkeypatch.setattr(runner, "DURABLE_EVERY_S", 0.0)  # a slow run (real training): every generation
     make_search(tmp_path / "b", tiny_cfg(search={"generations": 3})).run()
-    assert calls == [["archive.jsonl"]] * 4 + [end]
+    assert calls == [tick] * 4 + [end]
