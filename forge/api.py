@@ -168,6 +168,7 @@ def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[
     object (`evaluator={"predictor": my_model}`; unfitted, it is fitted on `evaluator.labels`)."""
     from search.cli import run
 
+    objectives = [objectives] if callable(objectives) else as_list("objectives", objectives)
     space, objectives, values, parts = _python_objects(space, objectives, values)
     out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
     cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=as_list("objectives", objectives),

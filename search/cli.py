@@ -45,15 +45,13 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c)
     if resume:
-        check_resumable(run_dir)  # before anything is built: a refused resume changes nothing
-        plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
-        c = resume_config(c, saved_config(run_dir), run_dir, _cli_overrides())
         if (run_dir / CHECKPOINT).exists():  # before anything is built: a refused resume changes nothing
             saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
         else:
             check_resumable(run_dir)
             saved = saved_config(run_dir)
         check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
+        plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
         c = resume_config(c, saved, run_dir, _cli_overrides())
         check_search_config(c)
     else:
