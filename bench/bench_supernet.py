@@ -1,8 +1,7 @@
 """Figures: RESULTS.md "Issue 38: a weight-sharing supernet as a second loss source".
 
 Views (each writes its part of bench/results/supernet.json):
-- `train`: measure one label's cost (2 seeded iha-tiny-swa genomes trained under cpu-proxy, same process), then
-  train the supernet for --steps sandwich steps (largest + smallest + --n-random random children each) and save it
+- `train`: one label's cost (the CPU seconds the 86 shipped iha-tiny-swa labels record), then train the supernet for --steps sandwich steps (largest + smallest + --n-random random children each) and save it
   to --ckpt (outputs/, not committed). Costs: CPU seconds of this process.
 - `score`: every real label's genome (340 iha-tiny + 86 iha-tiny-swa) scored with inherited weights on the
   protocol's fixed validation windows (--val-tokens of them), rows dealt to --workers processes.
@@ -12,8 +11,8 @@ Views (each writes its part of bench/results/supernet.json):
   bench_window_surrogate.py) with and without the supernet score as a stacked input (a least-squares head on
   [encoder prediction, supernet score] fitted on each fold's validation carve, rows the encoder never trained on).
 
-    nice -n 10 .venv/bin/python bench/bench_supernet.py train --steps 240 --n-random 2
-    nice -n 10 .venv/bin/python bench/bench_supernet.py score --val-tokens 8192 --workers 2
+    nice -n 10 .venv/bin/python bench/bench_supernet.py train --steps 160 --n-random 2
+    nice -n 10 .venv/bin/python bench/bench_supernet.py score --val-tokens 4096 --workers 2
     nice -n 10 .venv/bin/python bench/bench_supernet.py report --folds 5 --epochs 100 --workers 2
 """
 from __future__ import annotations
@@ -49,19 +48,15 @@ def _protocol_corpus():
     return pc, Protocol.from_config(pc), config_node("corpus", "stdlib"), build_corpus(config_node("corpus", "stdlib"))
 
 
-def label_cost(n: int, seed: int) -> dict:
-    """CPU seconds of n real cpu-proxy labels of seeded iha-tiny-swa genomes, in this process."""
-    from forge.labelling.train import train_genome
-    from forge.space import load_space
+def label_cost() -> dict:
+    """One label's CPU seconds as the shipped iha-tiny-swa labels record it (`cpu_s`: all threads of the labelling
+    process, contention-free; same machine, protocol and corpus)."""
+    from forge.config import data_dir
 
-    _, p, _, corpus = _protocol_corpus()
-    genomes = load_space("iha-tiny-swa").sample(n, np.random.default_rng(seed))
-    cpu = []
-    for g in genomes:
-        c0 = time.process_time()
-        train_genome(g, p, corpus)
-        cpu.append(time.process_time() - c0)
-    return {"n": n, "cpu_s": [round(c, 2) for c in cpu], "mean_cpu_s": round(float(np.mean(cpu)), 2)}
+    rows = [json.loads(x) for x in (data_dir() / "labels" / "iha-tiny-swa-cpu-proxy.jsonl").read_text().splitlines()]
+    cpu = np.array([r["provenance"]["cpu_s"] for r in rows if r["provenance"].get("cpu_s")])
+    return {"source": "data/labels/iha-tiny-swa-cpu-proxy.jsonl provenance.cpu_s", "n": len(cpu),
+            "mean_cpu_s": round(float(cpu.mean()), 2), "median_cpu_s": round(float(np.median(cpu)), 2)}
 
 
 def train(steps: int, n_random: int, seed: int, ckpt: Path) -> dict:
@@ -72,7 +67,7 @@ def train(steps: int, n_random: int, seed: int, ckpt: Path) -> dict:
     import torch
     torch.set_num_threads(1)
     pc, p, cc, corpus = _protocol_corpus()
-    res = {"label_cost": label_cost(2, seed)}
+    res = {"label_cost": label_cost()}
     space = load_space("iha-tiny-swa")
     net, prov = train_supernet(space, p, corpus, steps, n_random, seed)
     res["training"] = prov

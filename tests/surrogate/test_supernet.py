@@ -171,3 +171,29 @@ def test_predictor_line_interval_and_round_trip(tiny_corpus, tmp_path, monkeypat
     assert isinstance(q, SupernetPredictor)
     np.testing.assert_allclose(q.predict(g[20:])[0], mu, rtol=1e-6)
     np.testing.assert_allclose(q.interval(mu, sigma, 0.9)[1], hi, rtol=1e-6)
+
+
+def test_cli_trains_saves_and_the_search_api_uses_it(tmp_path):
+    """A tiny budget end to end: forge-surrogate surrogate=supernet-tiny mode=train, then forge.search with the
+    checkpoint as its loss predictor (interval columns filled from the conformal calibration)."""
+    from hydra import compose, initialize_config_module
+
+    import forge
+    from forge.config import data_dir
+    from surrogate.cli import run
+
+    stem, swa = tmp_path / "sn", data_dir() / "labels" / "iha-tiny-swa-cpu-proxy.jsonl"
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose(config_name="forge-surrogate", overrides=[
+            "threads=1", "surrogate=supernet-tiny", "space=iha-tiny-swa", f"data={swa}", "surrogate.steps=2",
+            "surrogate.val_tokens=512", f"out={stem}", f"out_dir={tmp_path / 'train'}"])
+    res = run(cfg)
+    assert res["n_test"] >= 10 and -1 <= res["metrics"]["spearman"] <= 1
+    side = __import__("json").loads(stem.with_suffix(".json").read_text())
+    assert side["format"] == "forge-surrogate/supernet-v1" and side["training"]["steps"] == 2
+    assert side["conformal"]["provenance"]["n_rows"] == res["n_test"]
+    out = forge.search(space="iha-tiny-swa", backend="roofline", out_dir=tmp_path / "search",
+                       evaluator={"predictor": str(stem.with_suffix(".json"))}, constraints=[],
+                       overrides=["search.pop_size=4", "search.offspring=4", "search.generations=1"])
+    front = out.front if hasattr(out, "front") else None
+    assert out.summary["run_dir"] and front is not None and len(front)
