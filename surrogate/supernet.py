@@ -33,7 +33,7 @@ from forge.genome import Genome, LayerGene, genome_from_dict
 from forge.io import atomic_write_json
 from forge.labelling.train import Protocol, evaluate, save_weights
 from forge.model import IHAModel
-from surrogate.conformal import ConformalInterval
+from surrogate.conformal import ConformalInterval, coverage_cv
 from surrogate.features import FeatureError
 
 FORMAT = "forge-surrogate/supernet-v1"
@@ -160,21 +160,29 @@ class SupernetPredictor:
         return stem.with_suffix(".json")
 
 
-def calibrate_interval(p: SupernetPredictor, held: Any, split: dict[str, Any], seed: int = 0,
-                       level: float = 0.9) -> ConformalInterval:
-    """The interval hookup, in one place: split-conformal residual scores on held-out labelled rows, through the
-    same `surrogate.fit.conformal_fit` as every Forge-Former checkpoint (no MC passes: σ = 0)."""
-    from surrogate.fit import conformal_fit
-
-    p.conformal = conformal_fit(p, held, split, n_mc=0, bins=3, seed=seed, level=level)
+def calibrate_interval(p: SupernetPredictor, held: Any, split: dict[str, Any], seed: int = 0, level: float = 0.9,
+                       bins: int = 3) -> ConformalInterval:
+    """The interval hookup, in one place: two-tailed split-conformal residual scores on held-out labelled rows
+    (`surrogate.conformal`, as every checkpoint), with the same grouped cross-conformal check in its provenance
+    as `surrogate.fit.conformal_fit` (not called: it would close an import circle through surrogate.predictor)."""
+    mu, _ = p.predict(held.genomes)
+    cv = coverage_cv(held.y, mu, None, None, level, bins=bins, seed=seed, ids=held.ids)
+    keys = ("coverage", "below", "above", "width", "coverage_best10")
+    prov = {"rows": "held-out labelled rows (not used for the line)", **split, "n_rows": len(held),
+            "rows_hash": held.data_hash(), "n_mc": 0, "bins": bins, "tails": "two (lower and upper calibrated apart)",
+            "cv_check": {"level": level, "folds": 5, "grouped_by": "architecture (canonical genome id)",
+                         **{k: {s: round(v[s], 4) for s in keys} for k, v in cv.items()}}}
+    p.conformal = ConformalInterval.fit(held.y, mu, bins=bins, provenance=prov)
     return p.conformal
+
+
+class SupernetCheckpointError(UserError):
+    """A supernet checkpoint that cannot be read."""
 
 
 def load_supernet(stem: Path) -> SupernetPredictor:
     """Load `<stem>.json` + `<stem>.safetensors`; the JSON only names configs, never code."""
     from safetensors.torch import load_model
-
-    from surrogate.predictor import CheckpointError
 
     try:
         meta = json.loads(Path(stem).with_suffix(".json").read_text())
@@ -183,7 +191,7 @@ def load_supernet(stem: Path) -> SupernetPredictor:
         conf = ConformalInterval.from_dict(meta["conformal"]) if meta.get("conformal") else None
         Protocol.from_config(meta["protocol"])
     except (OSError, KeyError, TypeError, ValueError, RuntimeError, UserError) as e:
-        raise CheckpointError(f"{stem}: unreadable supernet checkpoint: {e}") from None
+        raise SupernetCheckpointError(f"{stem}: unreadable supernet checkpoint: {e}") from None
     rest = {k: v for k, v in meta.items() if k not in ("format", "space", "protocol", "corpus", "line", "conformal",
                                                        "score_batch")}
     return SupernetPredictor(net.eval(), meta["space"], meta["protocol"], meta["corpus"],
