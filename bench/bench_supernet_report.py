@@ -111,6 +111,20 @@ def twin_table(data, s) -> dict:
             "supernet_mean": round(float(sn.mean()), 4), "measured_mean": round(float(measured.mean()), 4)}
 
 
+def size_table(data, s) -> dict:
+    """Spearman of the labels and of the scores with size (params, active layers, attention layers): what each
+    rewards."""
+    from scipy import stats
+
+    from forge.workload import analyze
+
+    cols = {"params": [analyze(g)["params"] for g in data.genomes],
+            "n_active": [g.n_active for g in data.genomes],
+            "n_attn": [sum(x.active and x.attn for x in g.layers) for g in data.genomes]}
+    return {k: {"label": round(float(stats.spearmanr(data.y, v).statistic), 3),
+                "supernet": round(float(stats.spearmanr(s, v).statistic), 3)} for k, v in cols.items()}
+
+
 def report(score_res: dict, folds: int, epochs: int, seed: int, workers: int) -> dict:
     data = labels()
     rows = score_res["rows"]
@@ -119,6 +133,7 @@ def report(score_res: dict, folds: int, epochs: int, seed: int, workers: int) ->
     w = windowed(data.genomes)
     res = {"supernet_score": {"all": _boot(y, s, None, ids), "windowed": _boot(y[w], s[w], None, ids[w])}}
     res["twins"] = twin_table(data, s)
+    res["size_correlation"] = size_table(data, s)
     if not NPZ.is_file():
         res["ff_cv"] = ff_cv(folds, epochs, seed, workers)
     npz = np.load(NPZ)
