@@ -147,3 +147,18 @@ def report(score_res: dict, folds: int, epochs: int, seed: int, workers: int) ->
                                       "mae_at_5": round(_mae5(y, stack) - _mae5(y, base), 4)}
     res["stack_minus_line"] = {"all": _boot(y, stack, preds["forgeformer + line on carve"], ids, 1000, 2)}
     return res
+
+
+def markdown(res: dict) -> str:
+    """The RESULTS.md table rows of a report."""
+    def row(name, m, mae=None):
+        ci = lambda k: f"[{m[k + '_ci95'][0]:.3f}, {m[k + '_ci95'][1]:.3f}]"  # noqa: E731
+        return (f"| {name} | {m['n']} | {m['spearman']:.3f} {ci('spearman')} | {m['kendall']:.3f} {ci('kendall')} | "
+                f"{'' if mae is None else f'{mae:.4f}'} |")
+
+    out = ["| source, rows | n | Spearman [95 % CI] | Kendall τ [95 % CI] | MAE@5 % |", "| --- | --- | --- | --- | --- |"]
+    for rows in ("all", "windowed"):
+        out.append(row(f"supernet score, {rows}", res["supernet_score"][rows]))
+        for k in ("forgeformer (CV)", "forgeformer + line on carve", "forgeformer + supernet score"):
+            out.append(row(f"{k}, {rows}", res[k][rows], res[k][rows]["mae_at_5"]))
+    return "\n".join(out)

@@ -104,6 +104,7 @@ class SupernetSurrogate:
                  init: str | None = None, threads: int = 1, val_tokens: int | None = None) -> None:
         self.space_name, self.steps, self.n_random, self.seed = space, int(steps), int(n_random), int(seed)
         self.protocol = {**config_node("protocol", protocol), "threads": int(threads)}
+        self.val_tokens = int(val_tokens) if val_tokens else None
         if val_tokens:  # fewer validation tokens: cheaper, noisier scores (smoke tests)
             self.protocol["val_tokens"] = int(val_tokens)
         self.protocol.pop("_target_", None)
@@ -119,6 +120,8 @@ class SupernetSurrogate:
             self.predictor = load_predictor(self.init)
             if not isinstance(self.predictor, SupernetPredictor):
                 raise UserError(f"init={self.init} is not a supernet checkpoint; allowed: one saved by supernet-tiny")
+            if self.val_tokens:
+                self.predictor.protocol["val_tokens"] = self.val_tokens
         else:
             space = load_space(self.space_name)
             p = Protocol.from_config(self.protocol)
