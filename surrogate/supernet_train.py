@@ -114,14 +114,9 @@ class SupernetSurrogate:
 
     def fit(self, train: Any, val: Any | None = None) -> "SupernetSurrogate":
         from forge.labelling.corpus import build_corpus
-        from surrogate.predictor import load_predictor
 
         if self.init:
-            self.predictor = load_predictor(self.init)
-            if not isinstance(self.predictor, SupernetPredictor):
-                raise UserError(f"init={self.init} is not a supernet checkpoint; allowed: one saved by supernet-tiny")
-            if self.val_tokens:
-                self.predictor.protocol["val_tokens"] = self.val_tokens
+            self.predictor = self._load_init()
         else:
             space = load_space(self.space_name)
             p = Protocol.from_config(self.protocol)
@@ -146,7 +141,22 @@ class SupernetSurrogate:
     def save(self, stem: str | Path) -> Path:
         return self._fitted().save(stem)
 
+    def _load_init(self) -> SupernetPredictor:
+        from surrogate.predictor import load_predictor
+
+        p = load_predictor(self.init)
+        if not isinstance(p, SupernetPredictor):
+            raise UserError(f"init={self.init} is not a supernet checkpoint; allowed: one saved by supernet-tiny")
+        if self.val_tokens:
+            p.protocol["val_tokens"] = self.val_tokens
+        return p
+
     def _fitted(self) -> SupernetPredictor:
+        """The fitted predictor; with `init=` and no fit, the checkpoint as saved (its own line): so the node
+        `{_target_: ...SupernetSurrogate, init: CKPT}` works as `evaluator.predictor`, and co-evolution's
+        `surrogate.generic.refit` re-fits the line on every label so far."""
+        if self.predictor is None and self.init:
+            self.predictor = self._load_init()
         if self.predictor is None:
             raise RuntimeError("SupernetSurrogate: call fit() first")
         return self.predictor

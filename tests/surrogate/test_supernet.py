@@ -197,3 +197,27 @@ def test_cli_trains_saves_and_the_search_api_uses_it(tmp_path):
                        overrides=["search.pop_size=4", "search.offspring=4", "search.generations=1"])
     front = out.front if hasattr(out, "front") else None
     assert out.summary["run_dir"] and front is not None and len(front)
+
+
+def test_a_config_node_with_init_predicts_and_coevolution_refits_its_line(tiny_corpus, tmp_path, monkeypatch):
+    """`evaluator.predictor: {_target_: ...SupernetSurrogate, init: CKPT}` predicts with the saved line;
+    co-evolution's `surrogate.generic.refit` re-fits the line on replay + new labels (same scores)."""
+    from forge.labelling import corpus as corpus_mod
+    from forge.labels import Label
+    from surrogate.generic import refit
+    from surrogate.interface import as_loss_predictor
+    from surrogate.supernet_train import SupernetSurrogate
+
+    monkeypatch.setattr(corpus_mod, "build_corpus", lambda cfg: tiny_corpus)
+    p = SupernetPredictor(supernet(), _meta(), {"name": "toy", "seq_len": T, "batch": 2, "val_tokens": 6 * T},
+                          {"_target_": "forge.labelling.corpus.text_corpus"}, line=(2.0, -1.0), score_batch=4)
+    p.save(tmp_path / "sn")
+    g = _rows(12)
+    node = {"_target_": "surrogate.supernet_train.SupernetSurrogate", "init": str(tmp_path / "sn")}
+    pred = as_loss_predictor(SupernetSurrogate(init=node["init"]))
+    mu, sigma = pred.predict(g)
+    np.testing.assert_allclose(mu, 2.0 * p.scores(g) - 1.0, rtol=1e-6)
+    y = 0.3 * p.scores(g) + 2.0
+    new = refit(node, [Label(genome=x, label=float(v)) for x, v in zip(g[6:], y[6:])],
+                [Label(genome=x, label=float(v)) for x, v in zip(g[:6], y[:6])])
+    assert new.line[0] == pytest.approx(0.3, rel=1e-4) and new.line[1] == pytest.approx(2.0, rel=1e-4)
