@@ -124,6 +124,21 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     return y[..., :d_v]
 
 
+def _lin(lin: nn.Linear, x: torch.Tensor, out: tuple | bool = False, inp: tuple | bool = False) -> torch.Tensor:
+    """lin(x), or through a supernet slice of it: `out`/`inp` = (groups, width, keep_groups, keep_width) keeps the first
+    keep_width rows (input columns) of each of the first keep_groups groups; the slice shares the full layer's weights."""
+    if not (out or inp):
+        return lin(x)  # the plain layer (module hooks and wrappers see it)
+    w, b = lin.weight, lin.bias
+    if out:
+        G, P, g, p = out
+        w, b = w.view(G, P, -1)[:g, :p].reshape(g * p, -1), None if b is None else b.view(G, P)[:g, :p].reshape(-1)
+    if inp:
+        G, P, g, p = inp
+        w = w.view(w.size(0), G, P)[:, :g, :p].reshape(w.size(0), g * p)
+    return F.linear(x, w, b)
+
+
 class Attention(nn.Module):
     """One IHA attention block with its own (n_h, n_kv, d_qk, d_v)."""
 
@@ -137,26 +152,35 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, gene.n_kv * gene.d_v, bias=qkv_bias)
         self.o_proj = nn.Linear(gene.n_h * gene.d_v, d, bias=all_bias)
 
-    def project(self, x: torch.Tensor, rope: dict | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q, k, v of x (B, T, d), RoPE applied: shared with the exported HF code (forge_hf), which keeps its own cache."""
+    def project(self, x: torch.Tensor, rope: dict | None,
+                gene: LayerGene | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v of x (B, T, d), RoPE applied: shared with the exported HF code (forge_hf), which keeps its own
+        cache. `gene`: the supernet slice it names (first n_h heads, n_kv groups, d_qk/d_v dims)."""
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_h, self.d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
-        k = self.k_proj(x).view(B, T, self.n_kv, self.d_qk).transpose(1, 2)  # (B, n_kv, T, d_qk)
-        v = self.v_proj(x).view(B, T, self.n_kv, self.d_v).transpose(1, 2)  # (B, n_kv, T, d_v)
+        H, KV, Dq, Dv, sl = self.n_h, self.n_kv, self.d_qk, self.d_v, gene is not None
+        n_h, n_kv, d_qk, d_v = (gene.n_h, gene.n_kv, gene.d_qk, gene.d_v) if sl else (H, KV, Dq, Dv)
+        q = _lin(self.q_proj, x, sl and (H, Dq, n_h, d_qk)).view(B, T, n_h, d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
+        k = _lin(self.k_proj, x, sl and (KV, Dq, n_kv, d_qk)).view(B, T, n_kv, d_qk).transpose(1, 2)
+        v = _lin(self.v_proj, x, sl and (KV, Dv, n_kv, d_v)).view(B, T, n_kv, d_v).transpose(1, 2)
         if rope is not None:
-            cos, sin = rope[self.d_qk]
+            cos, sin = rope[d_qk]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return q, k, v
 
-    def merge(self, y: torch.Tensor) -> torch.Tensor:
-        B, _, T, _ = y.shape
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_h * self.d_v))
+    def merge(self, y: torch.Tensor, gene: LayerGene | None = None) -> torch.Tensor:
+        """(B, n_h, T, d_v) -> (B, T, d) through o_proj (its first n_h * d_v inputs for a supernet slice)."""
+        B, n_h, T, d_v = y.shape
+        sl = gene is not None and (self.n_h, self.d_v, n_h, d_v)
+        return _lin(self.o_proj, y.transpose(1, 2).reshape(B, T, n_h * d_v), inp=sl)
 
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int,
+                gene: LayerGene | None = None) -> torch.Tensor:
+        """`gene`: run the supernet slice it names (first n_h heads, n_kv groups, d_qk/d_v dims, its window)."""
         T = x.size(1)
-        q, k, v = self.project(x, rope)
-        if self.window and (cache is not None or T > self.window):
-            k, v, mask = self._windowed(k, v, cache, li)
+        q, k, v = self.project(x, rope, gene)
+        w = layer_window(gene) if gene is not None else self.window
+        if w and (cache is not None or T > w):
+            k, v, mask = self._windowed(k, v, cache, li, w)
         else:
             past = 0
             if cache is not None:
@@ -165,15 +189,15 @@ class Attention(nn.Module):
                 cache.v[li][:, :, past:past + T] = v
                 k, v = cache.k[li][:, :, :past + T], cache.v[li][:, :, :past + T]
             mask = _causal_mask(T, past, x.device) if past else None  # past == 0: plain causal
-        return self.merge(attend(q, k, v, mask, self.pad))  # (B, T, d)
+        return self.merge(attend(q, k, v, mask, self.pad), gene)  # (B, T, d)
 
-    def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None,
-                  li: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _windowed(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None, li: int,
+                  w: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Keys/values a windowed layer attends and its banded mask; with a cache, read then update the ring.
 
         The ring holds the last min(past, w) positions; they are gathered in position order before the
         new keys, and the last min(T, w) new positions are written back into their slots."""
-        T, w = k.size(2), self.window
+        T = k.size(2)
         if cache is None:
             return k, v, _window_mask(T, 0, w, k.device)
         past, slots = cache.length, cache.k[li].size(2)
@@ -197,9 +221,11 @@ class MLP(nn.Module):
         self.up = nn.Linear(d, d_mlp, bias=bias)
         self.down = nn.Linear(d_mlp, d, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.silu(self.gate(x)) * self.up(x) if self.gate is not None else F.gelu(self.up(x))
-        return self.down(h)
+    def forward(self, x: torch.Tensor, d_mlp: int | None = None) -> torch.Tensor:
+        """`d_mlp`: the supernet slice of the first d_mlp hidden units."""
+        o = d_mlp is not None and (1, self.up.out_features, 1, d_mlp)
+        h = F.silu(_lin(self.gate, x, o)) * _lin(self.up, x, o) if self.gate is not None else F.gelu(_lin(self.up, x, o))
+        return _lin(self.down, h, inp=o)
 
 
 class Block(nn.Module):
@@ -218,12 +244,16 @@ class Block(nn.Module):
         for hook in Block.hooks:
             hook(self, cfg, gene)
 
-    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int) -> torch.Tensor:
-        a = self.attn(self.ln_attn(x), rope, cache, li) if self.attn is not None else None
+    def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int,
+                gene: LayerGene | None = None) -> torch.Tensor:
+        """`gene`: the supernet slice of this block (gene.attn = False runs it without attention)."""
+        use = self.attn is not None and (gene is None or gene.attn)
+        a = self.attn(self.ln_attn(x), rope, cache, li, *(() if gene is None else (gene,))) if use else None
+        d_mlp = None if gene is None else gene.d_mlp
         if self.parallel:
-            return x + self.mlp(self.ln_mlp(x)) + (a if a is not None else 0)
+            return x + self.mlp(self.ln_mlp(x), d_mlp) + (a if a is not None else 0)
         x = x + a if a is not None else x
-        return x + self.mlp(self.ln_mlp(x))
+        return x + self.mlp(self.ln_mlp(x), d_mlp)
 
 
 class IHAModel(nn.Module):
@@ -284,10 +314,13 @@ class IHAModel(nn.Module):
                             "of the learned position table; allowed: at most block_size positions")
         return torch.arange(past, past + T, device=device)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                kv_cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """idx (B, T) → logits (B, T, V) and mean cross-entropy vs targets (B, T) (-1 = ignored)."""
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, kv_cache: KVCache | None = None,
+                sub: Genome | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx (B, T) → logits (B, T, V) and mean cross-entropy vs targets (B, T) (-1 = ignored). `sub`: run the
+        slice of this supernet (a model with a block in every slot) that genome names: its active slots only."""
         B, T = idx.shape
+        run = [(b, None) for b in self.blocks] if sub is None else [
+            (self.blocks[i], g) for i, g in enumerate(sub.layers) if g.active]
         past = kv_cache.length if kv_cache is not None else 0
         if kv_cache is not None and past + T > kv_cache.max_len:
             raise UserError(f"KV cache overflow: {past} cached + {T} new > max_len={kv_cache.max_len}; "
@@ -298,10 +331,10 @@ class IHAModel(nn.Module):
             x = x + self.wpe(pos)
         rope = None
         if self.genome.pos == "rope":  # one cos/sin table per distinct d_qk, shared by layers
-            dims = {b.attn.d_qk for b in self.blocks if b.attn is not None}
+            dims = {(g or b.attn).d_qk for b, g in run if b.attn is not None and (g is None or g.attn)}
             rope = {dim: rope_tables(pos, dim, self.cfg.rope_base) for dim in dims}  # float32
-        for li, block in enumerate(self.blocks):
-            x = block(x, rope, kv_cache, li)
+        for li, (block, gene) in enumerate(run):
+            x = block(x, rope, kv_cache, li, gene)
         if kv_cache is not None:
             kv_cache.length = past + T
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)

@@ -95,6 +95,11 @@ def _save(cfg: DictConfig, model: Any, res: dict, test: Any) -> Path:
     if not callable(getattr(model, "save", None)):
         raise UserError(f"out= saves the trained model, and {type(model).__name__} has no save(stem); allowed: "
                          "a surrogate with save (forgeformer*), or no out=")
+    if callable(getattr(model, "calibrate", None)):  # a surrogate that sizes its own interval (supernet)
+        if test is not None:
+            model.calibrate(test, {"data": _data_path(cfg), "split": f"train_val_test(seed={cfg.seed}, "
+                                   f"test_frac={cfg.test_frac})", "metrics": res.get("metrics", {})})
+        return model.save(cfg.out)
     p = getattr(model, "predictor", None)
     if p is not None and hasattr(p, "meta"):
         p.meta["metrics"] = res.get("metrics", {})

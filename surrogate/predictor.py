@@ -307,6 +307,9 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
         fmt = None
     if fmt != FORMAT and fmt in LOADERS:
         return LOADERS[fmt](stem)
+    if fmt == "forge-surrogate/supernet-v1":  # issue 38's supernet (loaded lazily: torch model code)
+        from surrogate.supernet import load_supernet
+        return load_supernet(stem)
     meta = _read_sidecar(stem)
     try:
         tensors = load_file(str(stem.with_suffix(".safetensors")))

@@ -61,7 +61,8 @@ ALLOWED = {
     "core": {"core"},
     "labelling": {"core", "labelling"},
     "backends": {"core", "backends"},
-    "surrogate": {"core", "surrogate"},
+    # the supernet loss source (surrogate/supernet*.py, issue 38) trains and scores through the label protocol
+    "surrogate": {"core", "labelling", "surrogate"},
     "search": {"core", "backends", "surrogate", "search"},
     # forge/api.py composes the CLIs' configs and calls their run(cfg): it may import every part, and no part
     # imports it (forge/__init__ loads it lazily by name), so the core stays free of search/backends/surrogate.
