@@ -41,6 +41,7 @@ DIRECTIVE = re.compile(r"<!--\s*test:(.*?)-->\s*$", re.S)
 PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\"'=]*>")
 TINY_SEARCH = "search.pop_size=4 search.offspring=4 search.generations=2 progress=false"
 TIMEOUT_S = 900
+pytestmark = pytest.mark.docs  # CI runs every block, slow ones too: `pytest -m "not slow or docs"`
 
 
 @dataclass
@@ -209,6 +210,8 @@ def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: 
 
 def _param(block: Block):  # noqa: ANN202 (pytest.param)
     marks = [pytest.mark.slow] if block.directive.get("slow") else []
+    if any(re.search(r"launcher=ray|dispatch=ray", c.text) for c in block.commands):
+        marks.append(pytest.mark.xdist_group("ray"))  # one local Ray cluster at a time under pytest-xdist
     return pytest.param(block, id=block.where, marks=marks)
 
 
