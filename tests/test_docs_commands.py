@@ -165,8 +165,10 @@ def _fill(text: str, values: dict) -> str:
 
 def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
     """Run one command line in bash; with interrupt_at, SIGINT it once its run folder holds that many generations."""
+    # a process group of its own (killpg reaches its children), in this session: with the kernel's autogroup
+    # scheduling a new session would get a CPU share of its own and could outrun the watcher below on a busy box
     proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=os.setpgrp)
     if interrupt_at is not None:
         history = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) / "history.jsonl"
         deadline = time.monotonic() + TIMEOUT_S
