@@ -84,7 +84,7 @@ def checkout(rev: str, reuse: bool) -> Path:
 def table(rows: list[dict], info: dict) -> str:
     lines = [f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; rev {info['rev']}.", "",
              "| # | stage | wall s | CPU s | load before → after | exit |", "| --- | --- | --- | --- | --- | --- |"]
-    for i, r in enumerate(rows, 1):
+    for r in rows:
         short = r["stage"] if len(r["stage"]) < 70 else r["stage"][:67] + "..."
         lines.append(f"| {r['n']} | `{short}` | {r['wall_s']} | {r['cpu_s']} | "
                      f"{r['load_before']} → {r['load_after']} | {r['rc']} |")
