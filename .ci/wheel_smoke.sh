@@ -43,7 +43,9 @@ export PATH="$TMP/venv/bin:$PATH" PYTHONNOUSERSITE=1
 unset PYTHONPATH
 mkdir "$TMP/work" && cd "$TMP/work"
 
-step "imports come from the wheel, not the checkout"
+# The checks below are independent of one another: each runs in its own folder, all at once (a 2-core machine
+# runs them in about half the serial time); each one's output goes to its log, shown when it fails.
+imports() {
 python - "$SITE" "$ROOT" <<'EOF'
 import importlib, pkgutil, sys
 site, root = sys.argv[1], sys.argv[2]
@@ -56,13 +58,52 @@ for name in ("forge", "surrogate", "backends", "search", "forge_hf", "forge_conf
             importlib.import_module(info.name)
 print("ok: all packages import from", site)
 EOF
+}
 
-step "every console script composes its config (--cfg job)"
-SCRIPTS=$(python -c 'from importlib.metadata import distribution as d; print(" ".join(e.name for e in d("forge-nas").entry_points if e.group == "console_scripts"))')
-for s in $SCRIPTS; do "$TMP/venv/bin/$s" --cfg job >/dev/null || { echo "FAIL: $s --cfg job"; exit 1; }; done
-echo "ok: $SCRIPTS"
+scripts() {  # every console script composes its config (--cfg job), two at a time
+  SCRIPTS=$(python -c 'from importlib.metadata import distribution as d; print(" ".join(e.name for e in d("forge-nas").entry_points if e.group == "console_scripts"))')
+  printf '%s\n' $SCRIPTS | xargs -P 2 -I{} sh -c '"$1/{}" --cfg job >/dev/null || { echo "FAIL: {} --cfg job"; exit 255; }' _ "$TMP/venv/bin"
+  echo "ok: $SCRIPTS"
+}
 
-CONF=$(python -c 'import forge_conf, os; print(os.path.dirname(forge_conf.__file__))')
+hw() {
+  CONF=$(python -c 'import forge_conf, os; print(os.path.dirname(forge_conf.__file__))')
+  NEEDS_GPU=gpu-measured   # on a machine without CUDA this backend must refuse in one line (exit 2)
+  BACKENDS=$(ls "$CONF"/backend/*.yaml | xargs -n1 basename | sed 's/\.yaml$//' | grep -vx "$NEEDS_GPU" | paste -sd, -)
+  forge-hw -m "backend=$BACKENDS" arch="$TMP/work/tiny.yaml" workload.prefill=16 workload.decode=4 quiet=true \
+    hydra.sweep.dir=hw >hw.log 2>&1 || { tail -20 hw.log; exit 1; }
+  n=$(grep -c '#[0-9]* : backend=' hw.log); [ "$n" -eq "$(echo "$BACKENDS" | tr , '\n' | wc -l)" ]
+  if python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    forge-hw backend=$NEEDS_GPU arch="$TMP/work/tiny.yaml" quiet=true hydra.run.dir=hwgpu
+  else
+    set +e; forge-hw backend=$NEEDS_GPU arch="$TMP/work/tiny.yaml" quiet=true hydra.run.dir=hwgpu 2>gpu.err; rc=$?; set -e
+    [ "$rc" -eq 2 ] && [ "$(wc -l <gpu.err)" -eq 1 ] || { cat gpu.err; echo "FAIL: $NEEDS_GPU without CUDA: rc=$rc"; exit 1; }
+  fi
+  echo "ok: forge-hw -m backend=$BACKENDS"
+}
+
+search_report_export() {
+  forge-search search.pop_size=4 search.offspring=4 search.generations=2 progress=false hydra.run.dir=run >search.log 2>&1 \
+    || { tail -20 search.log; exit 1; }
+  forge-report runs='[run]' hydra.run.dir=report >report.log 2>&1 || { tail -20 report.log; exit 1; }
+  grep -q '<title>Forge</title>' report/report.html || { echo "FAIL: report.html not rendered from the wheel's template"; exit 1; }
+  forge-export run=run format=hf out=exported hydra.run.dir=export >export.log 2>&1 || { tail -20 export.log; exit 1; }
+  python - <<'EOF'
+import glob, torch
+from transformers import AutoModelForCausalLM
+folder = glob.glob("exported/*/config.json")[0].rsplit("/", 1)[0]
+model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+out = model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=4, do_sample=False)
+assert out.shape == (1, 7), out.shape
+print("ok: forge-search (tiny) -> forge-report -> forge-export format=hf loads in transformers and generates")
+EOF
+}
+
+serve() {
+  forge-serve afd quiet=true hydra.run.dir=serve >serve.log 2>&1 || { tail -20 serve.log; exit 1; }
+  echo "ok: forge-serve afd"
+}
+
 cat >tiny.yaml <<'EOF'
 name: smoke-tiny
 d_model: 64
@@ -73,35 +114,19 @@ layers:
 - {n_h: 4, n_kv: 2, d_qk: 16, d_v: 16, d_mlp: 128}
 - {n_h: 2, n_kv: 1, d_qk: 32, d_v: 16, d_mlp: 96}
 EOF
-NEEDS_GPU=gpu-measured   # on a machine without CUDA this backend must refuse in one line (exit 2)
-BACKENDS=$(ls "$CONF"/backend/*.yaml | xargs -n1 basename | sed 's/\.yaml$//' | grep -vx "$NEEDS_GPU" | paste -sd, -)
-step "forge-hw -m backend=$BACKENDS"
-forge-hw -m "backend=$BACKENDS" arch="$PWD/tiny.yaml" workload.prefill=16 workload.decode=4 quiet=true \
-  hydra.sweep.dir=hw >hw.log 2>&1 || { tail -20 hw.log; exit 1; }
-n=$(grep -c '#[0-9]* : backend=' hw.log); [ "$n" -eq "$(echo "$BACKENDS" | tr , '\n' | wc -l)" ]
-if python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-  forge-hw backend=$NEEDS_GPU arch="$PWD/tiny.yaml" quiet=true hydra.run.dir=hwgpu
-else
-  set +e; forge-hw backend=$NEEDS_GPU arch="$PWD/tiny.yaml" quiet=true hydra.run.dir=hwgpu 2>gpu.err; rc=$?; set -e
-  [ "$rc" -eq 2 ] && [ "$(wc -l <gpu.err)" -eq 1 ] || { cat gpu.err; echo "FAIL: $NEEDS_GPU without CUDA: rc=$rc"; exit 1; }
-fi
+CHECKS="imports scripts hw search_report_export serve"
+step "at once: imports from the wheel; each console script's --cfg job; forge-hw on every backend;" \
+  "forge-search (tiny) -> forge-report -> forge-export format=hf; forge-serve afd"
+declare -A PIDS
+for c in $CHECKS; do
+  mkdir "$c" && (cd "$c" && set -e && "$c") >"$c.log" 2>&1 &
+  PIDS[$c]=$!
+done
+failed=0
+for c in $CHECKS; do
+  if wait "${PIDS[$c]}"; then grep '^ok:' "$c.log" || true
+  else echo "FAIL: $c"; tail -30 "$c.log"; failed=1; fi
+done
+[ "$failed" -eq 0 ] || exit 1
 
-step "forge-search (tiny budget) -> forge-report -> forge-export format=hf"
-forge-search search.pop_size=4 search.offspring=4 search.generations=2 progress=false hydra.run.dir=run >search.log 2>&1 \
-  || { tail -20 search.log; exit 1; }
-forge-report runs='[run]' hydra.run.dir=report >report.log 2>&1 || { tail -20 report.log; exit 1; }
-grep -q '<title>Forge</title>' report/report.html || { echo "FAIL: report.html not rendered from the wheel's template"; exit 1; }
-forge-export run=run format=hf out=exported hydra.run.dir=export >export.log 2>&1 || { tail -20 export.log; exit 1; }
-python - <<'EOF'
-import glob, torch
-from transformers import AutoModelForCausalLM
-folder = glob.glob("exported/*/config.json")[0].rsplit("/", 1)[0]
-model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
-out = model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=4, do_sample=False)
-assert out.shape == (1, 7), out.shape
-print("ok: forge-export format=hf loads in transformers and generates")
-EOF
-
-step "forge-serve afd"
-forge-serve afd quiet=true hydra.run.dir=serve >serve.log 2>&1 || { tail -20 serve.log; exit 1; }
 step "PASS ($(basename "$WHEEL"))"

@@ -26,6 +26,13 @@ def shared_csv(shared_data: Path) -> Path:
     return shared_data / "llmforge_iha_200M.csv"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow docs blocks (tens of seconds each) go first: pytest-xdist hands tests out in this order, so the
+    long ones start on both workers at once and the many short tests fill the gaps, instead of one long block
+    running alone at the end."""
+    items.sort(key=lambda it: not (it.get_closest_marker("docs") and it.get_closest_marker("slow")))
+
+
 @pytest.fixture(autouse=True)
 def _logging_handlers_are_restored():
     """An in-process Hydra run configures logging (a file handler on cli.log, a stream handler on the

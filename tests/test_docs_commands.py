@@ -41,6 +41,7 @@ DIRECTIVE = re.compile(r"<!--\s*test:(.*?)-->\s*$", re.S)
 PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\"'=]*>")
 TINY_SEARCH = "search.pop_size=4 search.offspring=4 search.generations=2 progress=false"
 TIMEOUT_S = 900
+pytestmark = pytest.mark.docs  # CI runs every block, slow ones too: `pytest -m "not slow or docs"`
 
 
 @dataclass
@@ -162,10 +163,16 @@ def _fill(text: str, values: dict) -> str:
     return text
 
 
+def _ctrl_c_default() -> None:
+    """In the child: Ctrl-C (SIGINT) back to its default. A suite started in the background (`cmd &` without job
+    control, nohup, some CI runners) inherits SIGINT as ignored, and the commands would then run through it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
     """Run one command line in bash; with interrupt_at, SIGINT it once its run folder holds that many generations."""
     proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ctrl_c_default)
     if interrupt_at is not None:
         history = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) / "history.jsonl"
         deadline = time.monotonic() + TIMEOUT_S
@@ -174,7 +181,7 @@ def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
             if history.is_file() and len(history.read_text().splitlines()) > interrupt_at:
                 os.killpg(proc.pid, signal.SIGINT)
                 break
-            time.sleep(0.02)
+            time.sleep(0.005)  # a default generation takes ~30 ms on an idle core
     try:
         out, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -209,6 +216,8 @@ def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: 
 
 def _param(block: Block):  # noqa: ANN202 (pytest.param)
     marks = [pytest.mark.slow] if block.directive.get("slow") else []
+    if any(re.search(r"launcher=ray|dispatch=ray", c.text) for c in block.commands):
+        marks.append(pytest.mark.xdist_group("ray"))  # one local Ray cluster at a time under pytest-xdist
     return pytest.param(block, id=block.where, marks=marks)
 
 

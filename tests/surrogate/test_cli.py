@@ -34,7 +34,7 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path):
 
 def test_compare_writes_summary_and_table(tiny_jsonl, tmp_path):
     res = run(_cfg("mode=compare", f"data={tiny_jsonl}", "seeds=2", "models=[rf,rf_rank,scaling_law]",
-                   f"out_dir={tmp_path}"))
+                   "workers=1", f"out_dir={tmp_path}"))  # spawned workers: tests/surrogate/test_compare.py
     summ = json.loads((tmp_path / "summary.json").read_text())
     assert set(summ["models"]) == {"rf", "rf_rank", "scaling_law"}
     assert len(summ["models"]["rf"]["runs"]) == 2

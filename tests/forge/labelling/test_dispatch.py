@@ -71,6 +71,7 @@ def test_make_trainer_rejects_unknown_and_bad_options():
         make_trainer("local", FAST, TINY_CORPUS, timeout_s=0)
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest-xdist (--dist loadgroup)
 def test_ray_local_instance(tmp_path):
     ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install 'forge-nas[ray]')")
     gs = tiny_genomes(2)
