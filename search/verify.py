@@ -32,11 +32,15 @@ from search.components import (build_backend, build_evaluator, build_space, buil
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
 from search.problem import LOSS, ForgeProblem, SearchConfigError
+from search.suggest import export_command, quote, rel
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
 from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
+# A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
+# machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
+CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
 
 
 class VerifyError(ForgeError):
@@ -115,9 +119,11 @@ class Verify:
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.needs import check_training
 
+            from search.suggest import tiny_recipe
+
             check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}")
+                           f"forge-verify run={self.run_dir}", allowed=CPU_VERIFY.format(*tiny_recipe(self.run_cfg)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
@@ -314,8 +320,9 @@ def brief(out: dict[str, Any]) -> dict[str, Any]:
     """What the CLI prints: the summary, the cost note, the refit and where the files are."""
     keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
     weights = Path(out["figure"]).with_name("weights")
-    trained = ({"trained_weights": str(weights), "export_trained": f"forge-export run={out.get('run')} "
-                f"weights={weights} select=knee format=hf"} if weights.is_dir() else {})
+    trained = ({"trained_weights": str(weights), "export_trained": export_command(
+        out.get("run") or ".", f"weights={quote(rel(weights))}", "format=hf", base="exported-trained")}
+        if weights.is_dir() else {})
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
             "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
 
