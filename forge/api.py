@@ -115,7 +115,7 @@ class SearchResult:
         """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training)."""
         from search.verify import run
 
-        return run(compose("forge-verify", run=str(self.run_dir), **values))
+        return run(compose("forge-verify", run=str(self.run_dir), **{"progress": False, **values}))
 
     def plot(self, out: str | Path | None = None) -> dict[str, Any]:
         """`forge-report runs=[<this run>]`: the PNGs and report.html, in `out` (default <run>/report)."""

@@ -183,9 +183,30 @@ class Verify:
                                exclude=[r["id"] for _, r in picks]) if self.n_control else []
         return picks, control
 
-    def train(self, recs: list[dict[str, Any]]) -> dict[str, Label]:
+    def train(self, recs: list[dict[str, Any]], roles: Mapping[str, str] | None = None) -> dict[str, Label]:
+        """Real labels of `recs`, one progress step per trained genome (stored ones are reused silently)."""
+        from forge.steps import Steps
+
         genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
-        return {r["id"]: lab for r, lab in zip(recs, self.trainer.train(genomes))}
+        role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
+        what = f"training under {(self._protocol() or {}).get('name', 'the run protocol')}"
+        with Steps("forge-verify", what, len(genomes), enabled=bool(self.cfg.get("progress", False))) as st:
+            hook = getattr(self.trainer, "on_label", None)
+
+            def on_label(lab: Label) -> None:
+                st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
+                if hook is not None:
+                    hook(lab)
+            if hasattr(self.trainer, "on_label"):
+                self.trainer.on_label = on_label
+            try:
+                return {r["id"]: lab for r, lab in zip(recs, self.trainer.train(genomes))}
+            finally:
+                if hasattr(self.trainer, "on_label"):
+                    self.trainer.on_label = hook
+
+    def _protocol(self) -> Any:
+        return _node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
 
     def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
         if self.measure is None or not recs:
@@ -206,7 +227,8 @@ class Verify:
                               "no surrogate to fine-tune; allowed: refit=false, or verify a surrogate run")
         picks, control = self.choose()
         recs = [r for _, r in picks] + control
-        labels = self.train(recs)
+        labels = self.train(recs, {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}"
+                                                                              for role, r in picks}})
         measured = self.measure_all(recs)
         roles = [*picks, *(("control", r) for r in control)]
         P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
