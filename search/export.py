@@ -54,7 +54,7 @@ def _col(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
 def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
            maximize: Sequence[str] = ()) -> list[dict[str, Any]]:
     """pareto (all), knee (closest to the ideal after min-max normalization; `maximize` names objectives
-    whose ideal is their largest value), min:<obj>, budget:<obj><=<v>."""
+    whose ideal is their largest value), id:<id prefix>, min:<obj>, budget:<obj><=<v>."""
     if not rows:
         raise ExportError("the run's Pareto archive is empty; nothing to export")
     names = sorted(set(objectives) | set(rows[0]["metrics"]))
@@ -65,6 +65,13 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
         lo, hi = F.min(0), F.max(0)
         Z = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
         return [rows[int(np.argmin(np.linalg.norm(Z, axis=1)))]]
+    m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)  # one member by its id or a unique prefix (forge-report's table)
+    if m:
+        hit = [r for r in rows if str(r["id"]).startswith(m.group(1))]
+        if len(hit) != 1:
+            raise ExportError(f"select={spec}: {len(hit)} Pareto genomes have this id prefix; allowed: the id (or a "
+                              "unique prefix) of one member of pareto.jsonl")
+        return hit
     m = re.fullmatch(r"min:(\w+)", spec)
     if m:
         _check_name(m.group(1), names)
@@ -76,7 +83,7 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
         if not ok:
             raise ExportError(f"select={spec}: no Pareto genome meets the budget")
         return [min(ok, key=lambda r: float(r["metrics"].get(objectives[0], np.inf)))]
-    raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | min:<objective> | "
+    raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | id:<id prefix> | min:<objective> | "
                       f"budget:<objective><=<value> (or budget:<objective>:<value>) with objective in {', '.join(names)}")
 
 
