@@ -24,7 +24,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from forge.config import CONFIG_PATH, UserError
 from forge.genome import Genome
 
-GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware")
+GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware",
+          "logger")
 
 
 def _pandas() -> Any:

@@ -26,7 +26,7 @@ from forge.errors import ForgeError
 from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
-from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
+from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, usual_mode
 from search.state import read_jsonl, require_complete
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
@@ -166,6 +166,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
         info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
     atomic_write_json(dest / "export.json", info)
     atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
+    usual_mode(dest)  # safetensors writes 0600: the weights get the user's umask like every other file
     return info
 
 
@@ -268,7 +269,8 @@ def run(cfg: Any) -> dict[str, Any]:
     card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
-            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
+            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name"),
+            "tokenizer_source": _tokenizer(c, fmt, chosen)}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
@@ -320,3 +322,14 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
 
     p = run_dir / "config.yaml"
     return yaml.safe_load(p.read_text()) if p.is_file() else {}
+
+
+def _tokenizer(c: dict[str, Any], fmt: str, chosen: list[dict[str, Any]]) -> str | None:
+    """`tokenizer=<folder>` for format=hf, checked against every chosen genome's vocabulary before any writing."""
+    src = c.get("tokenizer")
+    if src and fmt == "hf":
+        from search.hf_tokenizer import local_tokenizer
+
+        for r in chosen:
+            local_tokenizer(int(r["genome"].get("vocab_size", 50257)), str(src))
+    return str(src) if src else None

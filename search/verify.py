@@ -32,9 +32,9 @@ from search.components import (build_backend, build_evaluator, build_space, buil
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
 from search.problem import LOSS, ForgeProblem, SearchConfigError
-from search.suggest import export_command, quote, rel
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
-from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
+from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
+                                  summarize, summarize_real)                                  # CLI's, kept here)
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
@@ -116,6 +116,9 @@ class Verify:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = Path(self.cfg.get("out") or self.run_dir / "verify")
+        from forge.tracking import node_for
+
+        self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.needs import check_training
 
@@ -171,6 +174,8 @@ class Verify:
         trainer = build_trainer(node, c.get("trainer"), self.store)
         if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
             trainer.weights_dir = str(self.out / "weights")
+        if hasattr(trainer, "logger"):
+            trainer.logger = self.logger
         return trainer
 
     # ------------------------------------------------------------ the job
@@ -299,7 +304,9 @@ class Verify:
 
         rc = self.run_cfg
         co = dict((rc.get("search") or {}).get("coevolve") or {})
-        ft = self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune")
+        from forge.tracking import logged
+
+        ft = logged(self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune"), self.logger)
         buf = self._coevolution().get("buffer") or []
         buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
         new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
@@ -336,15 +343,3 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
     return Verify(to_container(cfg), parts).run()
-
-
-def brief(out: dict[str, Any]) -> dict[str, Any]:
-    """What the CLI prints: the summary, the cost note, the refit and where the files are."""
-    keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
-    weights = Path(out["figure"]).with_name("weights")
-    trained = ({"trained_weights": str(weights), "export_trained": export_command(
-        out.get("run") or ".", f"weights={quote(rel(weights))}", "format=hf", base="exported-trained")}
-        if weights.is_dir() else {})
-    return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
-            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
-

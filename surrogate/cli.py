@@ -182,9 +182,9 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    from surrogate.training import log_to
+    from forge.tracking import log_to, node_for
 
-    with log_to(out / "logs"):  # Lightning CSV logs of every fit run in this process
+    with log_to(node_for(to_container(cfg.get("logger")), out, "forge-surrogate")):  # every fit's curves, <out>/logs
         res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
                                                                    "calibrate": _calibrate}[cfg.mode](cfg)
     res["wall_s"] = round(time.perf_counter() - t0, 2)

@@ -88,14 +88,11 @@ def _progress(new: list[Label], caught: dict[str, str], steps: Steps):
 
 
 def logger_node(cfg: Any) -> dict[str, Any] | None:
-    """The Lightning logger of each training: conf `logger` (CSV by default), its save_dir defaulting to
-    <run dir>/logs; `logger=null` logs nothing."""
-    node = to_container(cfg.get("logger"))
-    if not node:
-        return None
-    out = _out_dir(cfg)
-    save = node.get("save_dir") or (str(Path(out) / "logs") if out is not None else None)
-    return {**node, "save_dir": str(Path(save).resolve())} if save else None
+    """The Lightning logger of each training (forge.tracking): conf `logger` (csv by default), its save_dir
+    defaulting to <run dir>/logs; `logger=none` logs nothing; a missing package is refused here."""
+    from forge.tracking import node_for
+
+    return node_for(to_container(cfg.get("logger")), _out_dir(cfg), "forge-label")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -109,6 +106,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from forge.needs import check_training
 
     check_training(to_container(cfg.protocol), to_container(cfg.corpus), "forge-label")  # before any work
+    logger = logger_node(cfg)  # a logger whose package is missing: refused before any work too
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
@@ -118,7 +116,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's own config: a dispatch class named in it is theirs to run
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
+                      on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
