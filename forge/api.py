@@ -46,6 +46,10 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
+    from forge.shadow import check
+
+    check()  # a `search/` or `backends/` folder beside the user's script would be imported instead of Forge's
+
     groups = [f"{k}={v}" for k, v in values.items() if k in GROUPS and isinstance(v, str)]
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
         cfg = hydra_compose(app, overrides=[*groups, *overrides])
