@@ -12,6 +12,13 @@ import time
 from typing import Any, TextIO
 
 
+_ACTIVE: list["Steps"] = []  # the innermost running Steps: code deep below a command steps it (a fit's epochs)
+
+
+def active() -> "Steps | None":
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
 def clock(seconds: float) -> str:
     """3 s, 2 min 05 s, 1 h 02 min: a duration a reader takes in at a glance."""
     s = int(round(max(seconds, 0.0)))
@@ -36,6 +43,7 @@ class Steps:
 
     def __enter__(self) -> "Steps":
         self.t0 = time.perf_counter()
+        _ACTIVE.append(self)
         if not self.enabled:
             return self
         if self.tty:
@@ -47,12 +55,14 @@ class Steps:
                                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                                  TextColumn("{task.description}"), console=Console(file=self.stream))
             self._bar.__enter__()
-            self._task = self._bar.add_task("", total=self.total)
+            self._task = self._bar.add_task("", total=self.total or None)  # 0: a count with no known end
         else:
-            self._line(f"{self.what}: 0/{self.total} to do")
+            self._line(f"{self.what}: 0/{self.total} to do" if self.total else f"{self.what}: started")
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         if self._bar is not None:
             self._bar.__exit__(*exc)
             self._bar = None
@@ -63,7 +73,7 @@ class Steps:
 
     def remaining(self) -> float | None:
         """Time left at the mean pace so far (None before the first step)."""
-        return self.elapsed / self.done * (self.total - self.done) if self.done else None
+        return self.elapsed / self.done * (self.total - self.done) if self.done and self.total else None
 
     def step(self, note: str = "", n: int = 1) -> None:
         self.done = min(self.done + n, self.total) if self.total else self.done + n
@@ -74,7 +84,7 @@ class Steps:
             return
         left = self.remaining()
         tail = f", ~{clock(left)} left" if left is not None and self.done < self.total else ""
-        self._line(f"{self.what} {self.done}/{self.total}{f' ({note})' if note else ''}: "
+        self._line(f"{self.what} {self.done}{f'/{self.total}' if self.total else ''}{f' ({note})' if note else ''}: "
                    f"{clock(self.elapsed)} elapsed{tail}")
 
     def _line(self, text: str) -> None:

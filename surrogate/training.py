@@ -82,8 +82,20 @@ def _logger() -> Any:
     return build(current(), "surrogate")
 
 
+class EpochSteps(L.Callback):
+    """A progress step per epoch of the command's running Steps (forge.steps: forge-surrogate's fits)."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        from forge.steps import active
+
+        st = active()
+        if st is not None:
+            st.step(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}")
+
+
 def _trainer(epochs: int, with_val: bool, accelerator: str = "cpu") -> L.Trainer:
     return L.Trainer(max_epochs=epochs, accelerator=accelerator, devices=1, logger=_logger(), enable_checkpointing=False,
+                     callbacks=[EpochSteps()],
                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                      limit_val_batches=1.0 if with_val else 0)
 
