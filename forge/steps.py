@@ -35,8 +35,10 @@ class Steps:
     `tty=None` asks the stream; `enabled=False` prints nothing (the Python API, `--json` scripts)."""
 
     def __init__(self, app: str, what: str, total: int, enabled: bool = True, stream: TextIO | None = None,
-                 tty: bool | None = None):
-        self.app, self.what, self.total, self.enabled = app, what, max(int(total), 0), enabled
+                 tty: bool | None = None, lazy: bool = False):
+        """`lazy`: the opening line waits for the first step (a job refused on bad input then prints only
+        its one error line)."""
+        self.app, self.what, self.total, self.enabled, self.lazy = app, what, max(int(total), 0), enabled, lazy
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.done, self.t0, self._bar, self._task = 0, time.perf_counter(), None, None
@@ -56,9 +58,12 @@ class Steps:
                                  TextColumn("{task.description}"), console=Console(file=self.stream))
             self._bar.__enter__()
             self._task = self._bar.add_task("", total=self.total or None)  # 0: a count with no known end
-        else:
-            self._line(f"{self.what}: 0/{self.total} to do" if self.total else f"{self.what}: started")
+        elif not self.lazy:
+            self._opening()
         return self
+
+    def _opening(self) -> None:
+        self._line(f"{self.what}: 0/{self.total} to do" if self.total else f"{self.what}: started")
 
     def __exit__(self, *exc: Any) -> None:
         if self in _ACTIVE:
@@ -82,6 +87,8 @@ class Steps:
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, description=note)
             return
+        if self.lazy and self.done == n:
+            self._opening()
         left = self.remaining()
         tail = f", ~{clock(left)} left" if left is not None and self.done < self.total else ""
         self._line(f"{self.what} {self.done}{f'/{self.total}' if self.total else ''}{f' ({note})' if note else ''}: "

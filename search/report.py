@@ -264,7 +264,8 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
 
     found = find_runs(paths)
     n_plots = min(len(found), max_pareto_plots)  # at most: runs of one recipe share a Pareto plot
-    with Steps("forge-report", "reading and drawing", len(found) + 4 + n_plots, enabled=progress) as st:
+    with Steps("forge-report", "reading and drawing", len(found) + 4 + n_plots, enabled=progress,
+               lazy=True) as st:
         runs = []
         for d in found:
             runs.append(load_run(d))

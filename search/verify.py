@@ -326,7 +326,9 @@ class Verify:
         if hasattr(predictor, "save"):
             stem = self.out / "surrogate-verified"
             predictor.save(stem)
-            res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={stem} ...")
+            from search.suggest import quote, rel
+
+            res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
 
 

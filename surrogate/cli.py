@@ -186,7 +186,8 @@ def run(cfg: DictConfig) -> dict:
 
     from forge.steps import Steps
 
-    steps = Steps("forge-surrogate", f"mode={cfg.mode}: epochs", _epochs(cfg), enabled=bool(cfg.get("progress", True)))
+    steps = Steps("forge-surrogate", f"mode={cfg.mode}: epochs", _epochs(cfg), enabled=bool(cfg.get("progress", True)),
+                  lazy=True)
     with log_to(node_for(to_container(cfg.get("logger")), out, "forge-surrogate")), steps:  # curves in <out>/logs
         res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
                                                                    "calibrate": _calibrate}[cfg.mode](cfg)

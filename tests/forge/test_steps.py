@@ -63,3 +63,14 @@ def tiny_label():
 
     g = load_space("iha-tiny").sample(1, np.random.default_rng(0))[0]
     return Label(g, 3.25, {"protocol": "cpu-proxy", "wall_s": 60.5, "tokens_per_s": 500}, "")
+
+
+def test_a_lazy_opening_waits_for_the_first_step():
+    """A job refused on bad input before its first step prints nothing but its error."""
+    buf = io.StringIO()
+    with Steps("forge-x", "fitting", 2, stream=buf, lazy=True):
+        pass
+    assert buf.getvalue() == ""
+    with Steps("forge-x", "fitting", 2, stream=buf, lazy=True) as st:
+        st.step()
+    assert buf.getvalue().splitlines()[0] == "forge-x: fitting: 0/2 to do"
