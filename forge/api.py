@@ -27,7 +27,8 @@ from forge.config import CONFIG_PATH, UserError, check_override_types
 from forge.errors import check_int
 from forge.genome import Genome
 
-GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware")
+GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware",
+          "logger")
 
 
 def _pandas() -> Any:
@@ -48,6 +49,9 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
+    from forge.shadow import check
+
+    check()  # a `search/` or `backends/` folder beside the user's script would be imported instead of Forge's
     own, plus = _groups(app)  # forge-verify's `dispatch="local"` is a plain key of its config, not a group choice
     for k, v in values.items():
         check_group(k, v, own + plus)
@@ -140,7 +144,7 @@ class SearchResult:
         """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training)."""
         from search.verify import run
 
-        return run(compose("forge-verify", run=str(self.run_dir), **values))
+        return run(compose("forge-verify", run=str(self.run_dir), **{"progress": False, **values}))
 
     @api_errors
     def plot(self, out: str | Path | None = None) -> dict[str, Any]:

@@ -15,6 +15,14 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def usual_mode(path: str | Path) -> None:
+    """Give a file (or every file under a folder) the user's usual permissions (0666 less the umask): libraries
+    such as safetensors write owner-only (0600) files, which a shared export folder should not hold."""
+    path = Path(path)
+    for p in [path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]:
+        os.chmod(p, 0o666 & ~_UMASK)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, durable: bool = True) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half.
 

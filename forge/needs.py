@@ -36,10 +36,11 @@ def training_needs(protocol: Mapping[str, Any], corpus: Mapping[str, Any]) -> li
     return missing
 
 
-def check_training(protocol: Mapping[str, Any], corpus: Mapping[str, Any], what: str) -> None:
-    """Raise one line naming what is missing and the CPU recipe that works without it."""
+def check_training(protocol: Mapping[str, Any], corpus: Mapping[str, Any], what: str,
+                   allowed: str = CPU_RECIPE) -> None:
+    """Raise one line naming what is missing and `allowed`: what works without it (default: the CPU recipe)."""
     missing = training_needs(protocol, corpus)
     if missing:
         name = corpus.get("name") or str(corpus.get("_target_", "?")).rsplit(".", 1)[-1]
         raise NeedsError(f"{what} trains under protocol={protocol.get('name', '?')} on corpus {name}, which needs "
-                         f"{' and '.join(missing)}; allowed: {CPU_RECIPE}")
+                         f"{' and '.join(missing)}; allowed: {allowed}")

@@ -38,7 +38,8 @@ class ForgeConfig(_BaseConfig):
     `window` (absent or 0 = full causal attention) is the block's sliding attention window in tokens.
 
     `num_hidden_layers` counts the blocks that keep a KV cache (attention blocks): the cache is
-    indexed by attention block, so identity blocks take no cache slot.
+    indexed by attention block, so identity blocks take no cache slot. `num_blocks` counts every block
+    (attention and identity-attention, each with its MLP), the model's depth; config.json holds both.
     """
 
     model_type = "forge_iha"
@@ -54,7 +55,9 @@ class ForgeConfig(_BaseConfig):
                                                      "d_mlp": 256}])]
         self.mlp, self.norm, self.bias, self.pos, self.parallel = mlp, norm, bias, pos, parallel
         self.rope_theta, self.norm_eps, self.pad_attn, self.use_cache = rope_theta, norm_eps, pad_attn, use_cache
-        self.num_hidden_layers = sum(1 for x in self.layers if x.get("attn", True))
+        self.num_hidden_layers = sum(1 for x in self.layers if x.get("attn", True))  # KV-cache slots
+        kwargs.pop("num_blocks", None)  # derived, like num_hidden_layers: read back from config.json, recomputed
+        self.num_blocks = len(self.layers)
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
 
 

@@ -219,10 +219,18 @@ def json_argv(argv: list[str]) -> list[str]:
 
 
 @forge_main("forge-report")
-def report_main(cfg: DictConfig) -> None:
+def _report_job(cfg: DictConfig) -> None:
+    from search.report import human
     from search.report import run as run_report
 
-    print(json.dumps(run_report(cfg), indent=2))
+    out = run_report(cfg)
+    print(json.dumps(out, indent=2) if cfg.get("json") else "\n".join(human(out)))
+
+
+def report_main() -> None:
+    """`forge-report`: a few lines and the page's path; `--json` for the whole report.json."""
+    sys.argv = [sys.argv[0], *json_argv(sys.argv[1:])]
+    _report_job()
 
 
 @forge_main("forge-export")

@@ -87,6 +87,7 @@ class CoEvolution:
         self.buffer: list[Label] = []  # finite real labels, grown across events
         self.events: list[dict[str, Any]] = []
         self.predictor_path: str | None = None
+        self.note: Callable[[str], None] = lambda text: None  # the search's progress display sets it (runner)
 
     def due(self, g: int) -> bool:
         return self.every > 0 and g > 0 and g % self.every == 0
@@ -100,11 +101,12 @@ class CoEvolution:
         exploit, explore = pick(mu, sigma, front, self.b, np.array([x.id in have for x in genomes]))
         idx = np.concatenate([exploit, explore]).astype(int)
         picks = [genomes[i] for i in idx]
-        labels = self.trainer.train(picks) if picks else []
+        labels = self._train(g, picks)
         append_jsonl(Path(run_dir) / "labels.jsonl",
                      [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
         fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
         self.buffer += [lab for _, lab in fin]
+        self.note(f"generation {g}: co-evolution refits the surrogate on {len(self.buffer)} real labels")
         event = self._refit(g, slot, Path(run_dir), mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
         event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
                      explore=[genomes[i].id for i in explore], labels=[json_num(lab.label) for lab in labels],
@@ -112,6 +114,27 @@ class CoEvolution:
         self.events.append(event)
         append_jsonl(Path(run_dir) / "coevolution.jsonl", [event])
         return event
+
+    def _train(self, g: int, picks: list[Any]) -> list[Label]:
+        """Real labels of the picks, a progress note per trained genome (what, how many of how many)."""
+        if not picks:
+            return []
+        self.note(f"generation {g}: co-evolution trains {len(picks)} picks")
+        hook, done = getattr(self.trainer, "on_label", None), []
+
+        def on_label(lab: Label) -> None:
+            done.append(lab)
+            self.note(f"generation {g}: co-evolution trained {len(done)}/{len(picks)} ({lab.genome_id[:8]}: "
+                      f"loss {lab.label:.3f})")
+            if hook is not None:
+                hook(lab)
+        if hasattr(self.trainer, "on_label"):
+            self.trainer.on_label = on_label
+        try:
+            return self.trainer.train(picks)
+        finally:
+            if hasattr(self.trainer, "on_label"):
+                self.trainer.on_label = hook
 
     def _refit(self, g: int, ev: SurrogateSlot, run_dir: Path, mu_picks: np.ndarray, fin: list[Label],
                k: list[int]) -> dict[str, Any]:

@@ -158,11 +158,15 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
     ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
     finetune = import_callable(ft_spec)  # checked before anything is built
+    from forge.tracking import logged, node_for
     from surrogate.predictor import load_predictor
 
+    logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs
+    trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
+    if hasattr(trainer, "logger"):
+        trainer.logger = logger
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
-    return CoEvolution(every, build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db"),
-                       finetune, base, replay_labels(co.get("replay"), space.name),
+    return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
                        batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),
                        epochs=int(co.get("epochs", 10)), lr=float(co.get("lr", 1e-4)),
                        batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load)

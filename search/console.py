@@ -22,6 +22,7 @@ from forge.io import as_float as _f
 from search.archive import loss_overlap
 from search.export import ExportError, select
 from search.state import read_jsonl
+from search.suggest import print_commands, rel
 
 # (metric, header, scale, format): the cost and size columns after the loss
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
@@ -122,23 +123,21 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
             + blind)
 
 
-TINY_VERIFY = ("forge-search space=iha-tiny evaluator.predictor=forgeformer-iha-tiny protocol=cpu-proxy corpus=stdlib "
-               "search.generations=5 hydra.run.dir=runs/tiny", "forge-verify run=runs/tiny k=4 control=4")
-
-
 def next_commands(run_dir: str | Path) -> list[str]:
-    """Only commands that work here: `forge-verify` on this run when its training protocol and corpus can run on
-    this machine, else the tiny CPU recipe (a search whose verification trains on this CPU)."""
+    """Only commands that work here, as printed (search.suggest): `forge-verify` on this run when its training
+    protocol and corpus can run on this machine, else a tiny recipe in the run's space family whose
+    verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
     import yaml
 
     from forge.needs import training_needs
+    from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
-    cmds = [f"forge-report runs={run_dir}", f"forge-export run={run_dir} select=knee"]
+    cmds = [f"forge-report runs={quote(rel(run_dir))}", export_command(run_dir)]
     cfg_path = Path(run_dir) / "config.yaml"
     cfg = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
     if training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {}):  # e.g. protocol=paper without a GPU
-        return [*cmds, f"{TINY_VERIFY[0]}   # real training of front picks, on this CPU:", TINY_VERIFY[1]]
-    return [*cmds, f"forge-verify run={run_dir}"]
+        return [*cmds, "# real training of front picks, on this CPU:", *tiny_recipe(cfg)]
+    return [*cmds, verify_command(run_dir, cfg)]
 
 
 def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, console: Console | None = None) -> None:
@@ -158,6 +157,6 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, cons
     console.print(f"hypervolume {_fmt(summary.get('hypervolume'), '{:.4f}')} after generation "
                   f"{summary.get('generations_done')} of {summary.get('generations')}, "
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
-    console.print(f"run directory: {run_dir}")
+    console.print(f"run directory: {rel(run_dir)}", highlight=False, soft_wrap=True)
     nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
-    console.print("next:\n" + "\n".join(f"  {c}" for c in nxt), highlight=False)
+    print_commands(console, "next", nxt)

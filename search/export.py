@@ -26,7 +26,7 @@ from forge.errors import ForgeError
 from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
-from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable
+from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, usual_mode
 from forge.numeric import argmin_by_id
 from search.markdown import md_code, md_text
 from search.state import read_jsonl, require_complete
@@ -56,7 +56,7 @@ def _col(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
 def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
            maximize: Sequence[str] = ()) -> list[dict[str, Any]]:
     """pareto (all), knee (closest to the ideal after min-max normalization; `maximize` names objectives
-    whose ideal is their largest value), min:<obj>, budget:<obj><=<v>."""
+    whose ideal is their largest value), id:<id prefix>, min:<obj>, budget:<obj><=<v>."""
     if not rows:
         raise ExportError("the run's Pareto archive is empty; nothing to export")
     names = sorted(set(objectives) | set(rows[0]["metrics"]))
@@ -67,6 +67,13 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
         lo, hi = F.min(0), F.max(0)
         Z = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
         return [rows[argmin_by_id(np.linalg.norm(Z, axis=1), [r["id"] for r in rows])]]
+    m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)  # one member by its id or a unique prefix (forge-report's table)
+    if m:
+        hit = [r for r in rows if str(r["id"]).startswith(m.group(1))]
+        if len(hit) != 1:
+            raise ExportError(f"select={spec}: {len(hit)} Pareto genomes have this id prefix; allowed: the id (or a "
+                              "unique prefix) of one member of pareto.jsonl")
+        return hit
     m = re.fullmatch(r"min:(\w+)", spec)
     if m:
         _check_name(m.group(1), names)
@@ -78,7 +85,7 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
         if not ok:
             raise ExportError(f"select={spec}: no Pareto genome meets the budget")
         return [min(ok, key=lambda r: float(r["metrics"].get(objectives[0], np.inf)))]
-    raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | min:<objective> | "
+    raise ExportError(f"select={spec!r} is invalid; allowed: pareto | knee | id:<id prefix> | min:<objective> | "
                       f"budget:<objective><=<value> (or budget:<objective>:<value>) with objective in {', '.join(names)}")
 
 
@@ -161,6 +168,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
         info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
     atomic_write_json(dest / "export.json", info)
     atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
+    usual_mode(dest)  # safetensors writes 0600: the weights get the user's umask like every other file
     return info
 
 
@@ -273,7 +281,8 @@ def run(cfg: Any) -> dict[str, Any]:
     card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
-            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name")}
+            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name"),
+            "tokenizer_source": _tokenizer(c, fmt, chosen)}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
@@ -326,3 +335,14 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
 
     p = run_dir / "config.yaml"
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}
+
+
+def _tokenizer(c: dict[str, Any], fmt: str, chosen: list[dict[str, Any]]) -> str | None:
+    """`tokenizer=<folder>` for format=hf, checked against every chosen genome's vocabulary before any writing."""
+    src = c.get("tokenizer")
+    if src and fmt == "hf":
+        from search.hf_tokenizer import local_tokenizer
+
+        for r in chosen:
+            local_tokenizer(int(r["genome"].get("vocab_size", 50257)), str(src))
+    return str(src) if src else None

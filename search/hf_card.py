@@ -69,12 +69,16 @@ def _run_config(run: Any) -> dict[str, Any]:
     return (read_yaml_file(p, "run config") or {}) if p is not None and p.is_file() else {}
 
 
-def tokenizer_note(genome: Genome, shipped: bool) -> str:
+def tokenizer_note(genome: Genome, shipped: str | bool) -> str:
+    if shipped and shipped != "byte" and shipped is not True:
+        return (f"The folder ships its tokenizer (`tokenizer.json`), copied from `{shipped}` (found locally; its "
+                f"{genome.vocab_size} tokens match the model's vocabulary).")
     if shipped:
         return ("The folder ships its tokenizer (`tokenizer.json`): bytes, token id = byte value, as Forge trains "
                 "byte-vocabulary models.")
     if genome.vocab_size == 50257:
-        return ("No tokenizer file is shipped (none can be built offline): the vocabulary is GPT-2's BPE, e.g. "
+        return ("No tokenizer file is shipped (none was found offline: not in the Hugging Face cache, and no "
+                "`forge-export tokenizer=<folder>` given): the vocabulary is GPT-2's BPE, e.g. "
                 "`AutoTokenizer.from_pretrained(\"gpt2\")` or tiktoken's `gpt2` encoding.")
     return f"No tokenizer is shipped: vocabulary {genome.vocab_size} matches no tokenizer Forge trains with."
 
@@ -87,7 +91,7 @@ def front_matter(info: dict[str, Any], dataset: str | None) -> str:
     return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
 
 
-def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: bool, native: bool = False) -> str:
+def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: str | bool, native: bool = False) -> str:
     """The whole README.md of an hf folder (or of its `llama/` native form)."""
     protocol, corpus, tok, dataset = loss_basis(info)
     backend = info.get("backend") or {}
@@ -106,7 +110,8 @@ def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: bo
     return f"""{front_matter(info, dataset)}
 # Forge export {info['id']}
 
-An IHA decoder (d_model {genome.d_model}, {info.get('n_layers')} active layers, {info.get('params', 0):,} parameters,
+An IHA decoder (d_model {genome.d_model}, {info.get('n_layers')} active layers ({_attn(genome)} with attention: config.json's
+`num_hidden_layers` counts those, its KV-cache slots; `num_blocks` counts all), {info.get('params', 0):,} parameters,
 vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's architecture search
 (space `{md_code(info.get('space'))}`, generation {md_text(info.get('generation'))}). Weights: {md_text(weights)}.
 
@@ -133,3 +138,7 @@ generate = pipeline("text-generation", model=folder, trust_remote_code=True)
 
 def _fmt(x: Any) -> str:
     return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
+def _attn(genome: Genome) -> int:
+    return sum(1 for lay in genome.active_layers if lay.attn)

@@ -201,13 +201,21 @@ def byte_tokenizer(block_size: int) -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=block_size)
 
 
-def write_tokenizer(genome: Genome, dest: Path) -> bool:
-    """The tokenizer matching the genome's vocabulary, when one can be built offline (bytes: yes; GPT-2's
-    50,257 BPE needs its vocabulary files from the Hub: not shipped, the card names it)."""
-    if genome.vocab_size != 256:
-        return False
-    byte_tokenizer(genome.block_size).save_pretrained(str(dest))
-    return True
+def write_tokenizer(genome: Genome, dest: Path, source: str | None = None) -> str:
+    """The tokenizer matching the genome's vocabulary, written into `dest` when one is at hand offline: bytes (built
+    here), else `source` (a tokenizer folder the user names) or, for GPT-2's 50,257 BPE, the Hugging Face cache's
+    `gpt2`. Returns what was written ("byte", the source's name) or "" (the card then says what to use)."""
+    if genome.vocab_size == 256 and source is None:
+        byte_tokenizer(genome.block_size).save_pretrained(str(dest))
+        return "byte"
+    from search.hf_tokenizer import local_tokenizer
+
+    found = local_tokenizer(genome.vocab_size, source)
+    if found is None:
+        return ""
+    name, tok = found
+    tok.save_pretrained(str(dest))
+    return name
 
 
 def write_hf(model: Any, genome: Genome, dest: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -227,14 +235,17 @@ def write_hf(model: Any, genome: Genome, dest: Path, info: dict[str, Any] | None
     config = hf.ForgeConfig(**forge_config(genome, cfg.rope_base, cfg.norm_eps), auto_map=AUTO_MAP)
     _save(hf.ForgeForCausalLM(config).eval(), forge_state(sd), dest)
     why = llama_misfit(genome)
-    tok = write_tokenizer(genome, dest)
+    tok = write_tokenizer(genome, dest, (info or {}).get("tokenizer_source"))
     if why is None:
         llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama_config(genome, cfg.rope_base,
                                                                                       cfg.norm_eps)))
         _save(llama.eval(), llama_state(sd), dest / "llama")
-        write_tokenizer(genome, dest / "llama")
+        if tok:
+            shutil.copytree(dest, dest / "llama", dirs_exist_ok=True,
+                            ignore=lambda d, names: [n for n in names if not n.startswith(("tokenizer", "special_",
+                                                                                           "vocab", "merges"))])
     (dest / "README.md").write_text(hf_card(info, genome, why, tok))
     if why is None:
         (dest / "llama" / "README.md").write_text(hf_card(info, genome, None, tok, native=True))
     return {"folder": dest.name, "remote_code": MODELING_FILE, "native": "llama" if why is None else None,
-            "not_native_because": why, "tokenizer": "byte" if tok else None, "transformers": transformers.__version__}
+            "not_native_because": why, "tokenizer": tok or None, "transformers": transformers.__version__}

@@ -34,3 +34,13 @@ class SearchProgress:
         best = " ".join(f"{SHORT.get(k, k)}={v:.3g}" for k, v in h["best"].items() if v is not None)
         text = f"archive {h['archive_size']}  HV {h['hv']:.4f}  best {best}"
         self.bar.update(self.task, completed=h["generation"] + 1, description=text)
+
+    def note(self, text: str) -> None:
+        """What a long step inside a generation is doing (co-evolution's trainings): the bar's text on a
+        terminal, a line on stderr otherwise."""
+        if not self.enabled:
+            return
+        if self.bar.console.is_terminal:
+            self.bar.update(self.task, description=text)
+        else:
+            self.bar.console.print(f"forge-search: {text}", highlight=False, soft_wrap=True)

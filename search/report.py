@@ -25,6 +25,7 @@ from forge.io import as_float as _f
 from forge.genes import LAYER_GENES, attention_genes
 from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
+from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings
 from search.state import read_jsonl, read_summary, require_complete
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
@@ -216,8 +217,9 @@ def _indistinct(iv: dict[str, Any]) -> str:
     return f"{iv.get('n_indistinguishable', '–')}{blind}"
 
 
-def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any]) -> str:
-    """The page, through an autoescaping Jinja2 template shipped in search/templates/ (values are text)."""
+def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], max_fronts: int = 12) -> str:
+    """The page, through an autoescaping Jinja2 template shipped in search/templates/ (values are text); the
+    first `max_fronts` runs get their front table, settings and interactive projections (search/report_page)."""
     from jinja2 import Environment, PackageLoader
 
     env = Environment(loader=PackageLoader("search", "templates"), autoescape=True)
@@ -238,29 +240,57 @@ def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str,
            for k, v in sorted(stats.get("fingerprint", {}).items())]
     anchor = runs[0]["summary"].get("hv_anchor") if runs else None
     ref = anchor.get("ref", 2.0) if isinstance(anchor, dict) else 2.0
+    fronts = [run_section(r, i) for i, r in enumerate(runs[:max_fronts])]
     return env.get_template("report.html").render(
         runs=runs, ref=ref, run_head=head, run_rows=rows, hv_rows=hv_rows, fingerprint_rows=fps,
-        figures=[_figure(p) for p in images])
+        figures=[_figure(p) for p in images], fronts=fronts, more_runs=max(len(runs) - max_fronts, 0),
+        plotly_js=plotly_js() if fronts else "")
+
+
+def run_section(r: dict[str, Any], i: int) -> dict[str, Any]:
+    """One run's part of the page: its settings, its front table (knee marked) and its interactive projections."""
+    from search.console import _knee, front_rows
+    from search.suggest import rel
+
+    s, rows = r["summary"], front_rows(r["dir"])
+    knee = _knee(rows, s.get("objectives") or [], s.get("maximize") or [])
+    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee,
+            "settings": settings(r["dir"], s, run_config(r["dir"])), "table": front_table(r["dir"], rows, s, knee),
+            "figure": pareto_figure(r, plot_columns(s), knee) if rows else None}
 
 
 def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
     atomic_write_text(path, render_html(runs, images, stats))
 
 
-def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12) -> dict[str, Any]:
-    runs = [load_run(d) for d in find_runs(paths)]
-    plots = Path(out) / "plots"
-    plots.mkdir(parents=True, exist_ok=True)
-    stats = {"hv": plot_hv(runs, "hv_per_generation", plots / "hv.png"),
-             "hv_loss_params": plot_hv(runs, "hv_loss_params_per_generation", plots / "hv_loss_params.png"),
-             "fingerprint": plot_fingerprints(runs, plots / "fingerprint.png", top)}
-    images = [plots / "hv.png", plots / "hv_loss_params.png", plots / "fingerprint.png"]
-    firsts = {r["label"]: r for r in sorted(runs, key=lambda r: r["summary"].get("seed", 0))}
-    for i, r in enumerate(list(firsts.values())[:max_pareto_plots]):
-        p = plots / f"pareto_{i:02d}.png"
-        plot_pareto(r, p)
-        images.append(p)
-    write_html(runs, images, stats, Path(out) / "report.html")
+def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12,
+                progress: bool = False) -> dict[str, Any]:
+    from forge.steps import Steps
+
+    found = find_runs(paths)
+    n_plots = min(len(found), max_pareto_plots)  # at most: runs of one recipe share a Pareto plot
+    with Steps("forge-report", "reading and drawing", len(found) + 4 + n_plots, enabled=progress,
+               lazy=True) as st:
+        runs = []
+        for d in found:
+            runs.append(load_run(d))
+            st.step(f"read {d.name}")
+        plots = Path(out) / "plots"
+        plots.mkdir(parents=True, exist_ok=True)
+        stats = {"hv": plot_hv(runs, "hv_per_generation", plots / "hv.png"),
+                 "hv_loss_params": plot_hv(runs, "hv_loss_params_per_generation", plots / "hv_loss_params.png")}
+        st.step("hypervolume curves", 2)
+        stats["fingerprint"] = plot_fingerprints(runs, plots / "fingerprint.png", top)
+        st.step("fingerprints")
+        images = [plots / "hv.png", plots / "hv_loss_params.png", plots / "fingerprint.png"]
+        firsts = {r["label"]: r for r in sorted(runs, key=lambda r: r["summary"].get("seed", 0))}
+        for i, r in enumerate(list(firsts.values())[:max_pareto_plots]):
+            p = plots / f"pareto_{i:02d}.png"
+            plot_pareto(r, p)
+            images.append(p)
+            st.step(f"Pareto plot of {r['label']}")
+        write_html(runs, images, stats, Path(out) / "report.html")
+        st.step("report.html", st.total - st.done)
     from search.tables import compare_runs  # runs.csv: the runs side by side, from their front.csv
 
     compare_runs([r["dir"] for r in runs], [r["summary"] for r in runs], Path(out) / "runs.csv")
@@ -284,4 +314,17 @@ def run(cfg: Any) -> dict[str, Any]:
         require_complete(d, bool(c.get("allow_partial", False)), "runs")
         plugins.require(d)
     out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir")}, fallback="outputs/report")
-    return make_report(runs, check_writable(out, "out"), int(c.get("top", 50)))
+    return make_report(runs, check_writable(out, "out"), int(c.get("top", 50)), progress=bool(c.get("progress")))
+
+
+def human(summary: dict[str, Any]) -> list[str]:
+    """forge-report's last lines: what the page holds and where it is (report.json and `--json`: everything)."""
+    from search.suggest import rel
+
+    hv = summary.get("hv") or {}
+    lines = [f"report of {summary['runs']} run(s), {len(hv)} recipe(s):"]
+    lines += [f"  {k}: hypervolume {_num(v.get('mean'))} ± {_num(v.get('std'))} over {v.get('seeds')} seed(s)"
+              for k, v in sorted(hv.items())]
+    lines.append(f"page (front tables, settings, interactive plots; works offline): {rel(summary['report'])}")
+    lines.append(f"runs side by side: {rel(summary['runs_csv'])}")
+    return lines

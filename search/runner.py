@@ -271,6 +271,8 @@ class Search:
         self._t0, status, stopped_by = time.perf_counter(), "complete", None
         self.write_summary("running")
         with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:
+            if self.coevo is not None:
+                self.coevo.note = bar.note  # its trainings and refits show in the progress display
             try:
                 for g in range(self.gen + 1, self.G + 1):
                     self.step(g)

@@ -36,10 +36,14 @@ from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
 from search.problem import LOSS, ForgeProblem, SearchConfigError
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
-from search.verify_report import figure, interval_of, real_figure, real_row, row_of, summarize, summarize_real
+from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
+                                  summarize, summarize_real)                                  # CLI's, kept here)
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
+# A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
+# machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
+CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
 
 
 class VerifyError(ForgeError):
@@ -121,12 +125,17 @@ class Verify:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.out = check_writable(Path(self.cfg.get("out") or self.run_dir / "verify"), "out")  # before training
+        from forge.tracking import node_for
+
+        self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.needs import check_training
 
+            from search.suggest import tiny_recipe
+
             check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}")
+                           f"forge-verify run={self.run_dir}", allowed=CPU_VERIFY.format(*tiny_recipe(self.run_cfg)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
@@ -174,6 +183,8 @@ class Verify:
         trainer = build_trainer(node, c.get("trainer"), self.store)
         if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
             trainer.weights_dir = str(self.out / "weights")
+        if hasattr(trainer, "logger"):
+            trainer.logger = self.logger
         return trainer
 
     # ------------------------------------------------------------ the job
@@ -186,10 +197,32 @@ class Verify:
                                exclude=[r["id"] for _, r in picks]) if self.n_control else []
         return picks, control
 
-    def train(self, recs: list[dict[str, Any]]) -> dict[str, Label]:
+    def train(self, recs: list[dict[str, Any]], roles: Mapping[str, str] | None = None) -> dict[str, Label]:
+        """Real labels of `recs`, one progress step per trained genome (stored ones are reused silently)."""
+        from forge.steps import Steps
+
         genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
-        # rounded as a search rounds its surrogate (forge.numeric): the coverage and error decisions see 6 digits
-        return {r["id"]: replace(lab, label=round_float(lab.label)) for r, lab in zip(recs, self.trainer.train(genomes))}
+        role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
+        what = f"training under {(self._protocol() or {}).get('name', 'the run protocol')}"
+        with Steps("forge-verify", what, len(genomes), enabled=bool(self.cfg.get("progress", False))) as st:
+            hook = getattr(self.trainer, "on_label", None)
+
+            def on_label(lab: Label) -> None:
+                st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
+                if hook is not None:
+                    hook(lab)
+            if hasattr(self.trainer, "on_label"):
+                self.trainer.on_label = on_label
+            try:
+                # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
+                return {r["id"]: replace(lab, label=round_float(lab.label))
+                        for r, lab in zip(recs, self.trainer.train(genomes))}
+            finally:
+                if hasattr(self.trainer, "on_label"):
+                    self.trainer.on_label = hook
+
+    def _protocol(self) -> Any:
+        return _node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
 
     def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
         if self.measure is None or not recs:
@@ -210,7 +243,8 @@ class Verify:
                               "no surrogate to fine-tune; allowed: refit=false, or verify a surrogate run")
         picks, control = self.choose()
         recs = [r for _, r in picks] + control
-        labels = self.train(recs)
+        labels = self.train(recs, {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}"
+                                                                              for role, r in picks}})
         measured = self.measure_all(recs)
         roles = [*picks, *(("control", r) for r in control)]
         P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
@@ -282,7 +316,9 @@ class Verify:
 
         rc = self.run_cfg
         co = dict((rc.get("search") or {}).get("coevolve") or {})
-        ft = self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune")
+        from forge.tracking import logged
+
+        ft = logged(self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune"), self.logger)
         buf = self._coevolution().get("buffer") or []
         buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
         new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
@@ -306,7 +342,9 @@ class Verify:
         if hasattr(predictor, "save"):
             stem = self.out / "surrogate-verified"
             predictor.save(stem)
-            res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={stem} ...")
+            from search.suggest import quote, rel
+
+            res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
 
 
@@ -325,14 +363,3 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if cfg.get("run"):
         plugins.require(cfg.get("run"))  # the run's plug-in modules, imported only by the live config
     return Verify(to_container(cfg), parts).run()
-
-
-def brief(out: dict[str, Any]) -> dict[str, Any]:
-    """What the CLI prints: the summary, the cost note, the refit and where the files are."""
-    keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
-    weights = Path(out["figure"]).with_name("weights")
-    trained = ({"trained_weights": str(weights), "export_trained": f"forge-export run={out.get('run')} "
-                f"weights={weights} select=knee format=hf"} if weights.is_dir() else {})
-    return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
-            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
-

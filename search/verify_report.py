@@ -183,3 +183,17 @@ def figure(path: Path, picks: list[dict[str, Any]], control: list[dict[str, Any]
     ax.set_xlabel("real loss (trained)")
     ax.set_ylabel("predicted loss μ (interval)")
     return _save(plt, fig, ax, path, title)
+
+
+def brief(out: dict[str, Any]) -> dict[str, Any]:
+    """What the CLI prints: the summary, the cost note, the refit and where the files are."""
+    keep = {k: out[k] for k in ("run", "front_size", "loss", "cost", "store", "figure") if k in out}
+    from search.suggest import export_command, quote, rel
+
+    weights = Path(out["figure"]).with_name("weights")
+    trained = ({"trained_weights": str(weights), "export_trained": export_command(
+        out.get("run") or ".", f"weights={quote(rel(weights))}", "format=hf", base="exported-trained")}
+        if weights.is_dir() else {})
+    return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
+            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
+

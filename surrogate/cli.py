@@ -192,9 +192,13 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    from surrogate.training import log_to
+    from forge.tracking import log_to, node_for
 
-    with log_to(out / "logs"):  # Lightning CSV logs of every fit run in this process
+    from forge.steps import Steps
+
+    steps = Steps("forge-surrogate", f"mode={cfg.mode}: epochs", _epochs(cfg), enabled=bool(cfg.get("progress", True)),
+                  lazy=True)
+    with log_to(node_for(to_container(cfg.get("logger")), out, "forge-surrogate")), steps:  # curves in <out>/logs
         res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
                                                                    "calibrate": _calibrate}[cfg.mode](cfg)
     res["wall_s"] = round(time.perf_counter() - t0, 2)
@@ -203,7 +207,41 @@ def run(cfg: DictConfig) -> dict:
     return res
 
 
+def _epochs(cfg: DictConfig) -> int:
+    """Epochs the job will train, for the progress count (0: not known in advance, a count with no end)."""
+    s = cfg.get("surrogate") or {}
+    if cfg.mode == "train":
+        return int(s.get("epochs", 0) or 0) * int(s.get("n_members", 1) or 1)
+    return int(cfg.get("ft_epochs", 0) or 0) if cfg.mode == "finetune" else 0
+
+
+def human(res: dict) -> str:
+    """The job's end in a few lines (summary.json and `--json` hold everything)."""
+    from forge.steps import clock
+
+    lines = [f"forge-surrogate mode={res.get('mode')} done in {clock(float(res.get('wall_s') or 0))}"]
+    m = res.get("metrics") or {}
+    if isinstance(m, dict) and m:
+        lines.append("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                      for k, v in list(m.items())[:8]))
+    lines += [f"  {k}: {res[k]}" for k in ("checkpoint", "table") if res.get(k)]
+    return "\n".join(lines)
+
+
 @forge_main("forge-surrogate")
-def main(cfg: DictConfig) -> None:
+def _job(cfg: DictConfig) -> None:
+    import json
+
     res = run(cfg)
-    print({k: v for k, v in res.items() if k in ("mode", "metrics", "checkpoint", "table", "wall_s")})
+    if cfg.get("json"):
+        print(json.dumps({k: v for k, v in res.items() if k != "config"}, indent=2, default=str))
+    else:
+        print(human(res))
+
+
+def main() -> None:
+    """`forge-surrogate`: `--json` becomes json=true (the machine-readable summary)."""
+    import sys
+
+    sys.argv = [a for a in sys.argv if a != "--json"] + (["json=true"] if "--json" in sys.argv[1:] else [])
+    _job()

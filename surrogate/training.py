@@ -74,30 +74,28 @@ class Recipe:
         return "normal_scores" if self.normal_scores else "standard" if self.standardize else "raw"
 
 
-LOG_DIR: list[Path] = []  # where `log_to` sends Lightning's CSV logs (empty: no logger, as in spawned members)
-
-
-@contextmanager
-def log_to(folder: str | Path) -> Iterator[None]:
-    """Trainings started inside log their curves (train_loss, val_mae per epoch) with Lightning's CSVLogger
-    under `folder`, one version per fit (`forge-surrogate` passes `<out_dir>/logs`)."""
-    LOG_DIR.append(Path(folder))
-    try:
-        yield
-    finally:
-        LOG_DIR.pop()
-
-
 def _logger() -> Any:
-    if not LOG_DIR:
-        return False
-    from lightning.pytorch.loggers import CSVLogger
+    """The logger of the command this fit runs in (forge.tracking.log_to: forge-surrogate, forge-verify's refit,
+    co-evolution's refits), one version per fit; False outside one (and in spawned members)."""
+    from forge.tracking import build, current
 
-    return CSVLogger(str(LOG_DIR[-1]), name="surrogate")
+    return build(current(), "surrogate")
+
+
+class EpochSteps(L.Callback):
+    """A progress step per epoch of the command's running Steps (forge.steps: forge-surrogate's fits)."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        from forge.steps import active
+
+        st = active()
+        if st is not None:
+            st.step(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}")
 
 
 def _trainer(epochs: int, with_val: bool, accelerator: str = "cpu") -> L.Trainer:
     return L.Trainer(max_epochs=epochs, accelerator=accelerator, devices=1, logger=_logger(), enable_checkpointing=False,
+                     callbacks=[EpochSteps()],
                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                      limit_val_batches=1.0 if with_val else 0)
 

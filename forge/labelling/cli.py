@@ -27,6 +27,7 @@ from forge.importers import load_genome
 from forge.io import atomic_write_json, check_writable, read_text
 from forge.labels import Label
 from forge.signals import term_as_interrupt
+from forge.steps import Steps, clock
 from forge.space import space_from_config
 from forge.labelling.store import LabelStore
 
@@ -77,32 +78,24 @@ def _out_dir(cfg: DictConfig) -> Path | None:
     return output_dir(cfg, fallback=None)
 
 
-def _progress(new: list[Label], caught: dict[str, str]):
-    from rich.console import Console
-
-    console = Console(stderr=True)
-
+def _progress(new: list[Label], caught: dict[str, str], steps: Steps):
     def on_label(lab: Label) -> None:
         new.append(lab)
         if caught.get("signal"):  # a SIGTERM whose KeyboardInterrupt landed where Python ignores exceptions
             raise KeyboardInterrupt
         p = lab.provenance
         what = f"{lab.label:.4f}" if lab.finite else f"inf [{lab.status}] ({lab.reason[:80]})"
-        console.print(f"[{len(new)}] {lab.genome_id} label={what} wall={p.get('wall_s', '?')}s "
-                      f"tok/s={p.get('tokens_per_s', '?')}")
+        steps.step(f"{lab.genome_id} label={what} wall={p.get('wall_s', '?')}s tok/s={p.get('tokens_per_s', '?')}")
 
     return on_label
 
 
 def logger_node(cfg: Any) -> dict[str, Any] | None:
-    """The Lightning logger of each training: conf `logger` (CSV by default), its save_dir defaulting to
-    <run dir>/logs; `logger=null` logs nothing."""
-    node = to_container(cfg.get("logger"))
-    if not node:
-        return None
-    out = _out_dir(cfg)
-    save = node.get("save_dir") or (str(Path(out) / "logs") if out is not None else None)
-    return {**node, "save_dir": str(Path(save).resolve())} if save else None
+    """The Lightning logger of each training (forge.tracking): conf `logger` (csv by default), its save_dir
+    defaulting to <run dir>/logs; `logger=none` logs nothing; a missing package is refused here."""
+    from forge.tracking import node_for
+
+    return node_for(to_container(cfg.get("logger")), _out_dir(cfg), "forge-label")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -121,17 +114,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if Path(str(cfg.export)).is_dir():
             raise GenomeError(f"export={cfg.export} is a folder; allowed: a .jsonl file path")
         check_writable(Path(str(cfg.export)), "export")
+    logger = logger_node(cfg)  # a logger whose package is missing: refused before any work too
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
     caught: dict[str, str] = {}
+    steps = Steps("forge-label", f"labelling under {OmegaConf.select(cfg, 'protocol.name')}", len(genomes),
+                  enabled=bool(cfg.get("progress", True)))
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
-                      on_label=_progress(new, caught), retry=str(cfg.get("retry", "failed")), logger=logger_node(cfg))
+                      on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
-    with term_as_interrupt(caught):
+    with term_as_interrupt(caught), steps:
         try:
             trainer.train(genomes)  # Ctrl-C or SIGTERM: in-flight claims are released as failed (retried next run)
             status = "complete"
@@ -144,6 +140,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("export"):
         summary["exported"] = store.export_jsonl(cfg.export, finite_only=bool(cfg.get("export_finite_only")),
                                                  protocol=fp)
+        summary["export_path"] = str(cfg.export)
     out = _out_dir(cfg)
     if out is not None:
         atomic_write_json(out / "label_summary.json", summary)
@@ -168,17 +165,30 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
 @forge_main("forge-label")
 def _hydra_main(cfg: DictConfig) -> None:
     summary = run(cfg)
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2) if cfg.get("json") or "requested" not in summary else human(summary))
     if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
         raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
 
 
+def human(s: dict[str, Any]) -> str:
+    """The job's end in a few words (label_summary.json and `--json` hold every field)."""
+    med = s.get("median_label_wall_s")
+    text = (f"labelled {s['trained']} of {s['requested']} genomes under {s.get('protocol')} in {clock(s['wall_s'])} "
+            f"({s['skipped_done']} already in the store): {s['finite']} finite, {s['diverged']} diverged, "
+            f"{s['failed']} failed" + (f"; median {med:.1f} s per label" if med else "")
+            + f"\nstore: {s['store']} ({s['store_size']} labels)")
+    if s.get("exported"):
+        text += f"\nexported {s['exported']} labels to {s.get('export_path', 'the export file')}"
+    return text + ("" if s.get("status") == "complete" else f"\nstatus: {s.get('status')}: run it again to resume")
+
+
 def main() -> None:
-    """`forge-label status ...` is short for `forge-label action=status ...`."""
+    """`forge-label status ...` is short for `forge-label action=status ...`; `--json` for json=true."""
     import sys
 
     if len(sys.argv) > 1 and sys.argv[1] == "status":
         sys.argv[1] = "action=status"
+    sys.argv = [a for a in sys.argv if a != "--json"] + (["json=true"] if "--json" in sys.argv[1:] else [])
     _hydra_main()  # forge_main: config errors exit 2 with one line, inside and outside Hydra
 
 

@@ -147,19 +147,11 @@ def _lit_module(model: torch.nn.Module, p: Protocol):
 
 
 def make_logger(node: Mapping[str, Any] | None, name: str) -> Any:
-    """A Lightning logger from a config node (`_target_`: CSVLogger by default in the CLIs, or TensorBoardLogger,
-    MLFlowLogger, WandbLogger, ...); `name` (the genome id) is passed where the logger takes one. None: False."""
-    if not node:
-        return False
-    import inspect
+    """A Lightning logger from a config node (forge.tracking.build: CSV by default in the CLIs, or TensorBoard,
+    MLflow, ...); `name` (the genome id) is passed where the logger takes one. None: False."""
+    from forge.tracking import build
 
-    from forge import plugins
-
-    node = dict(node)  # a logger is code: only Lightning's own loggers (or one the user registers) are allowed
-    cls = plugins.resolve("logger", node.pop("_target_", "lightning.pytorch.loggers.CSVLogger"))
-    if "name" in inspect.signature(cls).parameters and "name" not in node:
-        node["name"] = name
-    return cls(**node)
+    return build(node, name)
 
 
 def _quiet_lightning() -> None:

@@ -92,11 +92,15 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     if joint and true_front is not None:
         summary["brute_force"]["front_archs"] = sorted({x["arch"] for x in summary["brute_force"]["front"]})
     runs, seen = {}, []
-    for name in p["inits"]:
-        ts = time.perf_counter()
-        res = nsga(problem, sampler(name, p), int(p["pop_size"]), int(p["generations"]), seed)
-        runs[name] = {**res, "seconds": time.perf_counter() - ts}
-        seen.append(problem.objectives(res["X"])["F"])
+    from forge.steps import Steps
+
+    with Steps("forge-serve", "pool co-searches", len(p["inits"]), enabled=not cfg.get("quiet", False)) as st:
+        for name in p["inits"]:
+            ts = time.perf_counter()
+            res = nsga(problem, sampler(name, p), int(p["pop_size"]), int(p["generations"]), seed)
+            runs[name] = {**res, "seconds": time.perf_counter() - ts}
+            seen.append(problem.objectives(res["X"])["F"])
+            st.step(f"NSGA-II from the {name} init, {int(p['generations'])} generations")
     allF = np.vstack(seen + ([true_front] if true_front is not None else []))
     if not np.any(np.all(allF < 1e6, axis=1)) or (true_front is not None and len(true_front) == 0):
         raise PoolError(f"no system found can serve {genome.name} on this trace (weights or KV cache never fit); "

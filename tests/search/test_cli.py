@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -69,7 +70,9 @@ def test_report_draws_pngs_and_one_self_contained_html(two_runs, tmp_path):
     assert out["runs"] == 2 and set(out["hv"]) == {"nsga+iha-tiny@fake", "random+iha-tiny@fake"}
     for p in out["plots"]:
         assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    html = (tmp_path / "rep" / "report.html").read_text()
+    from search.report_page import plotly_js
+
+    html = (tmp_path / "rep" / "report.html").read_text().replace(plotly_js(), "")  # the page less plotly.js
     assert html.count("data:image/png;base64,") == len(out["plots"]) and "src=\"http" not in html
     assert out["fingerprint"]["fake"]["n_genomes"] > 0
     with pytest.raises(ReportError, match="no summary.json"):
@@ -84,6 +87,10 @@ def test_export_loads_back_and_runs_forward(two_runs, tmp_path, fmt, sel):
     gid = s["exported"][0]["id"]
     genome, model = load_exported(tmp_path / gid)
     assert genome.id == gid and (tmp_path / gid / "MODEL_CARD.md").is_file()
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in (tmp_path / gid).iterdir():  # every file with the user's umask (safetensors alone would write 0600)
+        assert f.stat().st_mode & 0o777 == 0o666 & ~umask, f.name
     logits, loss = model(torch.randint(0, genome.vocab_size, (2, 8)), torch.randint(0, genome.vocab_size, (2, 8)))
     assert logits.shape == (2, 8, genome.vocab_size) and torch.isfinite(loss)
     pareto = {r["id"]: r for r in read_jsonl(two_runs / "0" / "pareto.jsonl")}

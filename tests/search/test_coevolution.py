@@ -101,3 +101,28 @@ def test_replay_corpus_resolution(tmp_path):
     own = tmp_path / "mine.jsonl"
     own.write_text("")
     assert replay_labels(str(own), "iha-tiny") == str(own)
+
+
+def test_coevolution_says_what_it_trains_when_not_a_terminal(make_search, tmp_path, capsys):
+    """A co-evolving search shows each real training (n of m) and each refit: one stderr line apiece here."""
+    from tests.search.fakes import FakeTrainer
+
+    class HookedTrainer(FakeTrainer):  # the dispatchers' on_label hook, called per trained genome
+        on_label = None
+
+        def train(self, genomes):
+            out = super().train(genomes)
+            for lab in out:
+                if self.on_label is not None:
+                    self.on_label(lab)
+            return out
+
+    s = make_search(tmp_path, tiny_cfg(search={"generations": 2}), coevolution=_coevo(HookedTrainer()))
+    s.progress = True
+    s.run()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("forge-search: generation 2")]
+    n = len(read_jsonl(tmp_path / "coevolution.jsonl")[0]["picked"])
+    assert err[0] == f"forge-search: generation 2: co-evolution trains {n} picks"
+    assert [ln.split("(")[0] for ln in err[1:1 + n]] == [f"forge-search: generation 2: co-evolution trained {k}/{n} "
+                                                        for k in range(1, n + 1)]
+    assert err[-1].startswith("forge-search: generation 2: co-evolution refits the surrogate on ")

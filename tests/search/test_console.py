@@ -177,8 +177,9 @@ def test_next_commands_suggest_only_what_trains_here(tmp_path, monkeypatch, prot
     assert cmds[:2] == [f"forge-report runs={tmp_path}", f"forge-export run={tmp_path} select=knee"]
     assert (cmds[2:] == [f"forge-verify run={tmp_path}"]) is verify_here
     if not verify_here:
-        assert cmds[2].startswith("forge-search space=iha-tiny") and "protocol=cpu-proxy corpus=stdlib" in cmds[2]
-        assert cmds[3] == "forge-verify run=runs/tiny k=4 control=4"
+        assert cmds[2].startswith("# ") and cmds[3].startswith("forge-search space=iha-tiny")
+        assert "protocol=cpu-proxy corpus=stdlib" in cmds[3]
+        assert cmds[4] == "forge-verify run=runs/tiny k=4 control=4"
 
 
 def test_an_interrupted_search_ends_without_the_front_or_next_lines(run_dir, capsys):

@@ -68,6 +68,9 @@ def test_heterogeneous_iha_matches_forge_logits_and_greedy_generation(tmp_path, 
     info = write_hf(model, genome, tmp_path)
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
     assert type(hf).__name__ == "ForgeForCausalLM" and hf.config.num_hidden_layers == 3  # KV slots: attention blocks
+    cfg = json.loads((tmp_path / "config.json").read_text())  # both counts are in the file, and the card says so
+    assert cfg["num_blocks"] == genome.n_active > cfg["num_hidden_layers"] == 3 and hf.config.num_blocks == genome.n_active
+    assert "`num_hidden_layers` counts those" in (tmp_path / "README.md").read_text()
     _check_same(model, hf)
     assert info["native"] is None and not (tmp_path / "llama").exists()
     assert info["not_native_because"] in (glob and "mlp is not swiglu" or "identity-attention layers")
@@ -223,7 +226,34 @@ def test_byte_vocabulary_folder_ships_its_tokenizer_and_runs_in_a_pipeline(tmp_p
     assert out.startswith("def f(x):") and len(out.encode()) > len("def f(x):")
 
 
-def test_gpt2_vocabulary_card_names_the_tokenizer_it_cannot_ship(tmp_path):
+def _small_tokenizer(folder, n: int):
+    """A word-level tokenizer of exactly `n` tokens, built here (no network)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(n - 1)} | {"[UNK]": n - 1}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(str(folder))
+    return folder
+
+
+def test_a_local_tokenizer_of_the_right_size_is_written_into_the_folder(tmp_path):
+    from search.hf_tokenizer import TokenizerError
+
+    genome = _genome(HETERO, vocab_size=300)
+    src = _small_tokenizer(tmp_path / "tok", 300)
+    info = write_hf(build_model(genome, seed=0), genome, tmp_path / "out", {"tokenizer_source": str(src)})
+    assert info["tokenizer"] == str(src) and (tmp_path / "out" / "tokenizer.json").is_file()
+    assert len(transformers.AutoTokenizer.from_pretrained(tmp_path / "out")) == 300
+    assert f"copied from `{src}`" in (tmp_path / "out" / "README.md").read_text()
+    with pytest.raises(TokenizerError, match="has 300 tokens; allowed: .* 512 tokens"):
+        write_hf(build_model(_genome(HETERO, vocab_size=512), seed=0), _genome(HETERO, vocab_size=512),
+                 tmp_path / "bad", {"tokenizer_source": str(src)})
+
+
+def test_gpt2_vocabulary_card_names_the_tokenizer_it_cannot_ship(tmp_path, monkeypatch):
+    import search.hf_tokenizer as hf_tokenizer
+
+    monkeypatch.setattr(hf_tokenizer, "CACHED", {50257: (str(tmp_path / "no-cache"),)})  # an empty HF cache
     genome = _genome(HETERO, vocab_size=50257)
     info = write_hf(build_model(genome, seed=0), genome, tmp_path)
     assert info["tokenizer"] is None and not (tmp_path / "tokenizer.json").exists()

@@ -27,6 +27,7 @@ class FakeProtocolTrainer:
 
     def __init__(self, store: str, die_after: int | None = None):
         self.store, self.die_after, self.trained = LabelStore(store), die_after, []
+        self.on_label = None  # the dispatchers' hook, called per new label (forge-verify's progress)
 
     def train(self, genomes):
         out = []
@@ -38,6 +39,8 @@ class FakeProtocolTrainer:
                 self.trained.append(g.id)
                 lab = Label(g, float(fake_loss([g], 0.1)[0]), {"protocol": "fake"}, "")
                 self.store.put(lab)
+                if self.on_label is not None:
+                    self.on_label(lab)
             out.append(lab)
         return out
 
@@ -274,3 +277,24 @@ def test_near_front_layers_follow_non_dominated_sorting():
     got = near_front_picks(rows, ["val_loss", "tpot_ms"], [1, 1], exclude=["g0"], n=3)
     assert [(role, r["id"]) for role, r in got] == [("near-front:2", "g3"), ("near-front:2", "g4"),
                                                      ("near-front:3", "g1")]
+
+
+def test_progress_is_a_line_per_trained_genome_and_the_end_is_a_human_summary(fake_run, tiny_space, tmp_path,
+                                                                                 capsys):
+    """Not a terminal (pytest's capture): one line per trained genome on stderr, n of m and the time left;
+    stored genomes are not trained again; the CLI's last screen is a few readable lines, JSON only on request."""
+    from search.verify import brief
+    from search.verify_cli import human
+
+    parts = _parts(tiny_space, tmp_path / "l.db")
+    out = run({"run": str(fake_run), "k": 3, "control": 2, "progress": True}, parts)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "forge-verify: training under the run protocol: 0/5 to do"
+    assert [ln.split(":")[1].split("(")[0].strip() for ln in err[1:]] == [f"training under the run protocol {i}/5"
+                                                                          for i in range(1, 6)]
+    assert "(pick knee " in err[1] and "(control " in err[-1] and "left" in err[1] and "left" not in err[-1]
+    text = "\n".join(human(brief(out), 65.0))
+    assert text.startswith("verified 3 front picks against 2 random controls of ") and "in 1 min 05 s" in text
+    assert "Spearman 1.00" in text and "verify.json" in text and "{" not in text
+    run({"run": str(fake_run), "k": 3, "control": 2, "progress": False}, parts)
+    assert capsys.readouterr().err == ""

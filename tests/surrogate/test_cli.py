@@ -11,10 +11,18 @@ def _cfg(*overrides):
         return compose(config_name="forge-surrogate", overrides=["threads=1", *overrides])
 
 
-def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path):
+def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path, capsys):
+    from surrogate.cli import human
+
     stem = tmp_path / "ff-tiny"
     res = run(_cfg(f"data={tiny_jsonl}", "space=iha-tiny", "surrogate.epochs=2", f"out={stem}",
                    f"out_dir={tmp_path / 'train'}"))
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("forge-surrogate: ")]
+    assert err[0] == "forge-surrogate: mode=train: epochs: 0/2 to do"  # not a terminal: a line per epoch
+    assert [ln.split(" (")[0] for ln in err[1:]] == ["forge-surrogate: mode=train: epochs 1/2",
+                                                     "forge-surrogate: mode=train: epochs 2/2"]
+    text = human(res)
+    assert text.startswith("forge-surrogate mode=train done in ") and "spearman" in text and str(stem) in text
     assert set(res["metrics"]) == {"mae", "mae_at_5", "spearman", "kendall", "k_at_1", "k_at_5"}
     assert json.loads((tmp_path / "train" / "summary.json").read_text())["n_test"] == res["n_test"] > 0
     side = json.loads(stem.with_suffix(".json").read_text())

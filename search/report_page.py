@@ -1,0 +1,145 @@
+"""What report.html shows about each run beyond the static figures: the front table a researcher picks from (id,
+objectives, loss interval [lo, hi], parameters, the knee marked, the command that exports each member), the run's
+settings, and interactive Pareto projections (plotly, its library embedded in the page so it works offline).
+
+Every value here is data from a run folder: the template autoescapes it, the figures travel as JSON through
+Jinja's `tojson` (safe inside <script>), and hover text is built from numbers and hex ids only.
+"""
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from forge.io import as_float as _f
+from search.suggest import export_command
+
+KEY_COLUMNS = ("params",)  # shown for every run, objective or not
+
+
+def _fmt(x: Any) -> str:
+    v = _f(x)
+    if v != v or v in (float("inf"), float("-inf")):
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def _name(node: Any) -> str:
+    if isinstance(node, Mapping):
+        return str(node.get("name") or str(node.get("_target_", "?")).rsplit(".", 1)[-1])
+    return "–" if node is None else str(node)
+
+
+def settings(run_dir: Path, summary: Mapping[str, Any], config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(setting, value) rows: what the run searched, on what, for which objectives, scored by what."""
+    ev = config.get("evaluator") or {}
+    backend = config.get("backend") or {}
+    hardware = backend.get("hardware") if isinstance(backend, Mapping) else None
+    predictor = ("real training (evaluator.kind=train)" if ev.get("kind") == "train"
+                 else _name(ev.get("predictor")))
+    iv = summary.get("loss_interval") or {}
+    return [("space", str(summary.get("space", "?"))), ("backend", str(summary.get("backend", "?"))),
+            ("machine (modelled)", _name(hardware or config.get("hardware"))),
+            ("objectives", ", ".join(summary.get("objectives") or [])),
+            ("constraints", ", ".join(summary.get("constraints") or []) or "none"),
+            ("loss predictor", predictor),
+            ("loss interval", f"{iv.get('method', 'none')}, level {iv.get('level')}"),
+            ("algorithm", str(summary.get("algorithm", "?"))), ("seed", str(summary.get("seed", "?"))),
+            ("generations", f"{summary.get('generations_done')} of {summary.get('generations')}"),
+            ("evaluations", str(summary.get("evaluations", "?"))), ("status", str(summary.get("status", "?"))),
+            ("folder", str(run_dir))]
+
+
+def genome_line(genome: Mapping[str, Any]) -> str:
+    """`14 layers (9 attention), heads 2-8, FFN 256-768`: the shape in one line (numbers only)."""
+    layers = [lay for lay in genome.get("layers") or [] if lay.get("active", True)]
+    attn = [lay for lay in layers if lay.get("attn")]
+
+    def span(key: str, rows: Sequence[Mapping[str, Any]]) -> str:
+        vals = sorted({int(lay[key]) for lay in rows if isinstance(lay.get(key), (int, float))})
+        return "–" if not vals else str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
+
+    return (f"{len(layers)} layers ({len(attn)} attention), heads {span('n_h', attn)}, kv heads "
+            f"{span('n_kv', attn)}, FFN {span('d_ff', layers)}")
+
+
+def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str, Any], knee: str | None,
+                limit: int = 60) -> dict[str, Any]:
+    """Header and rows of one run's front, lowest predicted loss first; each row carries its export command."""
+    objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
+    cols = [*objs, *(c for c in KEY_COLUMNS if c not in objs)]
+    head = ["#", "", "id", "loss μ", "loss interval [lo, hi]", *cols, "export"]
+    out = []
+    for j, r in enumerate(rows):
+        if j >= limit and r["id"] != knee:
+            continue
+        m = r.get("metrics") or {}
+        lo, hi = _f(m.get("loss_lo")), _f(m.get("loss_hi"))
+        out.append({"n": j + 1, "knee": r["id"] == knee, "id": r["id"], "short": r["id"][:8],
+                    "mu": _fmt(m.get("mu", m.get("val_loss"))),
+                    "interval": f"[{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else "–",
+                    "cells": [_fmt(m.get(c)) for c in cols],
+                    "export": export_command(run_dir, select=f"id:{r['id'][:12]}")})
+    return {"head": head, "rows": out, "more": max(len(rows) - len(out), 0)}
+
+
+def hover(r: Mapping[str, Any], cols: Sequence[str]) -> str:
+    m = r.get("metrics") or {}
+    lo, hi = _f(m.get("loss_lo")), _f(m.get("loss_hi"))
+    lines = [f"<b>{html.escape(str(r['id'])[:12])}</b>", html.escape(genome_line(r.get("genome") or {})),
+             f"loss μ {_fmt(m.get('mu', m.get('val_loss')))}"
+             + (f" in [{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else ""),
+             *(f"{html.escape(c)} {_fmt(m.get(c))}" for c in cols)]
+    return "<br>".join(lines)
+
+
+def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None) -> dict[str, Any]:
+    """Loss against each cost column: the feasible archive coloured by generation, the front on top; each front
+    point carries its export command (`customdata`), shown by the page when the point is clicked."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    archive = [r for r in run["archive"] if r.get("feasible")]
+    front = run["pareto"]
+    fig = make_subplots(rows=1, cols=len(cols), shared_yaxes=True, horizontal_spacing=0.04)
+    for k, c in enumerate(cols, start=1):
+        fig.add_trace(go.Scatter(
+            x=[_f(r["metrics"].get(c)) for r in archive], y=[_f(r["metrics"].get("val_loss")) for r in archive],
+            mode="markers", name="archive", legendgroup="archive", showlegend=k == 1,
+            marker={"size": 5, "color": [r.get("generation", 0) for r in archive], "colorscale": "Viridis",
+                    "opacity": 0.55, "showscale": k == len(cols), "colorbar": {"title": "generation"}},
+            hovertext=[hover(r, cols) for r in archive], hoverinfo="text"), row=1, col=k)
+        fig.add_trace(go.Scatter(
+            x=[_f(r["metrics"].get(c)) for r in front], y=[_f(r["metrics"].get("val_loss")) for r in front],
+            mode="markers", name="Pareto front (click: export command)", legendgroup="front", showlegend=k == 1,
+            marker={"size": [13 if r["id"] == knee else 8 for r in front], "color": "rgba(0,0,0,0)",
+                    "line": {"color": "crimson", "width": 1.5},
+                    "symbol": ["star" if r["id"] == knee else "circle" for r in front]},
+            hovertext=[hover(r, cols) + ("<br><b>knee</b>" if r["id"] == knee else "") for r in front],
+            hoverinfo="text", customdata=[export_command(run["dir"], select=f"id:{r['id'][:12]}") for r in front]),
+            row=1, col=k)
+        fig.update_xaxes(title_text=c, row=1, col=k)
+    fig.update_yaxes(title_text="val_loss (predicted)", row=1, col=1)
+    fig.update_layout(height=420, margin={"l": 60, "r": 20, "t": 30, "b": 50}, hovermode="closest",
+                      legend={"orientation": "h", "y": 1.12}, template="plotly_white")
+    return json.loads(fig.to_json())
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.js itself, from the installed package: embedded in the page, so it needs no network."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def run_config(run_dir: Path) -> dict[str, Any]:
+    import yaml
+
+    p = Path(run_dir) / "config.yaml"
+    try:
+        return dict(yaml.safe_load(p.read_text()) or {}) if p.is_file() else {}
+    except yaml.YAMLError:
+        return {}

@@ -1,0 +1,96 @@
+"""The commands Forge suggests after a job (`next:` lines, verify's advice, export hints), each one that works as
+printed: paths relative to the working folder, a fresh `out=` where the default is taken, the tutorial's sizes.
+
+A suggestion is printed on its own line and never wrapped (`print_commands`), so pasting it runs all of it.
+Kept apart from the console table so every CLI suggests through one place.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+TINY_K = "k=4 control=4"  # the tutorial's verification: 4 picks + 4 controls (8 + 8 trainings by default)
+TINY_OUT = "runs/tiny"
+
+
+def rel(path: str | Path) -> str:
+    """`path` relative to the working folder when it lies under it (shorter to paste), else as given."""
+    p = Path(path)
+    try:
+        r = os.path.relpath(p.resolve(), Path.cwd().resolve()) if p.is_absolute() else str(p)
+    except ValueError:  # another drive (Windows)
+        return str(p)
+    return str(p) if r.startswith("..") else r
+
+
+def quote(arg: str) -> str:
+    """A `key=value` with spaces or shell specials quoted for the shell (Hydra reads the quoted value)."""
+    return arg if all(c.isalnum() or c in "_-./=:+,@" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
+
+
+def fresh_out(base: str = "exported") -> str:
+    """`base` when no export is there yet, else the first `base-2`, `base-3`, ... that does not exist."""
+    if not Path(base).exists():
+        return base
+    n = 2
+    while Path(f"{base}-{n}").exists():
+        n += 1
+    return f"{base}-{n}"
+
+
+def _name(node: Any) -> str:
+    return node if isinstance(node, str) else str((node or {}).get("name", ""))
+
+
+def tiny_space(space: str) -> str:
+    """The CPU-trainable space nearest the run's: the run's own when it is a tiny one, else its tiny twin
+    (iha-paper-swa -> iha-tiny-swa, gqa-paper -> gqa-tiny), else iha-tiny."""
+    from forge.config import group_yaml
+
+    if "tiny" in space and group_yaml("space", space) is not None:
+        return space
+    twin = space.replace("paper", "tiny").removesuffix("-mx")
+    return twin if group_yaml("space", twin) is not None else "iha-tiny"
+
+
+def tiny_predictor(space: str) -> str:
+    """The shipped cpu-proxy surrogate for `space` (gqa-tiny is a subset of iha-tiny: iha-tiny's scores it)."""
+    from forge.config import data_dir
+
+    own = f"forgeformer-{space}"
+    return own if (data_dir() / "surrogate" / f"{own}.json").is_file() else "forgeformer-iha-tiny"
+
+
+def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
+    """A search whose verification trains on this CPU, in the run's own space family and backend."""
+    space = tiny_space(_name(run_cfg.get("space")) or "iha-tiny")
+    backend = _name(run_cfg.get("backend"))
+    parts = ["forge-search", f"space={space}", f"evaluator.predictor={tiny_predictor(space)}",
+             *([f"backend={backend}"] if backend and backend != "roofline" else []),
+             "protocol=cpu-proxy", "corpus=stdlib", "search.generations=5", f"hydra.run.dir={TINY_OUT}"]
+    return [" ".join(parts), f"forge-verify run={TINY_OUT} {TINY_K}"]
+
+
+def is_tiny(run_cfg: Mapping[str, Any]) -> bool:
+    """A CPU-scale run (a tiny space): verify it at the tutorial's size."""
+    return "tiny" in _name(run_cfg.get("space"))
+
+
+def verify_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
+    """`forge-verify run=<rel dir>`, with the tutorial's `k=4 control=4` for a tiny run."""
+    return f"forge-verify run={quote(rel(run_dir))}" + (f" {TINY_K}" if is_tiny(run_cfg) else "")
+
+
+def export_command(run_dir: str | Path, *extra: str, select: str = "knee", base: str = "exported") -> str:
+    """`forge-export run=<rel dir> select=... [extra] out=<a folder that holds no export yet>`."""
+    args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra]
+    out = fresh_out(base)
+    return " ".join(["forge-export", *args, *([f"out={quote(out)}"] if out != "exported" else [])])
+
+
+def print_commands(console: Any, title: str, cmds: Sequence[str]) -> None:
+    """`title:` then each command on its own unwrapped line (a `# ...` entry is a comment line of its own)."""
+    console.print(title + ":", highlight=False)
+    for c in cmds:
+        console.print(f"  {c}", highlight=False, soft_wrap=True, markup=False)

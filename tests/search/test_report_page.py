@@ -1,0 +1,93 @@
+"""report.html shows what to pick: the front table (knee, [lo, hi], an export command per member), the run's
+settings and interactive Pareto projections with plotly embedded (no network); checked in a real browser."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from search.report import make_report
+from tests.search.test_console import IntervalPredictor
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    from backends.interface import Workload
+    from forge.space import load_space
+    from search.evaluators import LossEvaluator
+    from search.runner import Search
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend
+
+    d = tmp_path_factory.mktemp("run")
+    cfg = tiny_cfg()
+    Search(cfg, d, load_space("iha-tiny"), LossEvaluator(IntervalPredictor(), level=0.9), FakeBackend(),
+           Workload()).run()
+    (d / "config.yaml").write_text(yaml.safe_dump({**cfg, "evaluator": {"kind": "surrogate",
+                                                                         "predictor": "forgeformer-iha-tiny"},
+                                                   "backend": {"name": "fake", "hardware": "host-cpu"}}))
+    out = make_report([d], d.parent / "rep")
+    return d, out, (d.parent / "rep" / "report.html").read_text()
+
+
+def test_front_table_marks_the_knee_and_gives_each_member_its_export_command(report):
+    from search.console import _knee, front_rows
+
+    d, _, page = report
+    s = json.loads((d / "summary.json").read_text())
+    rows = front_rows(d)
+    knee = _knee(rows, s["objectives"])
+    table = re.search(r'<table class="front" id="front-table-0">(.*?)</table>', page, re.S).group(1)
+    assert table.count("<tr class=") == len(rows)
+    assert re.search(rf'<tr class="knee" data-id="{knee}">', table) and table.count('class="knee"') == 1
+    for h in ("loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
+        assert f">{h}</th>" in table
+    first = rows[0]
+    lo, hi = first["metrics"]["loss_lo"], first["metrics"]["loss_hi"]
+    assert f"[{float(lo):.3f}, {float(hi):.3f}]" in table
+    assert f"forge-export run={d} select=id:{first['id'][:12]}" in table
+
+
+def test_the_exported_command_selects_that_member(report):
+    from search.export import select
+
+    d, _, _ = report
+    rows = [json.loads(x) for x in (d / "pareto.jsonl").read_text().splitlines()]
+    assert select(rows, f"id:{rows[-1]['id'][:12]}", ["val_loss"]) == [rows[-1]]
+    from search.export import ExportError
+
+    with pytest.raises(ExportError, match="0 Pareto genomes have this id prefix"):
+        select(rows, "id:ffffffffffffffff0", ["val_loss"])
+
+
+def test_settings_and_an_offline_interactive_plot(report):
+    _, _, page = report
+    settings = re.search(r'<table class="settings" id="settings-0">(.*?)</table>', page, re.S).group(1)
+    for k, v in (("space", "iha-tiny"), ("backend", "fake"), ("machine (modelled)", "host-cpu"),
+                 ("loss predictor", "forgeformer-iha-tiny"), ("seed", "0"), ("constraints", "val_loss &lt; 3.8")):
+        assert f"<td>{k}</td><td>{v}</td>" in settings
+    from search.report_page import plotly_js
+
+    assert page.count(plotly_js()) == 1  # plotly.js itself is inline, once
+    ours = page.replace(plotly_js(), "")
+    assert "https://" not in ours and 'src="http' not in ours  # and nothing else is fetched
+    assert page.count('<script type="application/json" id="fig-0">') == 1 and "Plotly.newPlot" in page
+    fig = json.loads(re.search(r'id="fig-0">(.*?)</script>', page, re.S).group(1))
+    front = [t for t in fig["data"] if t["name"].startswith("Pareto front")]
+    assert front and all(c.startswith("forge-export run=") for c in front[0]["customdata"])
+    assert any("loss μ" in h and " in [" in h and "layers (" in h for h in front[0]["hovertext"])
+
+
+def test_forge_report_ends_with_a_short_summary_and_the_pages_path(report, tmp_path, capsys):
+    from search.report import human
+
+    d, out, _ = report
+    lines = human(out)
+    assert lines[0] == "report of 1 run(s), 1 recipe(s):" and lines[1].startswith("  nsga+iha-tiny@fake: hypervolume ")
+    assert lines[2].startswith("page (") and lines[2].endswith("report.html") and "{" not in "".join(lines)
+    make_report([d], tmp_path / "again", progress=True)  # not a terminal: a line per step on stderr
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "forge-report: reading and drawing: 0/6 to do" and err[-1].startswith(
+        "forge-report: reading and drawing 6/6 (report.html): ")
