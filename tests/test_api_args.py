@@ -111,6 +111,8 @@ def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
     from forge.api import compose
 
     c = compose("forge-verify", run="x", k=4, dispatch="local", protocol="cpu-proxy", corpus="stdlib")
-    assert (c.dispatch, c.protocol, c.corpus) == ("local", "cpu-proxy", "stdlib")  # as `forge-verify dispatch=local`
+    # forge-verify's dispatch/protocol/corpus are config groups (issue 37 §4), chosen as `forge-verify dispatch=local`
+    assert c.dispatch["_target_"].endswith("LocalTrainer") and c.k == 4
+    assert c.protocol.name == "cpu-proxy" and c.corpus["_target_"].endswith("stdlib_corpus")
     assert compose("forge-search", hardware="host-cpu").hardware.name == "host-cpu"  # as `+hardware=host-cpu`
     _refused(lambda: compose("forge-verify", run="x", kk=3), r"unknown option kk=3; did you mean 'k'\?")

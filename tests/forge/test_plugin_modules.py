@@ -43,8 +43,8 @@ def test_forge_arch_sees_a_gene_only_from_a_named_module(tmp_path):
 
     arch = str(_glu_genome(tmp_path / "g.json"))
     with pytest.raises(GenomeError, match=r"glu"):
-        run_arch(compose("forge-arch", arch=arch, quiet=True, out_dir=str(tmp_path / "a")))
-    s = run_arch(compose("forge-arch", arch=arch, quiet=True, out_dir=str(tmp_path / "b"), plugins=EXT))
+        run_arch(compose("forge-arch", arch=arch, quiet=True))
+    s = run_arch(compose("forge-arch", arch=arch, quiet=True, plugins=EXT))
     assert s["layers"][0]["glu"] == 1 and "glu" in LAYER_GENES and plugins.used() == ["tests.ext.genes"]
 
 
@@ -55,7 +55,7 @@ def test_an_installed_entry_point_is_imported_by_every_command(tmp_path, monkeyp
 
     ep = md.EntryPoint(name="ext", value="tests.ext.genes", group=plugins.ENTRY_GROUP)
     monkeypatch.setattr(md, "entry_points", lambda group=None: [ep] if group == plugins.ENTRY_GROUP else [])
-    s = run_arch(compose("forge-arch", arch=str(_glu_genome(tmp_path / "g.json")), quiet=True, out_dir=str(tmp_path)))
+    s = run_arch(compose("forge-arch", arch=str(_glu_genome(tmp_path / "g.json")), quiet=True))
     assert s["layers"][0]["glu"] == 1
 
 
@@ -63,7 +63,7 @@ def test_a_missing_module_is_one_line(tmp_path):
     from forge.cli import run_arch
 
     with pytest.raises(plugins.PluginError, match=r"'no_such_pkg.genes' cannot be imported.*allowed"):
-        run_arch(compose("forge-arch", quiet=True, out_dir=str(tmp_path), plugins={"modules": ["no_such_pkg.genes"]}))
+        run_arch(compose("forge-arch", quiet=True, plugins={"modules": ["no_such_pkg.genes"]}))
 
 
 def test_forge_space_honours_a_user_space_class_on_the_command_line(tmp_path):
@@ -72,7 +72,7 @@ def test_forge_space_honours_a_user_space_class_on_the_command_line(tmp_path):
     from forge.cli import run_space
 
     node = {**group_yaml("space", "iha-tiny"), "_target_": user, "min_active": 3}
-    s = run_space(compose("forge-space", space=node, quiet=True, out_dir=str(tmp_path)))
+    s = run_space(compose("forge-space", space=node, quiet=True))
     assert s["name"] == "iha-tiny"
     proc = subprocess.run([sys.executable, "-c", "from forge.cli import space_main; space_main()", "space=iha-tiny",
                            f"space._target_={user}", f"+plugins.space=[{user}]", "+space.min_active=2", "quiet=true",
