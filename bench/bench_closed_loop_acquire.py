@@ -8,6 +8,8 @@ forge-verify front picks topped up so the arm spends exactly N new labels), in t
   paper    today's co-evolution: half lowest μ on the front, half highest σ off it (search.coevolve.acquire=paper)
   widest   every co-evolution label on the front member with the widest calibrated interval (acquire=widest)
   upper    today's co-evolution, loss objective = the interval's upper bound loss_hi (evaluator.select=upper)
+  paper-mc, upper-mc   the same two with evaluator.n_mc=10 during the search: the shipped tiny checkpoint's
+           interval is then conformal-sigma (a width per genome) instead of conformal-residual (a width per μ bin)
 All three use the shipped surrogate, fitted on the 340 shipped cpu-proxy labels: total real labels = 340 + N
 (the store is pre-seeded with them, so a prior genome costs nothing). Scored as bench_closed_loop.py: the real
 front of the arm's N labels in (real loss, TPOT measured by cpu-measured), its HV (anchor-normalized, ref 2.0)
@@ -28,7 +30,8 @@ import numpy as np
 from bench_closed_loop import CO_BATCH, CO_EVERY, K, OUT, ROOT, Bench, Counted, _done, _ms, base_cfg
 from forge.io import atomic_write_text
 
-ARMS = {"paper": ({}, {}), "widest": ({"acquire": "widest"}, {}), "upper": ({}, {"select": "upper"})}
+ARMS = {"paper": ({}, {}), "widest": ({"acquire": "widest"}, {}), "upper": ({}, {"select": "upper"}),
+        "paper-mc": ({}, {"n_mc": 10}), "upper-mc": ({}, {"select": "upper", "n_mc": 10})}
 PRIORS = "labels/iha-tiny-cpu-proxy.jsonl"
 
 
