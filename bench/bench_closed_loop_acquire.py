@@ -80,17 +80,18 @@ def coverage(front: list[dict[str, Any]], labels: dict[str, Any]) -> dict[str, A
 
 def table(res: dict[str, Any]) -> str:
     n = res["n"]
-    lines = ["| arm | seeds | labels (new; +340 priors) | real HV at 8 / 16 / N | best real loss at N | "
+    lines = ["| arm | seeds | labels (new; +340 priors) | real HV at 8 / 16 / N | best real loss at 8 / 16 / N | "
              "front labelled / inside interval / above it |", "|---|---|---|---|---|---|"]
     for arm in ARMS:
         runs = [r for k, r in res["runs"].items() if k.split("/")[0] == arm]
         if not runs:
             continue
         hv_at = [_ms([r["curve"][j]["hv"] for r in runs if len(r["curve"]) > j]) for j in (0, 1)]
+        best_at = [_ms([r["curve"][j]["best_loss"] for r in runs if len(r["curve"]) > j]) for j in (0, 1)]
         pts = [r["points"][str(n)] for r in runs]
         cov = {k: sum(r["coverage"][k] for r in runs) for k in ("labelled", "inside", "above")}
         lines.append(f"| {arm} | {len(runs)} | {n} | {hv_at[0]} / {hv_at[1]} / {_ms([p['hv'] for p in pts])} | "
-                     f"{_ms([p['best_loss'] for p in pts])} | {cov['labelled']} / {cov['inside']} / {cov['above']} |")
+                     f"{best_at[0]} / {best_at[1]} / {_ms([p['best_loss'] for p in pts])} | {cov['labelled']} / {cov['inside']} / {cov['above']} |")
     return "\n".join(lines)
 
 
