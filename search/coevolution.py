@@ -2,7 +2,8 @@
 
 After generation g with g mod K = 0: score the survived population with n_mc MC-dropout passes,
 pick b/2 *exploit* genomes (lowest μ on the first front, capped by its size) and the rest as
-*explore* genomes (highest σ off the front), never re-picking a genome already labelled. They are
+*explore* genomes (highest σ off the front), never re-picking a genome already labelled (`acquire=paper`;
+`acquire=widest` spends all b on the front members with the widest calibrated interval instead). They are
 really trained through the dispatcher; non-finite labels are dropped; the predictor is fine-tuned
 from the frozen base checkpoint on the whole label buffer with ρ:1 replay of its original corpus,
 and hot-swapped so the next generation is evaluated by it. Every event is logged with the
@@ -25,6 +26,7 @@ from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
 from search.evaluators import seed_torch
+from search.objectives import SearchConfigError
 from search.state import append_jsonl
 
 
@@ -71,8 +73,31 @@ def pick(mu: np.ndarray, sigma: np.ndarray, front: np.ndarray, b: int,
     return exploit, explore
 
 
+ACQUIRE = ("paper", "widest")
+
+
+def pick_widest(lo: np.ndarray, hi: np.ndarray, front: np.ndarray, b: int, ids: Sequence[str],
+                taken: np.ndarray | None = None) -> np.ndarray:
+    """Indices of b picks where a label most narrows the front's uncertainty: the front members with the widest
+    calibrated interval hi − lo first, then (front exhausted) the widest others; ties by genome id. Widths are
+    rounded to 1e-9 so the same run picks the same genomes on any machine (NaN widths rank last)."""
+    taken = np.zeros(len(lo), dtype=bool) if taken is None else np.asarray(taken, bool)
+    width = np.round(np.nan_to_num(np.asarray(hi, float) - np.asarray(lo, float), nan=-np.inf, posinf=np.inf), 9)
+    order = np.lexsort((np.asarray(ids, dtype=str), -width, ~np.asarray(front, bool)))  # last key sorts first
+    return order[~taken[order]][:b]
+
+
 def _mae(pred: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.mean(np.abs(pred - y))) if len(y) else None
+
+
+def _interval(slot: Any, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slot's calibrated interval (LossEvaluator.interval); uncalibrated: μ ± σ, so widest = highest σ."""
+    if hasattr(slot, "interval"):
+        lo, hi = (np.asarray(a, float) for a in slot.interval(mu, sigma))
+        if np.all(np.isfinite(lo)) or np.all(np.isfinite(hi)):
+            return lo, hi
+    return mu - sigma, mu + sigma
 
 
 class CoEvolution:
@@ -80,7 +105,11 @@ class CoEvolution:
 
     def __init__(self, every: int, trainer: Any, finetune: Callable[..., Any], base: Any, replay: Any,
                  batch: int = 8, n_mc: int = 10, ratio: float = 5.0, epochs: int = 10, lr: float = 1e-4,
-                 batch_size: int = 32, seed: int = 0, load: Callable[[str], Any] | None = None):
+                 batch_size: int = 32, seed: int = 0, load: Callable[[str], Any] | None = None,
+                 acquire: str = "paper"):
+        if acquire not in ACQUIRE:
+            raise SearchConfigError(f"search.coevolve.acquire = {acquire!r}; allowed: {' | '.join(ACQUIRE)}")
+        self.acquire = acquire
         self.every, self.trainer, self.finetune, self.base, self.replay = int(every), trainer, finetune, base, replay
         self.b, self.n_mc, self.seed, self.load = int(batch), int(n_mc), int(seed), load
         self.ft_args = {"ratio": float(ratio), "epochs": int(epochs), "lr": float(lr), "batch": int(batch_size)}
@@ -98,7 +127,12 @@ class CoEvolution:
         mu, sigma = (np.asarray(a, float) for a in slot.predictor.predict(genomes, n_mc=self.n_mc))
         front = first_front(pop.F, pop.CV)
         have = {lab.genome.id for lab in self.buffer} | {i for e in self.events for i in e["picked"]}
-        exploit, explore = pick(mu, sigma, front, self.b, np.array([x.id in have for x in genomes]))
+        taken = np.array([x.id in have for x in genomes], dtype=bool)
+        if self.acquire == "widest":  # every label on the widest calibrated interval (issue 35 §5)
+            lo, hi = _interval(slot, mu, sigma)
+            exploit, explore = pick_widest(lo, hi, front, self.b, [x.id for x in genomes], taken), np.zeros(0, int)
+        else:
+            exploit, explore = pick(mu, sigma, front, self.b, taken)
         idx = np.concatenate([exploit, explore]).astype(int)
         picks = [genomes[i] for i in idx]
         labels = self._train(g, picks)

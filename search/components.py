@@ -169,7 +169,8 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
                        batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),
                        epochs=int(co.get("epochs", 10)), lr=float(co.get("lr", 1e-4)),
-                       batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load)
+                       batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load,
+                       acquire=str(co.get("acquire", "paper")))
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
@@ -183,7 +184,8 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
         node = predictor if predictor is not None else ev.get("predictor", "auto")
         pred = load_surrogate(node, space, ev.get("allow_blind"), ev.get("labels"), int(cfg.get("seed", 0)))
         out = LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
-                            seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9))
+                            seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9),
+                            select=str(ev.get("select", "mu")))
         out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)
         return out
     if kind == "train":

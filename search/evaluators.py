@@ -25,10 +25,14 @@ def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
     return GenomeBatch(out, arrays.with_bytes(weight_bytes=None, act_bytes=None, kv_bytes=None)) if arrays else out
 
 
+SELECT = ("mu", "upper")  # evaluator.select: the loss objective is μ (− β·σ), or the interval's upper bound
+
+
 class LossEvaluator:
     """Surrogate mode: loss = μ − β·σ from a Predictor (σ from n_mc MC-dropout passes; 0 = deterministic; with a
     calibrated interval σ is its lower tail, see `optimism`), and a calibrated interval [lo, hi] around μ at
-    `level` (the predictor's `interval`; NaN without one).
+    `level` (the predictor's `interval`; NaN without one). `select="upper"` makes the loss objective the
+    interval's upper bound hi instead (pessimistic: a genome wins on what it surely reaches, not on its tail).
 
     The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
     predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
@@ -37,9 +41,15 @@ class LossEvaluator:
     kind = "surrogate"
 
     def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0,
-                 penalty: QuantPenalty | None = None, level: float = 0.9):
+                 penalty: QuantPenalty | None = None, level: float = 0.9, select: str = "mu"):
         if beta and not n_mc:
             raise SearchConfigError("evaluator.beta > 0 needs evaluator.n_mc > 0 (σ comes from MC dropout)")
+        if select not in SELECT:
+            raise SearchConfigError(f"evaluator.select = {select!r}; allowed: {' | '.join(SELECT)}")
+        if select == "upper" and (beta or not hasattr(predictor, "interval")):
+            raise SearchConfigError("evaluator.select=upper needs a calibrated predictor (one with an interval) and "
+                                    "evaluator.beta=0; allowed: select=mu otherwise")
+        self.select = select
         if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
             raise SearchConfigError(f"evaluator.interval_level = {level!r}; allowed: a number with 0 < level < 1")
         self.predictor, self.beta, self.n_mc, self.seed = predictor, float(beta), int(n_mc), int(seed)
@@ -84,6 +94,8 @@ class LossEvaluator:
         mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
         if any(g.precision is not None for g in genomes):
             mu = mu + np.array([self.penalty(g.precision) for g in genomes])
+        if self.select == "upper":  # pessimistic: rank by the calibrated upper bound, never the optimistic tail
+            return self.interval(mu, sigma)[1], mu, sigma
         return (mu - self.beta * self.optimism(mu, sigma) if self.beta else mu), mu, sigma
 
 

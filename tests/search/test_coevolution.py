@@ -83,6 +83,9 @@ def test_coevolution_config(tmp_path, tiny_space):
     plugins.trust(cfg)  # the test's own config: its trainer and its listed fine-tune functions are allowed
     co = build_coevolution(cfg, tiny_space, tmp_path)
     assert co.every == 5 and isinstance(co.trainer, FakeTrainer) and co.finetune is fake_finetune
+    assert co.acquire == "paper"  # today's rule stays the default
+    cfg["search"]["coevolve"]["acquire"] = "widest"
+    assert build_coevolution(cfg, tiny_space, tmp_path).acquire == "widest"
     cfg["search"]["coevolve"]["finetune"] = "no.such.function"
     with pytest.raises(SearchConfigError, match="cannot be imported"):
         build_coevolution(cfg, tiny_space, tmp_path)
@@ -126,3 +129,50 @@ def test_coevolution_says_what_it_trains_when_not_a_terminal(make_search, tmp_pa
     assert [ln.split("(")[0] for ln in err[1:1 + n]] == [f"forge-search: generation 2: co-evolution trained {k}/{n} "
                                                         for k in range(1, n + 1)]
     assert err[-1].startswith("forge-search: generation 2: co-evolution refits the surrogate on ")
+
+
+def test_pick_widest_spends_every_label_on_the_widest_front_intervals():
+    """acquire=widest (issue 35 §5): front members by interval width, widest first, ties by genome id; then others."""
+    from search.coevolution import pick_widest
+
+    lo = np.array([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    hi = np.array([2.5, 3.0, 2.5, 4.0, 2.1, 3.5])
+    front = np.array([True, True, True, False, False, True])
+    ids = ["f", "e", "a", "d", "c", "b"]
+    assert pick_widest(lo, hi, front, 3, ids).tolist() == [5, 1, 2]  # widths 1.5, 1.0, then 0.5 tie: id a < f
+    assert pick_widest(lo, hi, front, 6, ids).tolist() == [5, 1, 2, 0, 3, 4]  # front first, then widest others
+    taken = np.array([False, False, False, False, False, True])
+    assert pick_widest(lo, hi, front, 2, ids, taken).tolist() == [1, 2]
+    hi_nan = hi.copy()
+    hi_nan[5] = np.nan  # no interval: ranked after every finite width
+    assert pick_widest(lo, hi_nan, front, 4, ids).tolist() == [1, 2, 0, 5]
+
+
+def test_acquire_widest_picks_the_front_members_with_the_widest_interval(make_search, tmp_path):
+    """In a run: each event's picks are the b unlabelled front members with the widest calibrated interval."""
+    from search.coevolution import pick_widest
+
+    seen = []  # the expected picks, recomputed from what the event saw
+    co = CoEvolution(2, FakeTrainer(), fake_finetune, "base", None, batch=3, n_mc=3, seed=0, acquire="widest")
+    s = make_search(tmp_path, tiny_cfg(search={"generations": 2}), coevolution=co)
+    ev = s.problem.evaluator
+    ev.interval = lambda mu, sigma: (np.asarray(mu) - 0.1, np.asarray(mu) + 10 * np.asarray(sigma))
+    fire = co.fire
+
+    def spy(g, pop, slot, run_dir):
+        mu, sigma = slot.predictor.predict(list(pop.genomes), n_mc=3)
+        seen.append(pick_widest(mu - 0.1, mu + 10 * sigma, first_front(pop.F, pop.CV), 3,
+                                          [x.id for x in pop.genomes]))
+        seen.append([x.id for x in pop.genomes])
+        return fire(g, pop, slot, run_dir)
+    co.fire = spy
+    s.run()
+    event = read_jsonl(tmp_path / "coevolution.jsonl")[0]
+    idx, ids = seen[0], seen[1]
+    assert event["picked"] == [ids[i] for i in idx] and event["explore"] == [] and len(event["picked"]) == 3
+
+
+def test_acquire_refuses_an_unknown_rule():
+    assert _coevo().acquire == "paper"
+    with pytest.raises(SearchConfigError, match="acquire = 'ucb'; allowed: paper | widest"):
+        CoEvolution(2, FakeTrainer(), fake_finetune, "base", None, acquire="ucb")

@@ -168,3 +168,22 @@ def test_a_generation_converts_the_matrix_once(tiny_space, monkeypatch):
     assert [g.id for g in genomes] == [g.id for g in tiny_space.decode(X)]
     from forge.workload import model_totals
     assert np.allclose(m["params"], model_totals(tiny_space.to_arrays(X))["params"])
+
+
+def test_select_upper_makes_the_loss_objective_the_interval_upper_bound():
+    """evaluator.select=upper (issue 35 §5): the loss objective is loss_hi, μ and σ are reported unchanged."""
+    from forge.space import load_space
+
+    class Calibrated(FakePredictor):
+        def interval(self, mu, sigma, level):
+            return np.asarray(mu) - 0.05, np.asarray(mu) + 0.3 + np.asarray(sigma)
+
+    g = load_space("iha-tiny").sample(4, np.random.default_rng(5))
+    loss, mu, sigma = LossEvaluator(Calibrated(), n_mc=4, select="upper")(g)
+    assert np.allclose(loss, mu + 0.3 + sigma) and np.all(sigma > 0)
+    base, mu0, _ = LossEvaluator(Calibrated(), n_mc=4)(g)  # the default: μ
+    assert np.allclose(base, mu0) and np.allclose(mu0, mu)
+    with pytest.raises(SearchConfigError, match="select=upper needs a calibrated predictor"):
+        LossEvaluator(FakePredictor(), select="upper")
+    with pytest.raises(SearchConfigError, match="evaluator.select = 'lcb'; allowed: mu | upper"):
+        LossEvaluator(Calibrated(), select="lcb")
