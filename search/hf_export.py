@@ -61,7 +61,7 @@ def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str,
 
 
 MODEL_MARK = "# FORGE-MODEL"  # the shell's `from forge.model import ...` line, replaced at export
-SHELL_ONLY = ("IHAConfig", "KVCache", "IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
+SHELL_ONLY = ("IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
 
 
 def model_definitions() -> list[str]:
