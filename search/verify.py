@@ -31,7 +31,9 @@ from search.components import (build_backend, build_evaluator, build_space, buil
                                import_callable)
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
-from search.problem import LOSS, ForgeProblem, SearchConfigError
+from search.errors import SearchConfigError
+from search.objectives import LOSS
+from search.problem import ForgeProblem
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the

@@ -7,18 +7,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forge.config import group_yaml
-from forge.errors import ForgeError
 from forge.files import read_yaml_file
 from search.components import build_backend
-from search.problem import SearchConfigError
+from search.errors import SearchConfigError, VerifyError
 from search.state import read_jsonl, read_summary
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
-
-
-class VerifyError(ForgeError):
-    """A run directory or option forge-verify cannot use; the message lists what is allowed."""
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
