@@ -24,6 +24,7 @@ from search.coevolution import Survivors
 from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
 from search.components import seed_genome
 from search.objectives import LOSS
+from search.defaults import search_section
 from search.problem import ForgeProblem
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, read_jsonl,
                           save_checkpoint, sync_files)
@@ -42,7 +43,7 @@ class Search:
                  coevolution: Any = None, progress: bool = False):
         self.cfg, self.run_dir, self.space = cfg, Path(run_dir), space
         s = cfg["search"]
-        self.G, self.seed = int(s.get("generations", 40)), int(cfg.get("seed", 0))
+        self.G, self.seed = int(search_section(s)["generations"]), int(cfg.get("seed", 0))
         self.problem = ForgeProblem(space, evaluator, backend, workload, cfg["objectives"], cfg.get("constraints", []))
         self.algo = make_algorithm(space, self.problem, s, self.seed, seed_genome(s.get("sampling"), space))
         self.archive = ParetoArchive(self.problem.objectives, self.problem.signs)
@@ -85,7 +86,6 @@ class Search:
 
     @property
     def hv_loss_params(self) -> Hypervolume:
-        """The hypervolume of (loss, params) whatever the objectives (logged as hv_loss_params), beside `hv`."""
         return self.hypervolumes()[1]
 
     @property
