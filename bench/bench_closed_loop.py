@@ -123,7 +123,7 @@ class Bench:
 
     def nsga_real(self, seed: int, hv: Any) -> dict[str, Any]:
         from search.cli import run
-        from search.problem import TrainEvaluator
+        from search.evaluators import TrainEvaluator
 
         counted = Counted(self.trainer)
         gens = (self.nmax - 16) // 16

@@ -92,7 +92,7 @@ class Loop(Bench):
     def warm(self, seed: int, target: Target, n_new: int, off: int = OFF) -> list[str]:
         """Run (or resume) the warm arm to n_new new labels, `off` offspring a generation; the new genome ids in the
         order they were trained (the first n_new: a generation may train more, then the rest are not counted)."""
-        from search.problem import TrainEvaluator
+        from search.evaluators import TrainEvaluator
         from search.runner import CHECKPOINT, Search
         from search.state import read_jsonl
 

@@ -268,7 +268,7 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     from forge.limits import RANGES, SEED_MAX
     from search.blind import check_blind, genome_grids
     from search.components import load_surrogate
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
 
     if not isinstance(predictor, (str, Path, Mapping)):
         raise UserError(f"predictor={predictor!r} is invalid; allowed: a shipped checkpoint name or a path (a string), "

@@ -20,52 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
 
-from forge.errors import ForgeError
-from forge.genes import GLOBAL_GENES, GLOBAL_BUILTIN, LAYER_GENES, BUILTIN, Gene, GlobalGene
+from forge.genes import GLOBAL_GENES, GLOBAL_BUILTIN, LAYER_GENES, BUILTIN
+from forge.genome_checks import GenomeError, check_extra, check_gene, check_globals, check_int, fail
 from forge.precision import PrecisionError, PrecisionGenes
-
-
-class GenomeError(ForgeError):
-    """A genome field holds a value outside its domain; the message names field, value and domain."""
-
-
-def _fail(where: str, value: Any, allowed: str) -> GenomeError:
-    return GenomeError(f"{where} = {value!r} is invalid; allowed: {allowed}")
-
-
-def _check_int(where: str, value: Any, lo: int = 1) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        iv = operator.index(value)
-    except TypeError:
-        raise _fail(where, value, f"an integer >= {lo}") from None
-    if iv < lo:
-        raise _fail(where, iv, f"an integer >= {lo}")
-    return iv
-
-
-def _check_bool(where: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise _fail(where, value, "true/false (or 0/1)")
-
-
-def _check_choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise _fail(where, value, " | ".join(choices))
-    return value
 
 
 @dataclass(frozen=True)
@@ -87,11 +50,11 @@ class LayerGene:
     def __post_init__(self) -> None:
         for gene in LAYER_GENES.values():
             if gene.builtin:
-                object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name)))
-        object.__setattr__(self, "extra", _check_extra(self.extra))
+                object.__setattr__(self, gene.name, check_gene(gene, getattr(self, gene.name)))
+        object.__setattr__(self, "extra", check_extra(self.extra))
         for gene in LAYER_GENES.values():
             if gene.divides and self.get(gene.divides) % self.get(gene.name):
-                raise _fail(f"layer.{gene.name}", self.get(gene.name), f"a divisor of {gene.divides}={self.get(gene.divides)}")
+                raise fail(f"layer.{gene.name}", self.get(gene.name), f"a divisor of {gene.divides}={self.get(gene.divides)}")
 
     @classmethod
     def build(cls, **values: Any) -> "LayerGene":
@@ -153,39 +116,6 @@ class LayerGene:
         return d
 
 
-def _check_gene(gene: Gene | GlobalGene, value: Any, where: str = "") -> Any:
-    where = where or f"layer.{gene.name}"
-    if gene.kind == "choice":
-        return _check_choice(where, value, gene.choices)
-    return _check_bool(where, value) if gene.kind == "bool" else _check_int(where, value, gene.lo)
-
-
-def _check_globals(extra: Any) -> tuple[tuple[str, Any], ...]:
-    """Registered global genes beyond the nine, validated, sorted, those at their default dropped."""
-    out = []
-    for k, v in (extra.items() if isinstance(extra, dict) else dict(extra).items()):
-        gene = GLOBAL_GENES.get(k)
-        if gene is None or gene.builtin:
-            raise _fail(k, v, "keys " + ", ".join(sorted({*GLOBAL_GENES, "name", "layers", "precision"})))
-        v = _check_gene(gene, v, k)
-        if v != gene.default:
-            out.append((k, v))
-    return tuple(sorted(out))
-
-
-def _check_extra(extra: Any) -> tuple[tuple[str, int], ...]:
-    items = dict(extra).items() if not isinstance(extra, dict) else extra.items()
-    out = []
-    for k, v in items:
-        gene = LAYER_GENES.get(k)
-        if gene is None or gene.builtin:
-            raise _fail(f"layer.{k}", v, "a registered gene: " + ", ".join(LAYER_GENES))
-        v = _check_gene(gene, v)
-        if v != gene.default:
-            out.append((k, v))
-    return tuple(sorted(out))
-
-
 @dataclass(frozen=True)
 class Genome:
     """A whole architecture. Globals are shared; `layers` has up to L_max slots (pruned ones included)."""
@@ -207,16 +137,16 @@ class Genome:
     def __post_init__(self) -> None:
         for gene in GLOBAL_GENES.values():
             if gene.builtin:
-                object.__setattr__(self, gene.name, _check_gene(gene, getattr(self, gene.name), gene.name))
-        object.__setattr__(self, "extra", _check_globals(self.extra))
+                object.__setattr__(self, gene.name, check_gene(gene, getattr(self, gene.name), gene.name))
+        object.__setattr__(self, "extra", check_globals(self.extra))
         layers = tuple(self.layers)
         if not layers:
-            raise _fail("layers", [], "a non-empty list of layers")
+            raise fail("layers", [], "a non-empty list of layers")
         for i, g in enumerate(layers):
             if not isinstance(g, LayerGene):
-                raise _fail(f"layers[{i}]", g, "a LayerGene")
+                raise fail(f"layers[{i}]", g, "a LayerGene")
         if not any(g.active for g in layers):
-            raise _fail("layers[*].active", False, "at least one active layer")
+            raise fail("layers[*].active", False, "at least one active layer")
         object.__setattr__(self, "layers", layers)
         if self.precision is not None:
             try:
@@ -354,11 +284,11 @@ def _layer_from_dict(i: int, d: Any, template: dict[str, Any] | None = None) -> 
     """A layer mapping; a registered gene it lacks takes its default (files older than the gene load)."""
     names = tuple(LAYER_GENES)
     if not isinstance(d, dict):
-        raise _fail(f"layers[{i}]", d, "a mapping with keys " + ", ".join(names))
+        raise fail(f"layers[{i}]", d, "a mapping with keys " + ", ".join(names))
     d = {**(template or {}), **d}
     unknown = set(d) - set(names)
     if unknown:
-        raise _fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(names))
+        raise fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(names))
     required = [g.name for g in LAYER_GENES.values() if g.default is None]
     missing = [k for k in required if k not in d]
     if missing:
@@ -377,17 +307,17 @@ def genome_from_dict(d: Any) -> Genome:
     allowed = set(GLOBAL_GENES) | {"name", "layers", "n_layers", "layer_template", "precision"}
     unknown = sorted(set(d) - allowed)
     if unknown:
-        raise _fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)))
+        raise fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)))
     for k in (g.name for g in GLOBAL_GENES.values() if g.default is None):
         if k not in d:
             raise GenomeError(f"genome is missing field {k!r}")
     if "layers" in d:
         layers = d.pop("layers")
         if not isinstance(layers, list):
-            raise _fail("layers", layers, "a list of layer mappings")
+            raise fail("layers", layers, "a list of layer mappings")
         genes = [_layer_from_dict(i, x) for i, x in enumerate(layers)]
     elif "layer_template" in d:
-        n = _check_int("n_layers", d.pop("n_layers", None))
+        n = check_int("n_layers", d.pop("n_layers", None))
         tmpl = d.pop("layer_template")
         genes = [_layer_from_dict(i, {}, tmpl) for i in range(n)]
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from forge.genes import GlobalGene
-from forge.genome import GenomeError, _check_gene
+from forge.genome_checks import GenomeError, check_gene
 from forge.precision import TENSORS, PrecisionError, parse_format
 
 
@@ -52,7 +52,7 @@ def global_grid_values(gene: GlobalGene, spec: Any) -> tuple[Any, ...]:
     if gene.kind == "int" and (isinstance(spec, (Mapping, list, tuple)) or (isinstance(spec, str) and ":" in spec)):
         return make_grid(spec, gene.name, gene.lo)
     vals = list(spec) if isinstance(spec, (list, tuple)) else [spec]
-    vals = [_check_gene(gene, v, where) for v in vals]
+    vals = [check_gene(gene, v, where) for v in vals]
     if not vals or len(set(vals)) != len(vals):
         raise GenomeError(f"{where} = {spec!r} is invalid; allowed: one value or a list of distinct values "
                           f"({gene.allowed()})")

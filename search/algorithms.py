@@ -17,6 +17,7 @@ from pymoo.core.termination import NoTermination
 
 from forge.genome import Genome
 from forge.space import SearchSpace
+from search.defaults import search_section
 from search.duplicates import IdDuplicateElimination
 from search.objectives import SearchConfigError
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
@@ -39,22 +40,21 @@ class RandomSearch(NSGA2):
 
 def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
                    seed_genome: Genome | None = None) -> NSGA2:
-    kind = s.get("algorithm", "nsga")
+    """The recipe's pymoo algorithm; sizes and probabilities were range-checked by check_search_config."""
+    s = search_section(s)
+    kind = s["algorithm"]
     if kind not in ALGORITHMS:
         raise SearchConfigError(f"search.algorithm = {kind!r} is unknown; allowed: {' | '.join(ALGORITHMS)}")
-    mut = dict(s.get("mutation") or {})
-    rate = float(mut.pop("rate", 0.3))
+    mut = dict(s["mutation"])
+    rate = float(mut.pop("rate"))
     try:
         params = MutationParams(**mut)
     except TypeError:
         raise SearchConfigError(f"search.mutation keys {sorted(mut)} are invalid; allowed: rate, "
                                 + ", ".join(MutationParams.__dataclass_fields__)) from None
-    for k in ("pop_size", "offspring", "generations"):
-        if int(s.get(k, 1)) < (0 if k == "generations" else 1):
-            raise SearchConfigError(f"search.{k} = {s.get(k)!r} is invalid; allowed: a positive integer")
     cls = NSGA2 if kind == "nsga" else RandomSearch
-    algo = cls(pop_size=int(s.get("pop_size", 24)), n_offsprings=int(s.get("offspring", 48)),
-               sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s.get("crossover", 0.6))),
+    algo = cls(pop_size=int(s["pop_size"]), n_offsprings=int(s["offspring"]),
+               sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s["crossover"])),
                mutation=LayerMutation(space, rate, params), repair=SpaceRepair(space),
                eliminate_duplicates=IdDuplicateElimination(problem.keys), survival=StableRankAndCrowding())
     algo.space = space

@@ -9,7 +9,7 @@ from the frozen base checkpoint on the whole label buffer with ρ:1 replay of it
 and hot-swapped so the next generation is evaluated by it. Every event is logged with the
 surrogate's error on the picks before and after the refit.
 
-The plug-in sees the search through two narrow things only: the survived population (`Population`:
+The plug-in sees the search through two narrow things only: the survived population (`Survivors`:
 genomes, F, CV) and the evaluator's surrogate slot (`SurrogateSlot`: the current predictor, its version,
 `swap`), plus the run folder it logs into; never the whole `Search`.
 """
@@ -41,7 +41,7 @@ class SurrogateSlot(Protocol):
 
 
 @dataclass(frozen=True)
-class Population:
+class Survivors:
     """The survived population of one generation: its genomes, objective rows F and violations CV."""
 
     genomes: Sequence[Any]
@@ -121,7 +121,7 @@ class CoEvolution:
     def due(self, g: int) -> bool:
         return self.every > 0 and g > 0 and g % self.every == 0
 
-    def fire(self, g: int, pop: Population, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
+    def fire(self, g: int, pop: Survivors, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
         genomes = list(pop.genomes)
         seed_torch(self.seed + 104729 * g)
         mu, sigma = (np.asarray(a, float) for a in slot.predictor.predict(genomes, n_mc=self.n_mc))

@@ -17,6 +17,7 @@ from forge.genome import Genome
 from forge.importers import load_genome
 from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
+from search.defaults import search_section
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.objectives import SearchConfigError
 
@@ -167,10 +168,15 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
         trainer.logger = logger
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
     return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
-                       batch=int(co.get("batch", 8)), n_mc=int(co.get("n_mc", 10)), ratio=float(co.get("ratio", 5.0)),
-                       epochs=int(co.get("epochs", 10)), lr=float(co.get("lr", 1e-4)),
-                       batch_size=int(co.get("batch_size", 32)), seed=int(cfg.get("seed", 0)), load=load,
-                       acquire=str(co.get("acquire", "paper")))
+                       **refit_knobs(cfg.get("search")), seed=int(cfg.get("seed", 0)), load=load)
+
+
+def refit_knobs(s: Mapping[str, Any] | None) -> dict[str, Any]:
+    """CoEvolution's numeric settings from search.coevolve, the recipe YAML's value for any left out."""
+    co = search_section(s)["coevolve"]
+    return {"batch": int(co["batch"]), "n_mc": int(co["n_mc"]), "ratio": float(co["ratio"]),
+            "epochs": int(co["epochs"]), "lr": float(co["lr"]), "batch_size": int(co["batch_size"]),
+            "acquire": str(co.get("acquire", "paper"))}
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:

@@ -14,19 +14,19 @@ from pymoo.core.duplicate import DuplicateElimination
 class IdDuplicateElimination(DuplicateElimination):
     """Two rows are duplicates exactly when they build the same network (same genome id)."""
 
-    def __init__(self, ids: Callable[[np.ndarray], list[Hashable]]):
+    def __init__(self, row_keys: Callable[[np.ndarray], list[Hashable]]):
         super().__init__()
-        self.ids = ids
+        self.row_keys = row_keys  # rows -> network keys (ForgeProblem.keys), equal exactly when genome ids are
 
     def _do(self, pop, other, is_duplicate):
-        keys = self.ids(_rows(pop))
+        keys = self.row_keys(_rows(pop))
         if other is None:
             seen: set = set()
             for i, k in enumerate(keys):
                 is_duplicate[i] = k in seen
                 seen.add(k)
         else:
-            taken = set(self.ids(_rows(other)))
+            taken = set(self.row_keys(_rows(other)))
             is_duplicate[:] = [k in taken for k in keys]
         return is_duplicate
 

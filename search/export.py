@@ -22,7 +22,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.errors import ForgeError
 from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
@@ -30,12 +29,9 @@ from forge.io import as_float, atomic_write_json, atomic_write_text, check_writa
 from forge.numeric import argmin_by_id
 from search.markdown import md_code, md_text
 from search.state import read_jsonl, require_complete
+from search.errors import ExportError
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
-
-
-class ExportError(ForgeError):
-    """Bad selection, format or run folder; the message lists what is allowed."""
 
 
 def _objectives(run: Path, rows: Sequence[dict[str, Any]]) -> list[str]:

@@ -17,17 +17,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from forge.errors import ForgeError
 from forge.genes import BUILTIN, attention_genes, extra_globals
 from forge.genome import Genome
+from search.errors import HFExportError
 
 EXTRA = "pip install 'forge-nas[export]'"
 MODELING_FILE = "modeling_forge.py"
 AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
-
-
-class HFExportError(ForgeError):
-    """format=hf cannot be written (transformers missing, or a genome it cannot express)."""
 
 
 def require_transformers() -> None:
@@ -61,7 +57,7 @@ def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str,
 
 
 MODEL_MARK = "# FORGE-MODEL"  # the shell's `from forge.model import ...` line, replaced at export
-SHELL_ONLY = ("IHAConfig", "KVCache", "IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
+SHELL_ONLY = ("IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
 
 
 def model_definitions() -> list[str]:

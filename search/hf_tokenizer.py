@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.errors import UserError
+from search.errors import TokenizerError
 
 CACHED = {50257: ("gpt2", "openai-community/gpt2")}  # vocabularies Forge trains with, and their Hub names
-
-
-class TokenizerError(UserError):
-    """A named tokenizer that does not load or does not match the model's vocabulary."""
 
 
 def local_tokenizer(vocab_size: int, source: str | None = None) -> tuple[str, Any] | None:

@@ -19,9 +19,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from forge.errors import ForgeError
 from forge.genome import Genome
 from forge.workload import WORKLOAD_TOTALS
+from search.errors import SearchConfigError
 
 LOSS = "val_loss"
 MODEL_METRICS = ("params", "non_embedding_params", "kv_bytes_per_token", "flops_per_token",
@@ -29,10 +29,6 @@ MODEL_METRICS = ("params", "non_embedding_params", "kv_bytes_per_token", "flops_
 CORE_COST = ("ttft_ms", "tpot_ms", "energy_per_token_uj")
 NOT_BACKEND = (LOSS, *MODEL_METRICS, *WORKLOAD_TOTALS)  # metrics the backend is never asked for
 DIRECTIONS = ("min", "max")
-
-
-class SearchConfigError(ForgeError):
-    """Bad search configuration; the message names the key and what is allowed."""
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,8 @@ from forge.numeric import round_sig, settle
 from forge.space import SearchSpace
 from forge.workload import WORKLOAD_TOTALS, model_totals, workload_totals
 from search.constraints import Constraint, parse_constraint
-from search.duplicates import IdDuplicateElimination
-from search.evaluators import LossEvaluator, TrainEvaluator, strip_precision
-from search.objectives import (CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, SearchConfigError,
-                               parse_objectives)
-
-# Re-exported: these lived here before search/constraints.py, duplicates.py and evaluators.py existed.
-__all__ = ["ForgeProblem", "Constraint", "parse_constraint", "IdDuplicateElimination", "LossEvaluator",
-           "TrainEvaluator", "strip_precision", "SearchConfigError", "LOSS", "DESIGN_KEYS"]
+from search.errors import SearchConfigError
+from search.objectives import CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, parse_objectives
 
 DESIGN_KEYS = ("shape", "precision", "batch")  # backend extras recorded with each Pareto row (as text)
 BIG_F, BIG_G = 1e12, 1e9  # finite stand-ins for inf (pymoo's sorting and crowding need finite numbers)

@@ -23,18 +23,14 @@ import numpy as np
 
 from forge.io import as_float as _f
 from forge.genes import LAYER_GENES, attention_genes
-from forge.errors import ForgeError
 from forge.io import atomic_write_json, atomic_write_text, check_writable
 from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings
 from search.state import read_jsonl, read_summary, require_complete
+from search.errors import ReportError
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
 ATTN_FIELDS = attention_genes()
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
-
-
-class ReportError(ForgeError):
-    """No runs found, or a run folder without the files a report needs."""
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:

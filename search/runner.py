@@ -20,10 +20,11 @@ from forge.io import as_float, atomic_write_json, atomic_write_text, json_line
 from forge.signals import term_as_interrupt
 from search.algorithms import make_algorithm, pop_column, pop_state, restore
 from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
-from search.coevolution import Population as Survivors
+from search.coevolution import Survivors
 from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
 from search.components import seed_genome
 from search.objectives import LOSS
+from search.defaults import search_section
 from search.problem import ForgeProblem
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, read_jsonl,
                           save_checkpoint, sync_files)
@@ -42,7 +43,7 @@ class Search:
                  coevolution: Any = None, progress: bool = False):
         self.cfg, self.run_dir, self.space = cfg, Path(run_dir), space
         s = cfg["search"]
-        self.G, self.seed = int(s.get("generations", 40)), int(cfg.get("seed", 0))
+        self.G, self.seed = int(search_section(s)["generations"]), int(cfg.get("seed", 0))
         self.problem = ForgeProblem(space, evaluator, backend, workload, cfg["objectives"], cfg.get("constraints", []))
         self.algo = make_algorithm(space, self.problem, s, self.seed, seed_genome(s.get("sampling"), space))
         self.archive = ParetoArchive(self.problem.objectives, self.problem.signs)
@@ -84,7 +85,7 @@ class Search:
         return self.hypervolumes()[0]
 
     @property
-    def hv2(self) -> Hypervolume:
+    def hv_loss_params(self) -> Hypervolume:
         return self.hypervolumes()[1]
 
     @property
@@ -94,7 +95,7 @@ class Search:
     def hv_values(self) -> tuple[float, float]:
         rows = self.archive.entries
         F2 = np.array([[as_float(r["metrics"].get(k), np.inf) for k in (LOSS, "params")] for r in rows]).reshape(-1, 2)
-        return self.hv(self.archive.F), self.hv2(F2)
+        return self.hv(self.archive.F), self.hv_loss_params(F2)
 
     # ------------------------------------------------------------ one generation
     def _timed(self, phase: str, fn: Callable, *a, **k):
@@ -151,11 +152,11 @@ class Search:
         self._front_ids = [e["id"] for e in self.archive.entries]
 
     def _log_generation(self, g: int, n_new: int) -> None:
-        hv, hv2 = self.hv_values()
+        hv, hv_lp = self.hv_values()
         F, feas = pop_column(self.algo.pop, "F"), pop_column(self.algo.pop, "feas").reshape(-1)
         best = {o: float(F[feas, i].min()) if feas.any() else None for i, o in enumerate(self.problem.objectives)}
         row = {"generation": g, "evaluations": self.problem.n_evaluated, "new": n_new, "hv": hv,
-               "hv_loss_params": hv2, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
+               "hv_loss_params": hv_lp, "archive_size": len(self.archive), "n_feasible": int(feas.sum()),
                "best": best, "surrogate_version": self.problem.evaluator.version}
         self.history.append(row)
         self._history_lines.append(json_line(row))
@@ -319,9 +320,9 @@ class Search:
     def write_summary(self, status: str, interrupted_by: str | None = None, reason: str | None = None) -> dict[str, Any]:
         """summary.json; `status` (complete | stopped | interrupted | running | failed) is the field consumers
         check; a failed run says why in `reason` (and resumes from its last checkpoint)."""
-        hv, hv2 = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
+        hv, hv_lp = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
         summary = {"status": status, "generations_done": self.gen, "generations": self.G,
-                   "hypervolume": hv, "hypervolume_loss_params": hv2,
+                   "hypervolume": hv, "hypervolume_loss_params": hv_lp,
                    "hv_per_generation": [h["hv"] for h in self.history],
                    "hv_loss_params_per_generation": [h["hv_loss_params"] for h in self.history],
                    "evaluations": self.problem.n_evaluated, "archive_size": len(self.archive),

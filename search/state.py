@@ -16,17 +16,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
-from forge.errors import ForgeError
 from forge.io import atomic_write_text, json_default, json_line
+from search.errors import ResumeError
 
 CHECKPOINT = "state/checkpoint.json"
 CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
-
-
-class ResumeError(ForgeError):
-    """A resume that cannot continue (missing/corrupt state, or a different config)."""
 
 
 def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, list[str]] | None = None,

@@ -20,12 +20,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge.errors import ForgeError
 from forge import plugins
-from forge.config import group_yaml
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json, check_writable
-from forge.files import read_yaml_file
 from forge.launch_only import check_saved
 from forge.numeric import round_float, round_floats
 from forge.labels import Label
@@ -34,79 +31,17 @@ from search.components import (build_backend, build_evaluator, build_space, buil
                                import_callable)
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
-from search.problem import LOSS, ForgeProblem, SearchConfigError
-from search.state import CHECKPOINT, load_checkpoint, read_jsonl, read_summary, require_complete
+from search.errors import SearchConfigError
+from search.objectives import LOSS
+from search.problem import ForgeProblem
+from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
+from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
 
-MEASURED = ("cpu-measured", "gpu-measured")
-GPU_HARDWARE = ("a100", "h100", "orin")
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
 CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
-
-
-class VerifyError(ForgeError):
-    """A run directory or option forge-verify cannot use; the message lists what is allowed."""
-
-
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """(resolved config, pareto rows, summary) of a forge-search run directory."""
-    if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
-        raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
-    summary = read_summary(run_dir)
-    cfg = read_yaml_file(run_dir / "config.yaml", "run config")  # not UTF-8, or a !!tag: one line naming it
-    if not isinstance(cfg, dict):
-        raise VerifyError(f"{run_dir / 'config.yaml'}: corrupt run config (a {type(cfg).__name__}, not a mapping); "
-                          "allowed: the config.yaml forge-search wrote")
-    return cfg, read_jsonl(run_dir / "pareto.jsonl"), summary
-
-
-def _node(group: str, value: Any, fallback: Any) -> Any:
-    """A verify override: null keeps the run's node, a name reads conf/<group>/<name>.yaml, a mapping is used as is."""
-    if value is None:
-        return fallback
-    if isinstance(value, str):
-        node = group_yaml(group, value)
-        if node is None:
-            raise VerifyError(f"{group}={value!r} is unknown; allowed: a config name in conf/{group}/ or null (the run's)")
-        return node
-    return dict(value)
-
-
-def _backend_name(node: Any) -> str:
-    return node if isinstance(node, str) else str((node or {}).get("name", ""))
-
-
-def measured_backend(run_cfg: Mapping[str, Any], spec: Any) -> tuple[Any, str]:
-    """(backend or None, note). auto: cpu-measured for a host-CPU run, gpu-measured for a GPU run on a GPU."""
-    if spec in (None, "none", False):
-        return None, "cost predicted (measure=none)"
-    name = spec
-    if spec == "auto":
-        run_name = _backend_name(run_cfg.get("backend"))
-        hw = str((run_cfg.get("backend") or {}).get("hardware", "") if isinstance(run_cfg.get("backend"), Mapping) else "")
-        hw = hw or _backend_name(run_cfg.get("hardware"))
-        name = run_name if run_name in MEASURED else ("cpu-measured" if "host-cpu" in hw else None)
-        if name is None and any(g in hw for g in GPU_HARDWARE) and _cuda():
-            name = "gpu-measured"
-        if name is None:
-            return None, f"cost predicted: no measured backend matches the run's hardware ({hw or run_name})"
-    try:
-        return build_backend({"backend": name}), f"cost measured by {name}"
-    except SearchConfigError as e:
-        if spec == "auto":
-            return None, f"cost predicted: {name} unavailable ({e})"
-        raise VerifyError(f"measure={spec!r}: {e}") from None
-
-
-def _cuda() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except ImportError:  # pragma: no cover
-        return False
 
 
 class Verify:
@@ -133,8 +68,8 @@ class Verify:
 
             from search.suggest import tiny_recipe
 
-            check_training(_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
-                           _node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
+            check_training(override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
+                           override_node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
                            f"forge-verify run={self.run_dir}", allowed=CPU_VERIFY.format(*tiny_recipe(self.run_cfg)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
@@ -177,9 +112,9 @@ class Verify:
 
     def _trainer(self) -> Any:
         rc, c = self.run_cfg, self.cfg
-        protocol = _node("protocol", c.get("protocol"), rc.get("protocol"))
-        node = {"dispatch": _node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
-                "corpus": _node("corpus", c.get("corpus"), rc.get("corpus"))}
+        protocol = override_node("protocol", c.get("protocol"), rc.get("protocol"))
+        node = {"dispatch": override_node("dispatch", c.get("dispatch"), rc.get("dispatch")), "protocol": protocol,
+                "corpus": override_node("corpus", c.get("corpus"), rc.get("corpus"))}
         trainer = build_trainer(node, c.get("trainer"), self.store)
         if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
             trainer.weights_dir = str(self.out / "weights")
@@ -222,7 +157,7 @@ class Verify:
                     self.trainer.on_label = hook
 
     def _protocol(self) -> Any:
-        return _node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
+        return override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
 
     def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
         if self.measure is None or not recs:

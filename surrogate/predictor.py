@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from forge.errors import ForgeError
-from forge.config import data_dir
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
+from surrogate.checkpoints import (CheckpointError, checkpoint_stem, covers_of, data_covers,  # noqa: F401 (re-exported)
+                                   resolve_checkpoint, shipped_sidecars)
 from surrogate.conformal import ConformalInterval
 from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
@@ -30,10 +30,6 @@ from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
 DEFAULT = "forgeformer-iha-paper-all"  # every shared label (issue 35); "forgeformer-iha-paper" still loads by name
-
-
-class CheckpointError(ForgeError):
-    """A checkpoint is missing, corrupt or does not match the field layout / space it is used with."""
 
 
 def _space_of(data: LabelSet, name: str, L_max: int) -> dict[str, Any]:
@@ -197,7 +193,7 @@ class ForgeFormerPredictor:
 
     def save(self, stem: str | Path) -> Path:
         """Write `<stem>.safetensors` + `<stem>.json` atomically; returns the sidecar path."""
-        stem = _stem(stem)
+        stem = checkpoint_stem(stem)
         tensors = {f"m{k}.{n}": t.detach().cpu().contiguous().clone() for k, m in enumerate(self.members)
                    for n, t in m.state_dict().items()}
         for j, f in enumerate(self.forests):
@@ -209,60 +205,6 @@ class ForgeFormerPredictor:
         tmp.unlink()
         atomic_write_json(stem.with_suffix(".json"), self.sidecar())
         return stem.with_suffix(".json")
-
-
-def covers_of(meta: dict[str, Any]) -> dict[str, Any]:
-    """A sidecar's declared `covers`, else what its token fields let it see: the seven legacy genes (range
-    unknown: None) and every registered gene named as a field (e.g. `window` in field set `paper+window`)."""
-    if isinstance(meta.get("covers"), dict):
-        return dict(meta["covers"])
-    from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY
-
-    fields = set(meta.get("fields") or ())
-    seen = {g: None for g in LEGACY if ("mask" if g == "active" else g) in fields}
-    return seen | {g: None for g in (*LAYER_GENES, *GLOBAL_GENES) if g in fields and g not in LEGACY}
-
-
-def data_covers(data: LabelSet) -> dict[str, list[float]]:
-    """{gene: [lo, hi]} over the labelled genomes' active layers (attention genes over attention layers only)."""
-    from forge.genes import attention_genes, grid_genes
-
-    att = set(attention_genes())
-    out: dict[str, list[float]] = {"active": [0, 1], "attn": [0, 1]}
-    for gene in grid_genes():
-        vals = [getattr(lay, gene.name) for g in data.genomes for lay in g.layers
-                if lay.active and (lay.attn or gene.name not in att)]
-        if vals and (len(set(vals)) > 1 or gene.legacy):
-            out[gene.name] = [min(vals), max(vals)]
-    return out
-
-
-def shipped_sidecars() -> dict[str, dict[str, Any]]:
-    """{name: sidecar} of every shipped checkpoint (JSON only; nothing loaded)."""
-    out = {}
-    for p in sorted((data_dir() / "surrogate").glob("*.json")):
-        try:
-            out[p.stem] = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-    return out
-
-
-def _stem(path: str | Path) -> Path:
-    p = Path(path)
-    return p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
-
-
-def resolve_checkpoint(path_or_name: str | Path) -> Path:
-    """A path (with or without extension) or a shipped name such as 'forgeformer-iha-paper'."""
-    stem = _stem(path_or_name)
-    if stem.with_suffix(".json").is_file():
-        return stem
-    shipped = data_dir() / "surrogate" / Path(str(path_or_name)).name
-    if _stem(shipped).with_suffix(".json").is_file():
-        return _stem(shipped)
-    avail = sorted(p.stem for p in (data_dir() / "surrogate").glob("*.json"))
-    raise CheckpointError(f"checkpoint {path_or_name!s} not found (no {stem}.json); shipped: {', '.join(avail) or 'none'}")
 
 
 def _read_sidecar(stem: Path) -> dict[str, Any]:

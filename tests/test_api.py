@@ -45,7 +45,7 @@ def test_a_call_writes_what_its_command_writes(tmp_path):
 def test_bad_input_and_missing_pandas_say_what_is_allowed(tmp_path, monkeypatch):
     import forge
     from forge.config import UserError
-    from search.problem import SearchConfigError
+    from search.errors import SearchConfigError
 
     with pytest.raises(SearchConfigError, match="allowed"):
         forge.search(space="iha-tiny", objectives=["val_loss", "kv_bites"], out_dir=tmp_path / "x", **FAKES, **SMALL)

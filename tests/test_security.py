@@ -97,7 +97,7 @@ def test_a_run_folder_naming_popen_runs_nothing(finished_run, tmp_path, app, arg
 def test_a_saved_config_naming_popen_is_refused_in_process(finished_run, tmp_path):
     """What resume and verify do with the hostile folder, in this process: the backend is refused, unimported."""
     from search.components import build_backend
-    from search.problem import SearchConfigError
+    from search.errors import SearchConfigError
     from search.state import saved_config
     from search.verify import run as run_verify
 
@@ -116,7 +116,7 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
     """The other names a run config holds, each refused the same way: a predictor node, a trainer node, a
     nested `_target_` inside a dispatch (which Hydra would instantiate recursively), a fine-tune function."""
     from search.components import build_coevolution, build_evaluator, build_trainer
-    from search.problem import SearchConfigError
+    from search.errors import SearchConfigError
 
     witness = tmp_path / "pwned"
     popen = {"_target_": "subprocess.Popen", "args": ["touch", str(witness)]}
@@ -190,7 +190,7 @@ def test_a_store_password_is_in_no_file_and_not_on_the_console(finished_run, tmp
     from search.verify import brief
     from search.verify import run as run_verify
     from tests.search.fakes import FakeBackend, FakePredictor
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
 
     d = tmp_path / "run"
     shutil.copytree(finished_run, d)

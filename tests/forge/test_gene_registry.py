@@ -86,7 +86,7 @@ def _toy_space():
 def test_toy_gene_search_export_and_surrogate_fit(tmp_path):
     from backends.interface import Workload
     from search.export import export_one
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from search.runner import Search
     from search.state import read_jsonl
     from tests.search.conftest import tiny_cfg

@@ -148,7 +148,7 @@ def test_searching_d_model_runs_a_tiny_search_end_to_end_through_the_cli(tmp_pat
 def test_toy_global_gene_search_export_and_surrogate_fit(tmp_path):
     from backends.interface import Workload
     from search.export import export_one
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from search.runner import Search
     from search.state import read_jsonl
     from tests.search.conftest import tiny_cfg

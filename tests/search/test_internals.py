@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from forge.errors import ForgeError
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
 
@@ -56,18 +57,23 @@ def test_a_resumed_search_scores_its_anchor_before_restoring(make_search, tmp_pa
     assert r.run()["hypervolume"] == make_search(tmp_path / "b", cfg).run()["hypervolume"]
 
 
-def test_each_part_lives_in_its_own_module_and_old_paths_still_import():
+def test_each_part_lives_in_its_own_module_and_the_errors_in_one():
+    import search.errors as errors
     import search.problem as problem
-    from search.constraints import Constraint, parse_constraint
-    from search.duplicates import IdDuplicateElimination
-    from search.evaluators import LossEvaluator, TrainEvaluator, strip_precision
-    from search.objectives import SearchConfigError
+    from search import export, hf_export, hf_tokenizer, objectives, report, state, verify
 
-    for obj in (Constraint, parse_constraint, IdDuplicateElimination, LossEvaluator, TrainEvaluator,
-                strip_precision, SearchConfigError):
-        assert getattr(problem, obj.__name__) is obj
+    for name in ("IdDuplicateElimination", "LossEvaluator", "TrainEvaluator", "strip_precision", "__all__"):
+        assert not hasattr(problem, name), name  # no compatibility re-exports: import from the owning module
     classes = [n.name for n in ast.parse((SEARCH / "problem.py").read_text()).body if isinstance(n, ast.ClassDef)]
     assert classes == ["ForgeProblem"]
+    raised_by = {"SearchConfigError": objectives, "ResumeError": state, "ExportError": export, "HFExportError": hf_export,
+                 "TokenizerError": hf_tokenizer, "ReportError": report, "VerifyError": verify}
+    for name, module in raised_by.items():  # one home, and the old import paths still name the same class
+        assert getattr(module, name) is getattr(errors, name), name
+        assert issubclass(getattr(errors, name), ForgeError), name
+    defined = {n.name for p in SEARCH.rglob("*.py") if p.name != "errors.py"
+               for n in ast.parse(p.read_text()).body if isinstance(n, ast.ClassDef) and n.name.endswith("Error")}
+    assert not defined  # every search error class lives in search/errors.py
 
 
 def test_the_duplicate_remover_groups_rows_by_key():

@@ -21,7 +21,7 @@ USER = "tests.search.user_plugins.UserSurrogate"
 def make_search_any():
     """A 4-generation iha-tiny search on the fake backend with the given predictor and co-evolution."""
     from backends.interface import Workload
-    from search.problem import LossEvaluator
+    from search.evaluators import LossEvaluator
     from search.runner import Search
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend
