@@ -282,8 +282,10 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     pred = load_surrogate(predictor, None)
     blind = check_blind(pred, genome_grids(gs), allow_blind, str(predictor), "these genomes use")
     ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level)
-    _, mu, sigma = ev(gs)
-    lo, hi = ev.interval(mu, sigma)
+    from forge.numeric import round_sig, settle
+
+    _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.numeric)
+    lo, hi = (round_sig(a) for a in ev.interval(mu, sigma))
     return _pandas().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
                                 "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": ";".join(blind)} if blind else {})})
 
