@@ -70,7 +70,7 @@ def test_sigkilled_labeller_leaves_claims_that_lapse(tmp_path):
 
 
 def _overrides(store: Path, **kw) -> list[str]:
-    o = [f"store={store}", "dispatch.workers=1", "+dispatch.poll_s=0.1", "dispatch.lease_s=5",
+    o = [f"store={store}", "json=true", "dispatch.workers=1", "+dispatch.poll_s=0.1", "dispatch.lease_s=5",
          f"corpus.max_bytes={TINY_CORPUS['max_bytes']}", f"corpus.val_fraction={TINY_CORPUS['val_fraction']}"]
     return o + [f"protocol.{k}={v}" for k, v in FAST.items()] + [f"{k}={v}" for k, v in kw.items()]
 
