@@ -196,6 +196,15 @@ class ConformalInterval:
                             "'scores'}} or {{'lower', 'upper'}}, 'sigma': ... | null, 'provenance': {{...}}}}") from None
 
 
+def interval_or_nan(conformal: ConformalInterval | None, mu: np.ndarray, sigma: np.ndarray,
+                    level: float) -> tuple[np.ndarray, np.ndarray]:
+    """A predictor's calibrated (lo, hi); NaN bounds when it has no calibration (an unknown error is not zero)."""
+    if conformal is None:
+        nan = np.full(len(np.asarray(mu)), np.nan)
+        return nan, nan.copy()
+    return conformal.interval(mu, sigma, level)
+
+
 def check_level(level: float) -> None:
     if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
         raise UserError(f"interval level {level!r} is invalid; allowed: a number with 0 < level < 1 (e.g. 0.9)")

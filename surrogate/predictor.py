@@ -21,7 +21,7 @@ from forge.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
 from surrogate.checkpoints import (CheckpointError, checkpoint_stem, covers_of, data_covers,  # noqa: F401 (re-exported)
                                    resolve_checkpoint, shipped_sidecars)
-from surrogate.conformal import ConformalInterval
+from surrogate.conformal import ConformalInterval, interval_or_nan
 from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer
@@ -116,10 +116,7 @@ class ForgeFormerPredictor:
     def interval(self, mu: np.ndarray, sigma: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated (lo, hi) around `predict`'s output; NaN when the checkpoint has no conformal calibration
         (an unknown error is not a zero error)."""
-        if self.conformal is None:
-            nan = np.full(len(np.asarray(mu)), np.nan)
-            return nan, nan.copy()
-        return self.conformal.interval(mu, sigma, level)
+        return interval_or_nan(self.conformal, mu, sigma, level)
 
     def interval_info(self, has_sigma: bool) -> dict[str, Any]:
         """Which method `interval` uses and the calibration's provenance (for summaries and cards)."""

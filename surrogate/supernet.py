@@ -33,7 +33,7 @@ from forge.genome import Genome, LayerGene, genome_from_dict
 from forge.io import atomic_write_json
 from forge.labelling.train import Protocol, evaluate, save_weights
 from forge.model import IHAModel
-from surrogate.conformal import ConformalInterval, coverage_cv
+from surrogate.conformal import ConformalInterval, coverage_cv, interval_or_nan
 from surrogate.features import FeatureError
 
 FORMAT = "forge-surrogate/supernet-v1"
@@ -131,10 +131,7 @@ class SupernetPredictor:
         return mu, np.zeros_like(mu)
 
     def interval(self, mu: np.ndarray, sigma: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
-        if self.conformal is None:
-            nan = np.full(len(np.asarray(mu)), np.nan)
-            return nan, nan.copy()
-        return self.conformal.interval(mu, sigma, level)
+        return interval_or_nan(self.conformal, mu, sigma, level)
 
     def interval_info(self, has_sigma: bool) -> dict[str, Any]:
         if self.conformal is None:
