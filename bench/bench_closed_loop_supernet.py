@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bench_closed_loop import CO_BATCH, CO_EVERY, ROOT
-from bench_closed_loop_acquire import ARMS, PRIORS, Acquire, main
+from bench_closed_loop_acquire import ARMS, PRIORS, Acquire, main, table
 
 SUPERNET = ROOT / "outputs" / "supernet" / "supernet-tiny"
 VAL_TOKENS = 4096  # scoring windows: bench_supernet.py score's 0.166 CPU s per genome (16384 is 4x that)
@@ -78,5 +78,61 @@ class Supernet(Acquire):
                       "line": list(self.base.line) if name == "supernet" and self.base else None}
 
 
+def rescore(pairs: list[tuple[Path, Path]], out: Path) -> None:
+    """Score every (result JSON, work folder) pair's runs again with one TPOT per genome (the union of their
+    measured caches, the first pair's value winning), so arms run in parallel processes share their TPOTs."""
+    import json
+
+    from bench_closed_loop import Counted
+    from forge.genome import genome_from_dict
+    from search.archive import Hypervolume
+    from search.state import read_jsonl
+
+    union: dict[str, float] = {}
+    for _, work in reversed(pairs):
+        union.update(json.loads((work / "measured.json").read_text()))
+    merged: dict[str, Any] = {"runs": {}}
+    for res_path, work in pairs:
+        res, b = json.loads(res_path.read_text()), Supernet(work, 24)
+        b.tpot, hv = union, Hypervolume(res["anchor"], 2.0)
+        merged.update(n=res["n"], anchor=res["anchor"])
+        for key, r in res["runs"].items():
+            run_dir, counted = work / "runs" / key.replace("/", "-"), Counted(b.trainer)
+            co_ids = [i for e in read_jsonl(run_dir / "coevolution.jsonl") for i in e["picked"]]
+            picks = b._picks(run_dir, set(co_ids), ["val_loss", "tpot_ms"], res["n"] - len(co_ids))
+            gs = {r2["id"]: genome_from_dict(r2["genome"]) for r2 in read_jsonl(run_dir / "archive.jsonl")}
+            ids = list(dict.fromkeys(co_ids + [p["id"] for p in picks]))
+            counted.train([gs[i] for i in ids])
+            curve = [b.score(counted.labels, ids[:m], hv) for m in range(CO_BATCH, len(ids) + 1, CO_BATCH)]
+            merged["runs"][key] = r | {"curve": curve, "points": {str(res["n"]): b.score(counted.labels, ids, hv)},
+                                       "in_priors": len(set(ids) & {lab.genome_id for lab in b.priors})}
+    out.write_text(json.dumps(merged, indent=1))
+    print(table(merged, Supernet.arms), le_table(merged), sep="\n\n")
+
+
+def le_table(res: dict[str, Any]) -> str:
+    """Every label counted: priors + new labels (+ the supernet's training) and the real HV per 1,000 of them."""
+    from bench_closed_loop import _ms
+
+    n, lines = str(res["n"]), ["| arm | seeds | label-equivalents (priors + new + supernet training) | real HV | "
+                               "real HV per 1,000 label-eq. | best real loss | new labels already among the priors |",
+                               "|---|---|---|---|---|---|---|"]
+    for arm in Supernet.arms:
+        runs = [r for k, r in res["runs"].items() if k.split("/")[0] == arm]
+        if runs:
+            le = 340 + res["n"] + (TRAIN_LABELS if arm == "supernet" else 0.0)
+            hv = [r["points"][n]["hv"] for r in runs]
+            lines.append(f"| {arm} | {len(runs)} | {le:g} | {_ms(hv)} | {_ms([1000 * h / le for h in hv])} | "
+                         f"{_ms([r['points'][n]['best_loss'] for r in runs])} | "
+                         f"{_ms([r.get('in_priors', float('nan')) for r in runs])} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main(Supernet, "closed_loop_supernet", __doc__)
+    import sys
+
+    if sys.argv[1:2] == ["--rescore"]:  # --rescore OUT RES1 WORK1 [RES2 WORK2 ...]
+        a = [Path(x) for x in sys.argv[2:]]
+        rescore(list(zip(a[1::2], a[2::2])), a[0])
+    else:
+        main(Supernet, "closed_loop_supernet", __doc__)
