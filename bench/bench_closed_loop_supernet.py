@@ -1,6 +1,7 @@
 """Issue 38 §2: the closed loop guided by the supernet, against today's co-evolution, every label counted.
 
     nice -n 10 .venv/bin/python bench/bench_closed_loop_supernet.py --seeds 0 1 2 3 4   # then --table-only
+    ... --rescore OUT RES1 WORK1 RES2 WORK2 ...   # arms run in parallel processes: one TPOT per genome
 
 bench_closed_loop_acquire.py's loop (iha-tiny, cpu-proxy labels, NSGA-II pop 40 on the host-cpu roofline TPOT,
 8 co-evolution labels every 2 generations, verify picks topped up to N new labels, the 340 shipped cpu-proxy
