@@ -42,23 +42,30 @@ class Acquire(Bench):
         super().__init__(work, [n])
         self.store.import_jsonl(data_dir() / PRIORS)  # idempotent: the priors cost nothing
 
-    def arm(self, name: str, seed: int, hv: Any) -> dict[str, Any]:
-        from forge.genome import genome_from_dict
-        from search.cli import run
+    arms = ARMS
+
+    def parts(self, counted: Any, seed: int, co_kw: dict[str, Any]) -> dict[str, Any]:
+        """The search's injected components: today's co-evolution of the shipped tiny Forge-Former."""
         from search.coevolution import CoEvolution, replay_labels
-        from search.state import read_jsonl
         from surrogate.fit import finetune
         from surrogate.predictor import load_predictor
 
-        co_kw, ev_kw = ARMS[name]
+        return {"coevolution": CoEvolution(CO_EVERY, counted, finetune, "forgeformer-iha-tiny",
+                                           replay_labels(PRIORS, "iha-tiny"), batch=CO_BATCH, n_mc=10, seed=seed,
+                                           load=load_predictor, **co_kw)}
+
+    def arm(self, name: str, seed: int, hv: Any) -> dict[str, Any]:
+        from forge.genome import genome_from_dict
+        from search.cli import run
+        from search.state import read_jsonl
+
+        co_kw, ev_kw = self.arms[name]
         counted, run_dir = Counted(self.trainer), self._fresh(f"{name}-{seed}")
         cfg = base_cfg("iha-tiny", seed, self.work)
         cfg.update(out_dir=str(run_dir), evaluator={**cfg["evaluator"], **ev_kw},
                    search={"algorithm": "nsga", "pop_size": 40, "offspring": 40,
                            "generations": CO_EVERY * (self.nmax - K) // CO_BATCH})
-        co = CoEvolution(CO_EVERY, counted, finetune, "forgeformer-iha-tiny", replay_labels(PRIORS, "iha-tiny"),
-                         batch=CO_BATCH, n_mc=10, seed=seed, load=load_predictor, **co_kw)
-        _done(run(cfg, {"coevolution": co}))
+        _done(run(cfg, self.parts(counted, seed, co_kw)))
         co_ids = [i for e in read_jsonl(run_dir / "coevolution.jsonl") for i in e["picked"]]
         picks = self._picks(run_dir, set(co_ids), cfg["objectives"], self.nmax - len(co_ids))
         counted.train([genome_from_dict(r["genome"]) for r in picks])
@@ -78,11 +85,11 @@ def coverage(front: list[dict[str, Any]], labels: dict[str, Any]) -> dict[str, A
     return {"front": len(front), "labelled": len(rows), "inside": inside, "above": above}
 
 
-def table(res: dict[str, Any]) -> str:
+def table(res: dict[str, Any], arms: Any = ARMS) -> str:
     n = res["n"]
     lines = ["| arm | seeds | labels (new; +340 priors) | real HV at 8 / 16 / N | best real loss at 8 / 16 / N | "
              "front labelled / inside interval / above it |", "|---|---|---|---|---|---|"]
-    for arm in ARMS:
+    for arm in arms:
         runs = [r for k, r in res["runs"].items() if k.split("/")[0] == arm]
         if not runs:
             continue
@@ -95,13 +102,15 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(cls: Any = None, name: str = "closed_loop_acquire", doc: str = __doc__) -> None:
+    """Run (resumably) and tabulate the arms of `cls` (an Acquire subclass); checkpointed per arm and seed."""
+    cls = cls or Acquire
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--n", type=int, default=24, help="new real labels per arm (co-evolution + verify picks)")
-    ap.add_argument("--arms", nargs="+", default=list(ARMS))
-    ap.add_argument("--work", type=Path, default=ROOT / "multirun" / "bench-closed-loop-acquire")
-    ap.add_argument("--out", type=Path, default=OUT / "closed_loop_acquire.json")
+    ap.add_argument("--arms", nargs="+", default=list(cls.arms))
+    ap.add_argument("--work", type=Path, default=ROOT / "multirun" / f"bench-{name.replace('_', '-')}")
+    ap.add_argument("--out", type=Path, default=OUT / f"{name}.json")
     ap.add_argument("--table-only", action="store_true")
     a = ap.parse_args()
     res = json.loads(a.out.read_text()) if a.out.is_file() else {"runs": {}, "n": a.n}
@@ -111,7 +120,7 @@ def main() -> None:
         from search.archive import Hypervolume
 
         torch.set_num_threads(1)
-        b = Acquire(a.work, res["n"])
+        b = cls(a.work, res["n"])
         res.setdefault("anchor", b.anchor())
         hv = Hypervolume(res["anchor"], 2.0)
         for seed in a.seeds:
@@ -124,7 +133,7 @@ def main() -> None:
                 atomic_write_text(a.out, json.dumps(res, indent=1))
                 r = res["runs"][key]
                 print(key, r["points"], r["coverage"], r["wall_s"], "s", flush=True)
-    print(table(res))
+    print(table(res, cls.arms))
 
 
 if __name__ == "__main__":
