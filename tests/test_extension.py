@@ -50,10 +50,17 @@ def _check_run(run: Path) -> None:
     assert {lay["d_mlp"] for g in genomes for lay in g["layers"]} <= {256, 384, 512}  # d_mlp = r * d_model
     front = [json.loads(line) for line in (run / "pareto.jsonl").read_text().splitlines()]
     assert front and all("memory_mb" in r["metrics"] for r in front)
+    from forge.genome import genome_from_dict
+    from tests.ext import genes  # noqa: F401  (this process reads the run's genomes, glu included)
+    from tests.ext.objectives import memory_mb
+
+    pareto = [genome_from_dict(r["genome"]) for r in front]
+    got = [r["metrics"]["memory_mb"] for r in front]
+    assert got == pytest.approx(memory_mb(pareto, context=512), rel=1e-4)  # the config's parameter (stored rounded)
+    assert got != pytest.approx(memory_mb(pareto), rel=1e-4)  # and it matters (KV of 512 tokens, not 256)
     assert json.loads((run / "plugins.json").read_text()) == {"modules": ["tests.ext.genes"]}
 
 
-@pytest.mark.slow
 def test_every_command_from_the_cli(tmp_path):
     search = [EXT, f"hydra.searchpath=[file://{CONF}]", "space=ext-ratio", "backend=roofline",
               "objectives=[val_loss,params,{name:memory_mb,fn:tests.ext.objectives.memory_mb,params:{context:512}}]",
@@ -64,7 +71,7 @@ def test_every_command_from_the_cli(tmp_path):
     _check_run(run)
     for fmt in ("pt", "hf"):
         _cli(tmp_path, "forge-export", EXT, "run=run", "select=knee", f"format={fmt}", f"out=export-{fmt}")
-        assert any((tmp_path / f"export-{fmt}").iterdir())
+    _same_model(tmp_path / "export-pt", tmp_path / "export-hf")
     _cli(tmp_path, "forge-surrogate", EXT, f"hydra.searchpath=[file://{CONF}]", "surrogate=ext-forest",
          "space=ext-ratio", f"data={LABELS}", "hydra.run.dir=surrogate")
     assert "metrics" in json.loads((tmp_path / "surrogate" / "summary.json").read_text())
@@ -76,34 +83,59 @@ def test_every_command_from_the_cli(tmp_path):
     assert (tmp_path / "verify" / "verify.json").is_file()
 
 
+def _same_model(pt: Path, hf: Path) -> None:
+    """The pt export and the HF folder (loaded by transformers with its remote code) are one model, whose genome
+    uses the extension's gene: its meaning shipped in modeling_forge.py, not added to Forge."""
+    import torch
+
+    from search.export import load_exported
+    from tests.ext import genes  # noqa: F401  (this process reads the exported genome, glu included)
+
+    folder = json.loads((pt / "export_summary.json").read_text())["exported"][0]["id"]
+    genome, model = load_exported(pt / folder)
+    assert any(lay.glu for lay in genome.active_layers)  # the knee is gated somewhere (else this proves less)
+    assert "def glu_block" in (hf / folder / "modeling_forge.py").read_text()
+    transformers = pytest.importorskip("transformers")
+    remote = transformers.AutoModelForCausalLM.from_pretrained(str(hf / folder), trust_remote_code=True).eval()
+    x = torch.randint(0, genome.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(remote(x).logits, model(x)[0], atol=1e-5, rtol=0)
+
+
 def test_every_call_from_the_api(tmp_path):
+    import importlib
+
+    import yaml
+
     import forge
     from forge.space import space_config, space_from_config
-    from surrogate.cli import run as surrogate_run
+    from surrogate.cli import run as train_surrogate
     from tests.ext import genes  # noqa: F401  (the API's user imports their module)
     from tests.ext.objectives import memory_mb
     from tests.ext.surrogates import ForestSurrogate
-    import yaml
 
     space = space_from_config(yaml.safe_load((CONF / "space" / "ext-ratio.yaml").read_text()))
+    forest = ForestSurrogate()
     res = forge.search(space=space, backend="roofline", out_dir=tmp_path / "run",
                        objectives=["val_loss", "params", {"name": "memory_mb", "fn": memory_mb,
                                                           "params": {"context": 512}}],
-                       evaluator={"predictor": ForestSurrogate(), "labels": str(LABELS)},
+                       evaluator={"predictor": forest, "labels": str(LABELS)},
                        search={"pop_size": 6, "offspring": 6, "generations": 2},
                        plugins={"modules": ["tests.ext.genes"]})  # recorded, so later commands can name it
     _check_run(res.run_dir)
-    assert res.export(format="pt", out=tmp_path / "pt")["exported"]
-    assert res.export(format="hf", out=tmp_path / "hf")["exported"]
+    assert len(forest.model.estimators_) == 50  # surrogate training: the search fitted the object on the labels
+    for fmt in ("pt", "hf"):
+        assert res.export(format=fmt, out=tmp_path / fmt)["exported"]
+    _same_model(tmp_path / "pt", tmp_path / "hf")
     res.plot(out=tmp_path / "report")
     assert (tmp_path / "report" / "report.html").is_file()
     out = res.verify(k=2, control=1, trainer={"_target_": "tests.search.fakes.FakeTrainer"}, measure="none",
                      out=str(tmp_path / "verify"))
-    assert out["front_size"] >= 1
-    cfg = forge.api.compose("forge-surrogate", mode="train",
-                            data=str(LABELS), out_dir=str(tmp_path / "surrogate"),
-                            surrogate={"_target_": FOREST, "n_estimators": 20}, space=space_config(space))
-    assert "metrics" in surrogate_run(cfg)
+    assert out["front_size"] >= 1 and (tmp_path / "verify" / "verify.json").is_file()
+    api = importlib.import_module(forge.search.__module__)  # the API's own compose, wherever the API module lives
+    cfg = api.compose("forge-surrogate", mode="train", data=str(LABELS), out_dir=str(tmp_path / "surrogate"),
+                      surrogate={"_target_": FOREST, "n_estimators": 20}, space=space_config(space))
+    assert "metrics" in train_surrogate(cfg)
 
 
 def test_the_gene_changes_cost_and_means_the_same_in_the_model_and_the_hf_export(tmp_path):
@@ -133,3 +165,31 @@ def test_the_gene_changes_cost_and_means_the_same_in_the_model_and_the_hf_export
     x = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(hf(x).logits, model(x)[0], atol=1e-5, rtol=0)
+
+
+PACKAGE = ("forge", "backends", "surrogate", "search", "conf")  # the package's code and its shipped configs
+
+
+def test_the_gene_is_its_declaration_its_model_meaning_and_its_workload_count_only():
+    """tests/ext/genes.py holds one `register` call, one model hook and one workload hook, and importing it adds
+    exactly those to Forge; no file of the package names the gene (each of them reads the registry instead)."""
+    import ast
+    import re
+
+    from forge import genes, model, workload
+
+    tree = ast.parse((ROOT / "tests" / "ext" / "genes.py").read_text())
+    defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    calls = [ast.unparse(n.value) for n in tree.body if isinstance(n, (ast.Assign, ast.Expr))][1:]  # after the doc
+    assert defs == ["glu_block", "glu_ops"] and calls == [
+        "register(Gene('glu', lo=0, default=0, doc='1: a gated (GLU) MLP on this layer, 0: a plain one'))"]
+    before = (set(genes.LAYER_GENES), set(genes.GLOBAL_GENES), list(model.Block.hooks), list(workload.OP_HOOKS))
+    from tests.ext import genes as ext
+
+    assert set(genes.LAYER_GENES) - before[0] == {"glu"} and set(genes.GLOBAL_GENES) == before[1]
+    assert model.Block.hooks == [*before[2], ext.glu_block] and workload.OP_HOOKS == [*before[3], ext.glu_ops]
+    word = re.compile(r"\bglu\b")  # the gene's name (SwiGLU, the shipped gated MLP, is another word)
+    named = [str(f.relative_to(ROOT)) for d in PACKAGE for f in sorted((ROOT / d).rglob("*"))
+             if f.is_file() and f.suffix in (".py", ".yaml", ".yml", ".json", ".html", ".jinja", ".md", ".txt")
+             and word.search(f.read_text(errors="replace"))]
+    assert named == []
