@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from forge.errors import ForgeError
-from tests.test_bad_inputs import cli
+from tests.bad_input_kit import cli
 from tests.search.conftest import make_search, tiny_space  # noqa: F401  (fixtures)
 from tests.test_security import finished_run  # noqa: F401  (the module-scoped fixture)
 
