@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from forge import links
 from forge.arrays import PopArrays, global_columns
 from forge.genes import GLOBAL_GENES, LAYER_GENES, BUILTIN, extra_genes
 from forge.genome import Genome, GenomeError, LayerGene
@@ -37,7 +38,8 @@ class Codec:
             n = len(raw)
             X[p, :n, 0:2] = raw[:, 0:2]
             for j, k in enumerate(names[2:], start=2):
-                X[p, :n, j] = self._snap(self.grid(k), raw[:, j])
+                rule = self._tables["ratios"].get(k)  # a ratio of a searched global: snap w / this genome's global
+                X[p, :n, j] = self._snap(self.index_grid(k), raw[:, j] / g.get(rule[0]) if rule else raw[:, j])
         if self.attention == "gqa":
             X[:, :, 4:6] = 0
         return np.concatenate([X.reshape(len(genomes), -1), self._encode_globals(genomes),
@@ -79,7 +81,8 @@ class Codec:
         for j, (k, grid) in enumerate(self._tables["ggrids"].items(), start=self.n_layer_var):
             out[k] = np.asarray(grid)[X[:, j]]  # (n,) values of a searched global gene
         for j, k in enumerate(self.codec_genes[2:], start=2):
-            out[k] = np.asarray(self.grid(k))[X3[:, :, j]]
+            rule = self._tables["ratios"].get(k)  # r * each row's searched global (forge.links)
+            out[k] = links.scaled(rule, X3[:, :, j], out[rule[0]]) if rule else np.asarray(self.grid(k))[X3[:, :, j]]
         for gene in extra_genes():  # registered genes this space does not search: their default
             if gene.name not in out:
                 out[gene.name] = np.full(X3.shape[:2], int(gene.default), dtype=np.int64)

@@ -4,10 +4,14 @@
     n_kv: {same_as: n_h}                     # tied genes: every layer's n_kv equals its n_h (multi-head attention)
     d_v: {same_as: d_qk}
 
-A ratio resolves, when the space is built, to the grid of its values (r * the global's fixed value, integers
-only); a tied gene takes its source's grid and, in every genome the space makes or repairs, its source's value
-(its codec column copies the source's grid index). The space records its ties (`links: {n_kv: n_h}`), so a
-space written back to a config (`forge.space.space_config`) keeps them.
+A ratio of a fixed global resolves, when the space is built, to the grid of its values (r * the global's value,
+integers only). A ratio of a searched global (`d_model: [128, 192]`) follows each genome's value: the gene's codec
+column is an index into the ratios, decoded as r * that genome's d_model; the genome stores the product (the
+model, the workload and the id see a plain width, so a genome's id does not depend on how the space spells it),
+and the space's grid of the gene is every product (what any genome may hold). Every product must be an integer.
+A tied gene takes its source's grid and, in every genome the space makes or repairs, its source's value (its
+codec column copies the source's grid index). The space records its ties (`links: {n_kv: n_h}`) and writes a
+following ratio back as written, so a space written to a config (`forge.space.space_config`) keeps both.
 """
 from __future__ import annotations
 
@@ -15,15 +19,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from forge.genes import GLOBAL_GENES
 from forge.genome import GenomeError
+from forge.grids import global_grid_values
+
+Rule = tuple[str, tuple[float, ...]]  # a gene that follows a searched global: (the global, its ratios)
 
 
-def resolve(specs: dict[str, Any], globals_: Mapping[str, Any], given: Mapping[str, str] | None) -> dict[str, str]:
+def resolve(specs: dict[str, Any], globals_: Mapping[str, Any],
+            given: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, Rule]]:
     """Rewrite ratio and tied specs in `specs` (gene -> a space yaml's grid spec) into plain grids, in place;
-    return the ties {gene: source}, those already recorded (`given`) included."""
+    return the ties {gene: source}, those already recorded (`given`) included, and the genes that follow a
+    searched global {gene: (global, ratios)} (a gene tied to one follows it too)."""
+    follow = {}
     for name, spec in specs.items():
         if isinstance(spec, Mapping) and "ratio" in spec:
-            specs[name] = ratio_grid(name, spec, globals_)
+            specs[name], rule = ratio_grid(name, spec, globals_)
+            follow.update({name: rule} if rule else {})
     ties = dict(given or {})
     for name, spec in list(specs.items()):
         if isinstance(spec, Mapping) and "same_as" in spec:
@@ -32,22 +44,41 @@ def resolve(specs: dict[str, Any], globals_: Mapping[str, Any], given: Mapping[s
                 raise GenomeError(f"space.{name}.same_as = {src!r} is invalid; allowed: another gene with a grid "
                                   f"({', '.join(k for k in specs if k != name)})")
             specs[name], ties[name] = specs[src], src
-    return ties
+    follow.update({name: follow[src] for name, src in ties.items() if src in follow})
+    return ties, follow
 
 
-def ratio_grid(name: str, spec: Mapping[str, Any], globals_: Mapping[str, Any]) -> list[int]:
-    """r * the global's value for each ratio r; refused unless the global is fixed and every product an integer."""
+def ratio_grid(name: str, spec: Mapping[str, Any], globals_: Mapping[str, Any]) -> tuple[list[int], Rule | None]:
+    """Every product r * v of a ratio r and a value v of the global (integers only), and the rule the codec
+    follows when the global is searched (None when it is fixed: the products are then a plain grid)."""
     of = str(spec.get("of", "d_model"))
-    base = globals_.get(of)
-    if isinstance(base, (list, tuple, Mapping)) or not isinstance(base, (int, float)) or isinstance(base, bool):
-        raise GenomeError(f"space.{name}.of = {of!r} is invalid; allowed: a global with one integer value in this space "
-                          "(a searched global cannot anchor a ratio)")
-    ratios = spec["ratio"] if isinstance(spec["ratio"], (list, tuple)) else [spec["ratio"]]
-    vals = [float(r) * base for r in ratios]
-    if not vals or any(v <= 0 or abs(v - round(v)) > 1e-9 for v in vals):
-        raise GenomeError(f"space.{name}.ratio = {list(ratios)} is invalid with {of} = {base}; allowed: ratios "
-                          "whose products with it are positive integers")
-    return sorted({int(round(v)) for v in vals})
+    gene = GLOBAL_GENES.get(of)
+    if gene is None or gene.kind != "int":
+        raise GenomeError(f"space.{name}.of = {of!r} is invalid; allowed: an integer global gene, fixed or searched "
+                          f"({', '.join(k for k, g in GLOBAL_GENES.items() if g.kind == 'int')})")
+    bases = global_grid_values(gene, globals_.get(of, gene.default))
+    given = spec["ratio"] if isinstance(spec["ratio"], (list, tuple)) else [spec["ratio"]]
+    try:
+        ratios = tuple(sorted({int(r) if float(r).is_integer() else float(r) for r in given}))
+    except (TypeError, ValueError):
+        ratios = ()
+    for base in bases:
+        vals = [r * base for r in ratios]
+        if not vals or any(v <= 0 or abs(v - round(v)) > 1e-9 for v in vals):
+            raise GenomeError(f"space.{name}.ratio = {list(given)} is invalid with {of} = {base}; allowed: numbers "
+                              "whose products with every value of it are positive integers")
+    products = sorted({int(round(r * b)) for r in ratios for b in bases})
+    return products, ((of, ratios) if len(bases) > 1 else None)
+
+
+def products(rule: Rule, base: Any) -> tuple[int, ...]:
+    """The values a following gene may take in a genome whose global is `base`."""
+    return tuple(int(round(r * base)) for r in rule[1])
+
+
+def scaled(rule: Rule, idx: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """(n, L) ratio indices and (n,) values of the global -> (n, L) integer widths (the codec's decode)."""
+    return np.rint(np.asarray(rule[1], dtype=float)[idx] * np.asarray(base, dtype=float)[:, None]).astype(np.int64)
 
 
 def tie_columns(X3: np.ndarray, codec: tuple[str, ...], ties: Mapping[str, str]) -> None:

@@ -78,8 +78,8 @@ class SearchSpace(Codec):
     def __post_init__(self) -> None:
         extra = dict(self.genes or {})
         specs = {**{k: getattr(self, k) for k in GRID_FIELDS}, **extra}
-        ties = links.resolve(specs, {**dict(self.global_genes or {}), **{k: getattr(self, k) for k in GLOBAL_FIELDS}},
-                             self.links)
+        ties, self._tables["ratios"] = links.resolve(
+            specs, {**dict(self.global_genes or {}), **{k: getattr(self, k) for k in GLOBAL_FIELDS}}, self.links)
         extra = {k: specs[k] for k in extra}
         object.__setattr__(self, "links", dict(ties) or None)
         for k in GRID_FIELDS:
@@ -158,6 +158,11 @@ class SearchSpace(Codec):
             return self.genes[name]
         return (LAYER_GENES[name].default,)
 
+    def index_grid(self, name: str) -> tuple[Any, ...]:
+        """What the gene's codec column indexes: its grid, or its ratios when it follows a searched global."""
+        rule = self._tables["ratios"].get(name)
+        return rule[1] if rule else self.grid(name)
+
     def _kv_snap_table(self) -> np.ndarray:
         """kv_snap[i_h, i_kv] = index of the n_kv divisor of n_h[i_h] nearest to n_kv[i_kv]."""
         tab = np.zeros((len(self.n_h), len(self.n_kv)), dtype=np.int64)
@@ -186,7 +191,7 @@ class SearchSpace(Codec):
         return self.n_layer_var + self.n_glob + self.n_prec
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        hi = [1, 1, *(len(self.grid(k)) - 1 for k in self.codec_genes[2:])]
+        hi = [1, 1, *(len(self.index_grid(k)) - 1 for k in self.codec_genes[2:])]
         if self.attention == "gqa":
             hi[4] = hi[5] = 0  # d_qk, d_v: derived from n_h
         tail = [len(g) - 1 for g in self._tables["ggrids"].values()]
@@ -247,7 +252,8 @@ class SearchSpace(Codec):
             raise GenomeError(f"layers has {len(genome.layers)} slots; allowed: at most {self.L_max}")
         for i, gene in enumerate(genome.layers):
             for k in self.codec_genes[2:]:
-                val, grid = gene.get(k), self.grid(k)
+                rule = self._tables["ratios"].get(k)  # a gene following a searched global: r * this genome's
+                val, grid = gene.get(k), links.products(rule, genome.get(rule[0])) if rule else self.grid(k)
                 if self.attention == "gqa" and k in ("d_qk", "d_v"):
                     grid = (self.d_model // gene.n_h,)
                 if val not in grid:
@@ -322,6 +328,7 @@ def space_config(space: SearchSpace) -> dict[str, Any]:
         node[f.name] = list(value) if isinstance(value, tuple) else value
     for key in ("genes", "global_genes"):  # written flat, as a space yaml lists them
         node.update({k: list(v) if isinstance(v, tuple) else v for k, v in dict(node.pop(key, None) or {}).items()})
+    node.update({k: {"ratio": list(r), "of": of} for k, (of, r) in space._tables["ratios"].items()})
     return node
 
 

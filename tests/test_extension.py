@@ -47,17 +47,19 @@ def _check_run(run: Path) -> None:
     layers = [lay for g in genomes for lay in g["layers"] if lay.get("active", True) and lay.get("attn", True)]
     assert {lay.get("glu", 0) for lay in layers} == {0, 1}  # the extension's gene is searched
     assert all(lay["n_kv"] == lay["n_h"] and lay["d_v"] == lay["d_qk"] for lay in layers)  # tied in YAML
-    assert {lay["d_mlp"] for g in genomes for lay in g["layers"]} <= {256, 384, 512}  # d_mlp = r * d_model
+    assert {g["d_model"] for g in genomes} == {128, 192}  # searched, and every d_mlp follows its own genome's
+    assert {lay["d_mlp"] / g["d_model"] for g in genomes for lay in g["layers"]} == {2, 3, 4}  # d_mlp = r * d_model
     front = [json.loads(line) for line in (run / "pareto.jsonl").read_text().splitlines()]
     assert front and all("memory_mb" in r["metrics"] for r in front)
     from forge.genome import genome_from_dict
     from tests.ext import genes  # noqa: F401  (this process reads the run's genomes, glu included)
     from tests.ext.objectives import memory_mb
 
-    pareto = [genome_from_dict(r["genome"]) for r in front]
-    got = [r["metrics"]["memory_mb"] for r in front]
-    assert got == pytest.approx(memory_mb(pareto, context=512), rel=1e-4)  # the config's parameter (stored rounded)
-    assert got != pytest.approx(memory_mb(pareto), rel=1e-4)  # and it matters (KV of 512 tokens, not 256)
+    rows = [json.loads(line) for line in (run / "archive.jsonl").read_text().splitlines()]
+    every = [genome_from_dict(r["genome"]) for r in rows]
+    got = [r["metrics"]["memory_mb"] for r in rows]
+    assert got == pytest.approx(memory_mb(every, context=512), rel=1e-4)  # the config's parameter (stored rounded)
+    assert got != pytest.approx(memory_mb(every), rel=1e-4)  # and it matters (KV of 512 tokens, not 256)
     assert json.loads((run / "plugins.json").read_text()) == {"modules": ["tests.ext.genes"]}
 
 
@@ -65,12 +67,12 @@ def test_every_command_from_the_cli(tmp_path):
     search = [EXT, f"hydra.searchpath=[file://{CONF}]", "space=ext-ratio", "backend=roofline",
               "objectives=[val_loss,params,{name:memory_mb,fn:tests.ext.objectives.memory_mb,params:{context:512}}]",
               f"evaluator.predictor={{_target_:{FOREST}}}", f"evaluator.labels={LABELS}", "search.pop_size=6",
-              "search.offspring=6", "search.generations=2", "progress=false", "hydra.run.dir=run"]
+              "search.offspring=6", "search.generations=2", "seed=4", "progress=false", "hydra.run.dir=run"]
     _cli(tmp_path, "forge-search", *search)
     run = tmp_path / "run"
     _check_run(run)
     for fmt in ("pt", "hf"):
-        _cli(tmp_path, "forge-export", EXT, "run=run", "select=knee", f"format={fmt}", f"out=export-{fmt}")
+        _cli(tmp_path, "forge-export", EXT, "run=run", f"select=id:{_gated(run)}", f"format={fmt}", f"out=export-{fmt}")
     _same_model(tmp_path / "export-pt", tmp_path / "export-hf")
     _cli(tmp_path, "forge-surrogate", EXT, f"hydra.searchpath=[file://{CONF}]", "surrogate=ext-forest",
          "space=ext-ratio", f"data={LABELS}", "hydra.run.dir=surrogate")
@@ -83,6 +85,14 @@ def test_every_command_from_the_cli(tmp_path):
     assert (tmp_path / "verify" / "verify.json").is_file()
 
 
+def _gated(run: Path) -> str:
+    """The id of a Pareto genome that uses the extension's gene (seed 4's front has one at d_model 192)."""
+    front = [json.loads(line) for line in (run / "pareto.jsonl").read_text().splitlines()]
+    gated = [r["id"] for r in front if any(lay.get("glu") for lay in r["genome"]["layers"] if lay.get("active", True))]
+    assert gated, "no Pareto genome of this run sets glu: the exports would not show the gene's meaning shipped"
+    return gated[0]
+
+
 def _same_model(pt: Path, hf: Path) -> None:
     """The pt export and the HF folder (loaded by transformers with its remote code) are one model, whose genome
     uses the extension's gene: its meaning shipped in modeling_forge.py, not added to Forge."""
@@ -93,7 +103,7 @@ def _same_model(pt: Path, hf: Path) -> None:
 
     folder = json.loads((pt / "export_summary.json").read_text())["exported"][0]["id"]
     genome, model = load_exported(pt / folder)
-    assert any(lay.glu for lay in genome.active_layers)  # the knee is gated somewhere (else this proves less)
+    assert any(lay.glu for lay in genome.active_layers)
     assert "def glu_block" in (hf / folder / "modeling_forge.py").read_text()
     transformers = pytest.importorskip("transformers")
     remote = transformers.AutoModelForCausalLM.from_pretrained(str(hf / folder), trust_remote_code=True).eval()
@@ -120,12 +130,12 @@ def test_every_call_from_the_api(tmp_path):
                        objectives=["val_loss", "params", {"name": "memory_mb", "fn": memory_mb,
                                                           "params": {"context": 512}}],
                        evaluator={"predictor": forest, "labels": str(LABELS)},
-                       search={"pop_size": 6, "offspring": 6, "generations": 2},
+                       search={"pop_size": 6, "offspring": 6, "generations": 2}, seed=4,
                        plugins={"modules": ["tests.ext.genes"]})  # recorded, so later commands can name it
     _check_run(res.run_dir)
     assert len(forest.model.estimators_) == 50  # surrogate training: the search fitted the object on the labels
     for fmt in ("pt", "hf"):
-        assert res.export(format=fmt, out=tmp_path / fmt)["exported"]
+        assert res.export(select=f"id:{_gated(res.run_dir)}", format=fmt, out=tmp_path / fmt)["exported"]
     _same_model(tmp_path / "pt", tmp_path / "hf")
     res.plot(out=tmp_path / "report")
     assert (tmp_path / "report" / "report.html").is_file()

@@ -1,4 +1,5 @@
-"""Ratio and tied genes declared in a space yaml (forge.links): grids, sampling, repair, validation, round trip."""
+"""Ratio and tied genes declared in a space yaml (forge.links): grids, sampling, repair, validation, round trip,
+and a ratio of a searched d_model that follows each genome's own width."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,43 @@ def test_a_broken_tie_and_a_bad_ratio_are_one_line():
         s.validate(bad)
     with pytest.raises(GenomeError, match=r"space.d_mlp.ratio = \[1.3\] is invalid"):
         space_from_config({**NODE, "d_mlp": {"ratio": [1.3], "of": "d_model"}})
-    with pytest.raises(GenomeError, match=r"space.d_mlp.of = 'd_model' is invalid"):
-        space_from_config({**NODE, "d_model": [128, 192]})
+    with pytest.raises(GenomeError, match=r"space.d_mlp.ratio = \[1.5\] is invalid with d_model = 129; allowed: "
+                                          r"numbers whose products with every value of it are positive integers"):
+        space_from_config({**NODE, "d_model": [128, 129], "d_mlp": {"ratio": [1.5], "of": "d_model"}})
+    with pytest.raises(GenomeError, match=r"space.d_mlp.of = 'mlp' is invalid; allowed: an integer global gene"):
+        space_from_config({**NODE, "d_mlp": {"ratio": [2], "of": "mlp"}})
     with pytest.raises(GenomeError, match=r"space.n_kv.same_as = 'nope' is invalid"):
         space_from_config({**NODE, "n_kv": {"same_as": "nope"}})
+
+
+def test_a_ratio_of_a_searched_d_model_follows_each_genome():
+    """d_model: [128, 192] with d_mlp: {ratio: [2, 3, 4]}: the codec column holds r, each genome stores r * its own
+    d_model (valid in the space, same id through encode/repair/decode and as a fixed-width space's genome), and
+    moving only the d_model column moves every d_mlp with it, so the workload's cost follows."""
+    from forge.workload import analyze
+
+    s = space_from_config({**NODE, "d_model": [128, 192]})
+    assert s.d_mlp == (256, 384, 512, 576, 768) and s.index_grid("d_mlp") == (2, 3, 4)
+    X = s.sample_x(48, np.random.default_rng(2))
+    genomes = s.decode(X)
+    assert {g.d_model for g in genomes} == {128, 192}
+    assert {lay.d_mlp / g.d_model for g in genomes for lay in g.layers} == {2, 3, 4}
+    for g in genomes:
+        s.validate(g)
+    assert (s.encode(genomes) == X).all() and (s.repair_x(X) == X).all()
+    fixed = space_from_config(NODE)  # d_model 128 fixed: the same genome, the same id, whatever the space's form
+    at128 = [g for g in genomes if g.d_model == 128]
+    assert [g.id for g in fixed.decode(fixed.encode(at128))] == [g.id for g in at128]
+    wide = X.copy()
+    wide[:, s.n_layer_var] = 1  # every genome at d_model 192, the ratio columns untouched
+    moved = s.decode(wide)
+    for a, b in zip(genomes, moved):
+        s.validate(b)
+        assert [lb.d_mlp * a.d_model for lb in b.layers] == [la.d_mlp * 192 for la in a.layers]
+    small = [i for i, g in enumerate(genomes) if g.d_model == 128]
+    assert all(analyze(moved[i])["params"] > analyze(genomes[i])["params"] for i in small)
+    bad = next(g for g in genomes if 256 in {lay.d_mlp for lay in g.layers}).replace(d_model=192)  # 256 = 2 * 128
+    with pytest.raises(GenomeError, match=r"layers\[\d+\].d_mlp = 256 is invalid for space iha-tiny; allowed: "
+                                          r"384:192:768"):  # 2, 3 and 4 times this genome's d_model
+        s.validate(bad)
+    assert space_from_config(space_config(s)) == s and space_config(s)["d_mlp"] == {"ratio": [2, 3, 4], "of": "d_model"}
