@@ -272,8 +272,9 @@ class SearchSpace(Codec):
                 if k in GLOBAL_FIELDS or k in self._tables["ggrids"] or self.global_grid(k)[0] != g.default}
         return {"name": self.name, "attention": self.attention, "d_model": glob.pop("d_model"),
                 "block_size": glob.pop("block_size"), "L_max": self.L_max, **glob,
-                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else fmt_grid(self.grid(k)))
-                           for k in self.codec_genes[2:]},
+                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else
+                               f"{fmt_grid(r[1])} x {r[0]}" if (r := self._tables["ratios"].get(k)) else
+                               fmt_grid(self.grid(k))) for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
 

@@ -76,3 +76,4 @@ def test_a_ratio_of_a_searched_d_model_follows_each_genome():
                                           r"384:192:768"):  # 2, 3 and 4 times this genome's d_model
         s.validate(bad)
     assert space_from_config(space_config(s)) == s and space_config(s)["d_mlp"] == {"ratio": [2, 3, 4], "of": "d_model"}
+    assert s.summary()["ranges"]["d_mlp"] == "2:1:4 x d_model" and s.summary()["d_model"] == [128, 192]
