@@ -24,7 +24,7 @@ ENTRIES = {  # app: the real entry "module:function"
 
 def _help_only(app: str) -> None:
     """Hydra's help (or Forge's version) for `app`, from its config alone; no task ever runs."""
-    from forge.config import forge_main
+    from forge.app import forge_main
 
     @forge_main(app)
     def task(cfg: Any) -> None:  # pragma: no cover - Hydra exits after the help

@@ -244,7 +244,8 @@ def test_bad_input_exits_2_with_one_line(table, case_id):
 
 
 def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monkeypatch):
-    from forge.config import UserError, user_errors
+    from forge.app import user_errors
+    from forge.errors import UserError
 
     monkeypatch.delenv("FORGE_DEBUG", raising=False)
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # what the outermost user_errors sets; restored after the test
@@ -274,7 +275,8 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
 def test_override_types_follow_the_shipped_defaults():
     from hydra import compose, initialize_config_module
 
-    from forge.config import UserError, check_override_types
+    from forge.config import check_override_types
+    from forge.errors import UserError
 
     def check(*overrides):
         with initialize_config_module(config_module="forge_conf", version_base="1.3"):
@@ -293,7 +295,7 @@ def test_override_types_follow_the_shipped_defaults():
 
 
 def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path):
-    from forge.config import RunDirGuard
+    from forge.app import RunDirGuard
 
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
@@ -317,7 +319,7 @@ def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path)
 def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     """A fresh named run folder is removed only while it holds setup files; once a checkpoint exists, an error
     raised later takes back Hydra's files and leaves the computed state."""
-    from forge.config import RunDirGuard
+    from forge.app import RunDirGuard
 
     run = tmp_path / "named"
     g = RunDirGuard.from_argv([f"hydra.run.dir={run}"])
@@ -553,7 +555,7 @@ def test_full_disk_in_forge_space_is_one_line(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("fail_at", [5, 11])  # the 6th / 12th fsync: generation 0's / generation 1's checkpoint
 def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypatch, capsys, fail_at):
-    from forge.config import user_errors
+    from forge.app import user_errors
     from search.cli import run
     from tests.search.conftest import tiny_cfg
     from tests.search.test_resume import _components
@@ -576,7 +578,7 @@ def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypat
 
 @pytest.mark.slow
 def test_full_disk_at_the_end_of_a_label_run_keeps_the_labels(tmp_path, monkeypatch, capsys):
-    from forge.config import user_errors
+    from forge.app import user_errors
     from forge.labelling.cli import run
     from tests.forge.labelling.test_cli import _cfg, _genome_file, _overrides
 
@@ -595,7 +597,7 @@ def test_full_disk_at_the_end_of_a_label_run_keeps_the_labels(tmp_path, monkeypa
 # ------------------------------------------------------------------ bugs are not user errors
 def test_an_internal_value_error_in_a_search_is_a_bug(tmp_path, monkeypatch, capsys):
     """exit 1, the traceback, a line saying how to report it, and summary.json `failed` with the reason."""
-    from forge.config import user_errors
+    from forge.app import user_errors
     from search.archive import ParetoArchive
     from search.cli import run
     from tests.search.conftest import tiny_cfg

@@ -79,6 +79,7 @@ def test_every_command_from_the_cli(tmp_path):
 def test_every_call_from_the_api(tmp_path):
     import forge
     from forge.space import space_config, space_from_config
+    import search.api
     from surrogate.cli import run as surrogate_run
     from tests.ext import genes  # noqa: F401  (the API's user imports their module)
     from tests.ext.objectives import memory_mb
@@ -100,9 +101,9 @@ def test_every_call_from_the_api(tmp_path):
     out = res.verify(k=2, control=1, trainer={"_target_": "tests.search.fakes.FakeTrainer"}, measure="none",
                      out=str(tmp_path / "verify"))
     assert out["front_size"] >= 1
-    cfg = forge.api.compose("forge-surrogate", mode="train",
-                            data=str(LABELS), out_dir=str(tmp_path / "surrogate"),
-                            surrogate={"_target_": FOREST, "n_estimators": 20}, space=space_config(space))
+    cfg = search.api.compose("forge-surrogate", mode="train",
+                             data=str(LABELS), out_dir=str(tmp_path / "surrogate"),
+                             surrogate={"_target_": FOREST, "n_estimators": 20}, space=space_config(space))
     assert "metrics" in surrogate_run(cfg)
 
 
