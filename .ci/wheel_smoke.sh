@@ -57,6 +57,9 @@ for name in ("forge", "surrogate", "backends", "search", "forge_hf", "forge_conf
         if info.ispkg:
             importlib.import_module(info.name)
 print("ok: all packages import from", site)
+import forge, search.api
+assert forge.search is search.api.search and forge.SearchResult is search.api.SearchResult  # the forge.api entry points
+print("ok: forge.search resolves through the wheel's forge.api entry points")
 EOF
 }
 

@@ -15,7 +15,7 @@ from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
 from forge import plugins
-from forge.config import forge_main
+from forge.app import forge_main
 from forge.io import atomic_write_json
 
 

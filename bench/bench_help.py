@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python bench/bench_help.py
 
 For each command, the CPU time (user + system, summed over the child process; wall time on a shared box says
-more about the load than about the command) of `--help` through the light entry (forge/entry.py, what the
+more about the load than about the command) of `--help` through the light entry (forge/entry.py or the package's entry.py, what the
 installed scripts run) and through the command's own module (what they ran before issue 37), in fresh
 interpreters, each once; the ratio is old / new.
 """
@@ -13,7 +13,11 @@ import resource
 import subprocess
 import sys
 
-from forge.entry import ENTRIES
+import tomllib
+from pathlib import Path
+
+# app: its light entry "module:function" (forge/entry.py, or the package's own entry.py)
+SCRIPTS = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
 
 
 def cpu_s(code: str) -> float:
@@ -25,10 +29,11 @@ def cpu_s(code: str) -> float:
 
 def main() -> None:
     print(f"{'command':16} {'light entry s':>14} {'own module s':>13} {'ratio':>6}")
-    for app, target in ENTRIES.items():
-        mod, fn = target.split(":")
+    for app, script in SCRIPTS.items():
+        light, name = script.split(":")
+        mod, fn = getattr(__import__(light, fromlist=[name]), name).target.split(":")
         argv = f"import sys; sys.argv = [{app!r}, '--help']; "
-        new = cpu_s(argv + f"from forge.entry import {app.replace('-', '_')} as m; m()")
+        new = cpu_s(argv + f"from {light} import {name} as m; m()")
         old = cpu_s(argv + f"from {mod} import {fn} as m; m()")
         print(f"{app:16} {new:14.2f} {old:13.2f} {old / new:6.1f}")
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from forge import plugins
-from forge.config import conf_dir, data_dir, forge_main, output_dir, to_container
+from forge.app import forge_main
+from forge.config import conf_dir, data_dir, output_dir, to_container
 from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
 from forge.importers import load_genome

@@ -1,9 +1,10 @@
 """Console-script entries: `--help` and `--version` answer before the command's own code is imported.
 
 A command's module pulls in what its work needs (torch, Lightning, pymoo, scipy: seconds to import), but its
-help is only its Hydra config and its version one string. Each `forge-*` script points here; a help or version
-flag is answered by a bare Hydra main on the same config (the same text as the command's own), anything else
-imports the real entry and runs it unchanged.
+help is only its Hydra config and its version one string. Each installed `forge-*` script is an `entry(app,
+target)`: a help or version flag is answered by a bare Hydra main on the same config (the same text as the
+command's own), anything else imports `target` and runs it unchanged. The core's commands are declared here;
+backends/entry.py, surrogate/entry.py and search/entry.py declare their own, so the core names nothing above it.
 """
 from __future__ import annotations
 
@@ -13,18 +14,10 @@ from typing import Any, Callable
 
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version")
 
-ENTRIES = {  # app: the real entry "module:function"
-    "forge-arch": "forge.cli:arch_main", "forge-space": "forge.cli:space_main", "forge-hw": "backends.cli:main",
-    "forge-surrogate": "surrogate.cli:main", "forge-label": "forge.labelling.cli:main",
-    "forge-search": "search.cli:search_main", "forge-report": "search.cli:report_main",
-    "forge-export": "search.cli:export_main", "forge-verify": "search.verify_cli:main",
-    "forge-serve": "search.serving.cli:main",
-}
-
 
 def _help_only(app: str) -> None:
     """Hydra's help (or Forge's version) for `app`, from its config alone; no task ever runs."""
-    from forge.config import forge_main
+    from forge.app import forge_main
 
     @forge_main(app)
     def task(cfg: Any) -> None:  # pragma: no cover - Hydra exits after the help
@@ -33,18 +26,19 @@ def _help_only(app: str) -> None:
     task()
 
 
-def entry(app: str) -> Callable[[], None]:
+def entry(app: str, target: str) -> Callable[[], None]:
+    """The console script of `app`; `target` is its real entry, "module:function", imported only to run."""
     def main() -> None:
         if any(a in HELP_FLAGS for a in sys.argv[1:]):
             return _help_only(app)
-        module, fn = ENTRIES[app].split(":")
+        module, fn = target.split(":")
         return getattr(importlib.import_module(module), fn)()
 
     main.__name__ = main.__qualname__ = app.replace("-", "_")
+    main.app, main.target = app, target  # type: ignore[attr-defined]
     return main
 
 
-forge_arch, forge_space, forge_hw, forge_surrogate, forge_label = (
-    entry(a) for a in ("forge-arch", "forge-space", "forge-hw", "forge-surrogate", "forge-label"))
-forge_search, forge_report, forge_export, forge_verify, forge_serve = (
-    entry(a) for a in ("forge-search", "forge-report", "forge-export", "forge-verify", "forge-serve"))
+forge_arch = entry("forge-arch", "forge.cli:arch_main")
+forge_space = entry("forge-space", "forge.cli:space_main")
+forge_label = entry("forge-label", "forge.labelling.cli:main")

@@ -17,7 +17,7 @@ class ForgeError(ValueError):
 
 
 class UserError(ForgeError):
-    """A bad option value or file (the generic member of the family; `forge.config.UserError` is this class)."""
+    """A bad option value or file (the generic member of the family)."""
 
 
 class RangeError(UserError):

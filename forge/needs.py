@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
-from forge.config import UserError
+from forge.errors import UserError
 
 CPU_RECIPE = "protocol=cpu-proxy corpus=stdlib (trains on this CPU in seconds per genome)"
 

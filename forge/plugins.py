@@ -33,7 +33,8 @@ import sys
 from collections import defaultdict
 from typing import Any, Iterator, Mapping
 
-from forge.config import UserError, conf_dir, to_container
+from forge.config import conf_dir, to_container
+from forge.errors import UserError
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
 # plug-ins named by a plain string key (search.coevolve.finetune) or by a default (label training's logger)

@@ -6,6 +6,6 @@ pymoo problem only: vectorized, cached evaluation, F and G) · evaluators (the l
 · duplicates (pymoo's duplicate remover, by network) · algorithms (nsga | random) · archive (Pareto archive,
 hypervolume) · coevolution (surrogate refits, through the evaluator's narrow `SurrogateSlot`) · runner (the
 generation loop, run files; building a `Search` runs nothing) · state (checkpoint/resume) · report · export ·
-cli (forge-search, forge-report, forge-export).
+cli (forge-search, forge-report, forge-export) · api (the Python API behind `forge.search`).
 The top of the import order: it may import `surrogate`, `backends` and the `forge` core; nothing imports it.
 """

@@ -16,7 +16,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from forge import plugins
-from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, to_container
+from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.config import to_container
 from forge.config import output_dir as _output_dir
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.launch_only import check_saved

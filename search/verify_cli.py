@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from forge.config import forge_main
+from forge.app import forge_main
 
 
 def _num(x: Any, fmt: str = "{:.3f}") -> str:

@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
 from forge.errors import UserError
-from forge.config import forge_main, output_dir, to_container
+from forge.app import forge_main
+from forge.config import output_dir, to_container
 from forge.io import atomic_write_json, check_writable, shared_data_dir
 from forge.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown

@@ -21,7 +21,7 @@ def test_a_call_writes_what_its_command_writes(tmp_path):
     from omegaconf import OmegaConf
 
     import forge
-    from forge.api import compose
+    from search.api import compose
     from search.cli import run
 
     res = forge.search(space="iha-tiny", objectives=["val_loss", "ttft_ms", "params"], out_dir=tmp_path / "api",
@@ -44,7 +44,7 @@ def test_a_call_writes_what_its_command_writes(tmp_path):
 
 def test_bad_input_and_missing_pandas_say_what_is_allowed(tmp_path, monkeypatch):
     import forge
-    from forge.config import UserError
+    from forge.errors import UserError
     from search.errors import SearchConfigError
 
     with pytest.raises(SearchConfigError, match="allowed"):

@@ -1,4 +1,4 @@
-"""Issue 34 §4: the Python API refuses what the CLI refuses (forge.api_args), as one ForgeError family.
+"""Issue 34 §4: the Python API refuses what the CLI refuses (search.api_args), as one ForgeError family.
 
 Every bad call of the issue is replayed: each ends in a `forge.errors.ForgeError` whose message is one line
 naming the argument and what is allowed, and a refused `forge.search` writes no folder at all.
@@ -108,7 +108,7 @@ def test_cost_and_predict_trust_the_callers_own_target():
 
 
 def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
-    from forge.api import compose
+    from search.api import compose
 
     c = compose("forge-verify", run="x", k=4, dispatch="local", protocol="cpu-proxy", corpus="stdlib")
     # forge-verify's dispatch/protocol/corpus are config groups (issue 37 §4), chosen as `forge-verify dispatch=local`

@@ -132,7 +132,7 @@ def test_the_cli_refuses_a_shared_runs_shell_line_in_one_line(finished_run, tmp_
 
 def test_the_python_apis_verify_refuses_a_shared_runs_shell_line(finished_run, tmp_path):
     import forge
-    from forge.api import SearchResult
+    from search.api import SearchResult
 
     witness = tmp_path / "pwned"
     node = {"_target_": SUBMITIT, "cluster": "local", "parameters": {"local_setup": [f"touch {witness}"]}}

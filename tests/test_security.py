@@ -306,8 +306,8 @@ def test_only_forge_plugins_imports_code_by_name():
     """No other module resolves a name to code (hydra's instantiate/get_class/get_method/call, importlib,
     pydoc.locate): every such path goes through the allowlist."""
     banned = {"instantiate", "get_class", "get_method", "call", "_locate", "locate", "import_module"}
-    allowed = {"forge/plugins.py", "surrogate/__init__.py", "forge/__init__.py",  # the two __init__s: lazy re-exports
-               "forge/entry.py"}  # of fixed names; entry.py: the console scripts' fixed table (ENTRIES)
+    allowed = {"forge/plugins.py", "surrogate/__init__.py",  # surrogate/__init__: lazy re-exports of fixed names
+               "forge/entry.py"}  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
     found = []
     for pkg in ("forge", "backends", "surrogate", "search"):
         for path in sorted((ROOT / pkg).rglob("*.py")):

@@ -49,8 +49,6 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _part(module: str) -> str:
-    if module == "forge.api":  # the Python API: the one façade above every package (see ALLOWED["api"])
-        return "api"
     if module.startswith("forge.labelling"):
         return "labelling"
     return "core" if module.split(".")[0] == "forge" else module.split(".")[0]
@@ -63,11 +61,11 @@ ALLOWED = {
     "backends": {"core", "backends"},
     # the supernet loss source (surrogate/supernet*.py, issue 38) trains and scores through the label protocol
     "surrogate": {"core", "labelling", "surrogate"},
-    "search": {"core", "backends", "surrogate", "search"},
-    # forge/api.py composes the CLIs' configs and calls their run(cfg): it may import every part, and no part
-    # imports it (forge/__init__ loads it lazily by name), so the core stays free of search/backends/surrogate.
-    "api": {"core", "backends", "surrogate", "search"},
+    "search": {"core", "backends", "surrogate", "search"},  # search/api.py (the Python API) included
 }
+HIGHER = ("search", "surrogate", "backends")  # what the core (forge/, labelling included) never names as code
+# calls that import the module a string names: the string is an import as much as an import statement is
+IMPORTERS = {"import_module", "__import__", "find_spec", "get_class", "get_method", "get_object", "locate", "_locate"}
 
 
 def test_the_walk_sees_the_packages_and_their_imports():
@@ -110,9 +108,80 @@ def test_imports_go_one_way(part):
     assert not bad, f"{part} may import only {sorted(ALLOWED[part])}: " + "; ".join(bad)
 
 
-def test_nothing_imports_the_api_facade():
-    users = sorted(m for m, ts in _graph().items() if "forge.api" in ts)
-    assert not users, f"forge.api is the top of the graph; imported by {users}"
+def _names_higher(s: object) -> bool:
+    return isinstance(s, str) and s.replace(":", ".").split(".")[0] in HIGHER
+
+
+def _string_imports(path: Path) -> list[str]:
+    """Code above the core named by a string: an importer's literal argument (`import_module("search.api")`), an
+    import path with an attribute (`"search.cli:main"`, an entry point's form) or a `_target_` in a dict literal."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and node.args:
+            fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            arg = node.args[0]
+            lit = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else arg
+            if fn in IMPORTERS and isinstance(lit, ast.Constant) and _names_higher(lit.value):
+                out.append(f"{fn}({lit.value!r})")
+        elif isinstance(node, ast.Constant) and _names_higher(node.value) and ":" in node.value \
+                and node.value.split(":")[0].replace(".", "").isidentifier():
+            out.append(repr(node.value))
+        elif isinstance(node, ast.Dict):
+            out += [f"_target_: {v.value!r}" for k, v in zip(node.keys, node.values)
+                    if isinstance(k, ast.Constant) and k.value == "_target_" and isinstance(v, ast.Constant)
+                    and _names_higher(v.value)]
+    return out
+
+
+def test_the_core_names_no_higher_package_even_by_string():
+    """The core imports nothing above it, lazily or by a string handed to importlib (issue 36 §4): the Python API
+    reaches `forge.search` through package metadata (the `forge.api` entry points), not a name in the core."""
+    bad = sorted(f"{m}: {s}" for m, p in _modules().items() if _part(m) in ("core", "labelling")
+                 for s in _string_imports(p))
+    assert not bad, "the core names code above it: " + "; ".join(bad)
+
+
+def test_forge_search_resolves_through_the_entry_point():
+    """`forge.search` and the other API names are search/api.py's, found through the installed forge-nas
+    distribution's `forge.api` entry points (pyproject.toml declares each name forge/__init__ answers)."""
+    import tomllib
+    from importlib.metadata import entry_points
+
+    import forge
+    import search.api
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][forge.API_GROUP]
+    assert declared == {n: f"search.api:{n}" for n in forge.API}
+    eps = {ep.name: ep for ep in entry_points(group=forge.API_GROUP) if ep.dist.name == forge.DISTRIBUTION}
+    assert {n: eps[n].value for n in eps} == declared, "reinstall: pip install --no-deps -e ."
+    for name in forge.API:
+        assert forge.__getattr__(name) is getattr(search.api, name)
+    assert forge.search is search.api.search and forge.SearchResult is search.api.SearchResult
+
+
+def test_the_api_comes_only_from_the_forge_distribution(monkeypatch):
+    """Without forge-nas's metadata (a source tree never pip-installed) the name fails in one line saying how to
+    install; an entry point of another distribution in the same group is never loaded (no hijack of forge.search)."""
+    import importlib.metadata as md
+
+    import forge
+    from forge.errors import UserError
+
+    class Dist:
+        name = "not-forge"
+
+    foreign = md.EntryPoint("search", "tests.test_structure:_hijack", forge.API_GROUP)
+    foreign = foreign._for(Dist()) if hasattr(foreign, "_for") else foreign
+    monkeypatch.setattr(md, "entry_points", lambda **kw: [foreign] if kw.get("group") == forge.API_GROUP else [])
+    with pytest.raises(UserError) as e:
+        forge.__getattr__("search")
+    assert "\n" not in str(e.value) and "forge-nas" in str(e.value) and "pip install -e ." in str(e.value)
+    with pytest.raises(AttributeError, match="no attribute 'serach'"):
+        forge.__getattr__("serach")
+
+
+def _hijack(*a, **k):  # pragma: no cover - what a foreign entry point would run; the test proves it never does
+    raise AssertionError("a foreign forge.api entry point was loaded")
 
 
 def test_the_checks_catch_a_violation(tmp_path, monkeypatch):
@@ -123,8 +192,12 @@ def test_the_checks_catch_a_violation(tmp_path, monkeypatch):
     (tmp_path / "forge" / "a.py").write_text("from forge.b import x\n")
     (tmp_path / "forge" / "b.py").write_text("def f():\n    import forge.a\n    from surrogate import m\n")
     (tmp_path / "surrogate" / "m.py").write_text("")
+    (tmp_path / "forge" / "c.py").write_text("import importlib\nENTRY = 'search.cli:main'\n"
+                                             "def g():\n    return importlib.import_module(f'backends.{1}')\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     with pytest.raises(pytest.fail.Exception, match="import circle: forge.a → forge.b → forge.a"):
         test_no_import_circle_between_files()
     with pytest.raises(AssertionError, match="forge.b imports surrogate.m"):
         test_imports_go_one_way("core")
+    with pytest.raises(AssertionError, match="forge.c: 'search.cli:main'; forge.c: import_module\\('backends.'\\)"):
+        test_the_core_names_no_higher_package_even_by_string()

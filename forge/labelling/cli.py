@@ -20,7 +20,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.config import EXIT_SIGINT, EXIT_SIGTERM, forge_main, output_dir, to_container
+from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.config import output_dir, to_container
 from forge.files import require_file
 from forge.genome import Genome, GenomeError, genome_from_dict
 from forge.importers import load_genome

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from forge.errors import UserError
 from forge import plugins
-from forge.config import forge_main, output_dir
+from forge.app import forge_main
+from forge.config import output_dir
 from forge.io import atomic_write_json
 from forge.numeric import round_floats
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forge import plugins
-from forge.api import compose
+from search.api import compose
 from forge.config import group_yaml
 from forge.genes import LAYER_GENES
 from forge.genome import GenomeError

@@ -75,7 +75,7 @@ def test_cli_refusal_is_one_line_with_exit_2(tmp_path):
 
 
 def test_api_predict_and_search_refuse_unless_allowed(tmp_path):
-    import forge.api as api
+    import search.api as api
 
     sp = load_space("iha-tiny-swa")
     g = sp.sample(8, __import__("numpy").random.default_rng(0))

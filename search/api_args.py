@@ -1,4 +1,4 @@
-"""Argument checks of the Python API (forge.api): a call refuses what its command refuses, in the same words.
+"""Argument checks of the Python API (search.api): a call refuses what its command refuses, in the same words.
 
 The CLI composes in Hydra's struct mode, so a misspelled key is refused; the API merges Python values into
 the composed config, so without these checks `forge.search(seeds=3, search={"pop_sise": 4})` would run with
@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from forge.config import _type_problem, describe_error
+from forge.app import describe_error
+from forge.config import type_problem
 from forge.errors import ForgeError, UserError
 from forge.limits import check_range
 
@@ -104,7 +105,7 @@ def _check(app: str, node: Mapping[str, Any], key: str, value: Any, path: str) -
         for k, v in value.items():
             _check(app, default, k, v, f"{path}.{k}")
         return
-    problem = _type_problem(default, value)
+    problem = type_problem(default, value)
     if problem:
         raise UserError(f"{path}={value!r} is not {problem}; allowed: {problem} (default {default!r})")
     check_range(app, path, value)

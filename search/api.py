@@ -2,8 +2,10 @@
 
 It is the CLIs with Python arguments: every call composes the same Hydra config the command line composes
 (`hydra.compose` on conf/forge-<app>.yaml) and calls the same `run(cfg)`, so a call and its command write
-the same files. This module is the one façade above every package (tests/test_structure.py lets it import
-search, backends and surrogate); `import forge` stays light because `forge/__init__` loads it on first use.
+the same files. It sits at the top of the import order, in `search` (it calls search, surrogate and backends); the
+names reach `forge` through package metadata, not an import: pyproject.toml declares them in the entry-point group
+`forge.api` and `forge/__init__` resolves one on first use, so the core never imports `search` and `import forge`
+stays light.
 
     import forge
     res = forge.search(space="iha-tiny", backend="roofline", objectives=["val_loss", "ttft_ms", "params"],
@@ -12,7 +14,7 @@ search, backends and surrogate); `import forge` stays light because `forge/__ini
     res.export(select="knee", out="exported/")
 
 Results come back as pandas DataFrames (`pip install "forge-nas[api]"`). Bad arguments are refused as the CLI
-refuses them (unknown keys with the closest valid name, types, ranges: forge.api_args), and every refusal is a
+refuses them (unknown keys with the closest valid name, types, ranges: search.api_args), and every refusal is a
 `forge.errors.ForgeError` with the command's one-line message.
 """
 from __future__ import annotations
@@ -22,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from forge.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.config import CONFIG_PATH, UserError, check_override_types
-from forge.errors import check_int
+from search.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
+from forge.config import CONFIG_PATH, check_override_types
+from forge.errors import UserError, check_int
 from forge.genome import Genome
 
 GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware",

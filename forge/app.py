@@ -1,0 +1,234 @@
+"""The app wrapper every `forge-*` command runs in: `forge_main` (its Hydra main), `user_errors` (one error path:
+a known error is one line and exit 2, a bug its traceback and exit 1, Ctrl-C exit 130) and the guard that
+takes back what Hydra wrote for a refused command.
+
+Where configs live and what they hold is forge.config; this module is what happens around a command's run.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from forge.config import CONFIG_PATH, check_override_types
+from forge.errors import REPORT_BUG, ForgeError
+
+EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
+_ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
+_GUARD: list["RunDirGuard"] = []  # the outermost command's guard
+
+
+@contextmanager
+def user_errors(app: str) -> Iterator[None]:
+    """One error path for every forge-* command: a known error (the ForgeError family, an OS error naming a
+    file, Hydra's and OmegaConf's config errors) prints one line `app: error: ...` and exits 2; Ctrl-C exits 130.
+    Anything else is a bug: its traceback, one line saying how to report it, exit 1.
+
+    Use it outside @hydra.main (catches Hydra's own errors, which HYDRA_FULL_ERROR makes Hydra re-raise) and,
+    optionally, inside the task (it then also checks override types). FORGE_DEBUG=1 keeps the traceback.
+    Files Hydra wrote for a refused command are taken back (`RunDirGuard`)."""
+    outer = not _ACTIVE
+    if outer:
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        _GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
+    elif _GUARD:
+        _GUARD[0].hydra_dir = _hydra_output_dir()
+    _ACTIVE.append(app)
+    try:
+        if not outer:
+            check_override_types()
+        yield
+    except SystemExit as e:
+        if outer and e.code == EXIT_USAGE and _GUARD:
+            _GUARD[0].undo()
+        raise
+    except KeyboardInterrupt:
+        if not outer:
+            raise
+        print(f"{app}: interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_SIGINT) from None
+    except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
+        msg = describe_error(e)
+        if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):
+            raise
+        if msg is None:
+            _report_bug(app)
+        if outer and _GUARD:
+            _GUARD[0].undo()
+        print(f"{app}: error: {msg}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    finally:
+        _ACTIVE.pop()
+
+
+def _report_bug(app: str) -> None:
+    """A bug: the traceback, then one line saying it is a bug and how to report it; exit 1 (not 2)."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    raise SystemExit(EXIT_BUG) from None
+
+
+def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
+    """`@forge_main("forge-x")` on `task(cfg)`: the console-script entry, a Hydra main on conf/<config_name>.yaml
+    with `user_errors(app)` around Hydra (its own errors) and inside the task (ours, plus override types)."""
+    def decorate(task: Callable[[Any], Any]) -> Callable[[], None]:
+        import hydra
+
+        @functools.wraps(task)
+        def job(cfg: Any) -> Any:
+            with user_errors(app):
+                return task(cfg)
+
+        entry = hydra.main(config_path=CONFIG_PATH, config_name=config_name or app, version_base="1.3")(job)
+
+        @functools.wraps(task)
+        def main() -> None:
+            if "--version" in sys.argv[1:]:  # Forge's version, not Hydra's (Hydra's own flag prints "Hydra 1.3.x")
+                from forge import __version__
+
+                print(f"{app} (forge-nas) {__version__}")
+                return
+            with user_errors(app):
+                entry()
+        return main
+    return decorate
+
+
+def describe_error(e: BaseException) -> str | None:
+    """One line for a known, user-fixable error; None for a bug (which keeps its traceback)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
+        before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
+        where = job or (before / ".hydra" if before else None)
+        e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
+    if isinstance(e, OSError) and e.filename is not None:
+        text = f"{e.filename}: {e.strerror or e}"
+        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
+            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
+                     "last checkpoint with resume=<run dir>)")
+    elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
+        text = str(e).split("\nConfig search path", 1)[0]
+    else:
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return _hint("; ".join(lines)) or type(e).__name__
+
+
+def _hint(text: str) -> str:
+    """Hydra's own messages made to say what is allowed: a group's choices as one list, and how to quote a value
+    its override lexer cannot read (a non-ASCII or spaced path)."""
+    import re
+
+    m = re.search(r"; Available options in '([^']+)':((?:; [^;]+)+)$", text)
+    if m:
+        text = f"{text[:m.start()]}; allowed: {m.group(1)}=" + " | ".join(x.strip() for x in m.group(2).split(";")[1:])
+    if "LexerNoViableAltException" in text:
+        text += ("; allowed: quote a value holding spaces or non-ASCII characters for Hydra, inside shell quotes: "
+                 "\"key='my folder/é'\"")
+    return text
+
+
+
+class RunDirGuard:
+    """What Hydra writes before the task runs (`.hydra/*.yaml`, the job log), undone for a refused command:
+    restored byte for byte (and mtime) in a run directory named by `hydra.run.dir=`, removed from a fresh one."""
+
+    HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+    def __init__(self, run_dir: Path | None):
+        self.run_dir, self.saved, self.hydra_dir = run_dir, {}, None
+        if run_dir is not None and run_dir.is_dir():
+            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
+            self.saved = {n: _snapshot(run_dir / n) for n in names}
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> "RunDirGuard":
+        given = [a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")]
+        return cls(Path(given[-1]) if given else None)
+
+    def undo(self) -> None:
+        d = self.run_dir or self.hydra_dir
+        if d is None or not d.is_dir():
+            return
+        if self.saved:
+            for name, snap in self.saved.items():
+                _restore(d / name, snap)
+            for log in d.glob("*.log"):  # a job log Hydra opened for this command
+                if log.name not in self.saved and log.stat().st_size == 0:
+                    log.unlink()
+            return
+        if self.run_dir is not None and _only_setup_files(d):  # named, absent before, and no work written yet
+            shutil.rmtree(d, ignore_errors=True)
+            return
+        for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
+            (d / name).unlink(missing_ok=True)
+        for log in d.glob("*.log"):
+            if log.stat().st_size == 0:
+                log.unlink()
+        if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
+            (d / ".hydra").rmdir()
+        cwd = Path.cwd().resolve()
+        for folder in (d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
+            if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
+                break
+            folder.rmdir()
+
+
+def _only_setup_files(d: Path) -> bool:
+    """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
+    run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
+    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml"}
+    return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
+
+
+def _snapshot(path: Path) -> tuple[bytes | None, int] | None:
+    if path.is_dir():
+        return (None, path.stat().st_mtime_ns)
+    return (path.read_bytes(), path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
+    if snap is None:  # Hydra made it
+        if path.is_dir():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
+        return
+    data, mtime = snap
+    if data is not None and (not path.is_file() or path.read_bytes() != data):
+        path.write_bytes(data)
+    if path.exists():
+        os.utime(path, ns=(mtime, mtime))
+
+
+def note_run_dir(config: Any) -> None:
+    """The run folder Hydra is about to create (its `hydra.run.dir`), known to the command's guard before Hydra
+    writes into it: a failure there (a full disk) is then named and undone like any refused command's files."""
+    try:
+        if _GUARD and _GUARD[0].hydra_dir is None:
+            _GUARD[0].hydra_dir = Path(str(config.hydra.run.dir))
+    except Exception:  # noqa: BLE001 - a run.dir that cannot resolve: nothing to note
+        pass
+
+
+def _hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        from omegaconf import OmegaConf
+
+        hc = HydraConfig.get()  # before the job starts, only its configured run.dir is known
+        return Path(OmegaConf.select(hc, "runtime.output_dir", default=None, throw_on_missing=False) or hc.run.dir)
+    except Exception:  # noqa: BLE001 - no Hydra job (ValueError), or a run.dir that cannot resolve yet
+        return None
