@@ -19,3 +19,7 @@ def forget() -> None:
         del sys.modules[name]
         globals().pop(name.rpartition(".")[2], None)  # `from tests.ext import genes` imports it again
     plugins._modules[:] = [m for m in plugins._modules if not m.startswith("tests.ext")]
+    for paths in plugins._registered.values():  # what the API registered for the user's objects (plugins.bind)
+        paths.difference_update({p for p in paths if p.startswith("tests.ext")})
+    for path in [p for p in plugins._bound if p.startswith("tests.ext")]:
+        del plugins._bound[path]
