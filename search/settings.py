@@ -20,12 +20,11 @@ from search.operators import MutationParams
 
 RECIPE = "nsga"
 ALGORITHMS = ("nsga", "random")
-PROBABILITIES = ("crossover", "mutation.rate", "mutation.p_delete", "mutation.p_duplicate", "mutation.p_rotate",
-                 "mutation.p_gene")
-SIZES = (("pop_size", 1), ("offspring", 1), ("generations", 0), ("mutation.max_step", 1))  # (key, least value)
+PROBABILITIES = ("search.crossover", *(f"search.mutation.{k}" for k in ("rate", "p_delete", "p_duplicate", "p_rotate",
+                                                                        "p_gene")))
+SIZES = (("search.pop_size", 1), ("search.offspring", 1), ("search.generations", 0), ("search.mutation.max_step", 1))
 UPPER = ("seed", "search.pop_size", "search.offspring", "evaluator.n_mc")  # bounded by forge.limits
 COUNTS = (("stop_after", 0), ("evaluator.n_mc", 0), ("threads", 1))  # run-level integers, null allowed
-UNSET = "<unset>"
 
 
 @dataclass(frozen=True)
@@ -58,30 +57,13 @@ def search_section(s: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def settle(c: Mapping[str, Any]) -> dict[str, Any]:
-    """The config with its search section settled (defaults filled in, every range checked): one line names the
-    first value out of range and what is allowed."""
+    """The config with its search section settled: the recipe's defaults filled in, every range checked (one line
+    names the first value out of range and what is allowed)."""
     s = search_section(c.get("search"))
-    flat = {**s, **{f"mutation.{k}": v for k, v in dict(s.get("mutation") or {}).items()}}
-    run = {"seed": c.get("seed", UNSET), "stop_after": c.get("stop_after", UNSET), "threads": c.get("threads", UNSET),
-           "hv.ref": dict(c.get("hv") or {}).get("ref", UNSET),
-           "evaluator.n_mc": dict(c.get("evaluator") or {}).get("n_mc", UNSET),
-           **{f"search.{k}": flat[k] for k in ("pop_size", "offspring")}}
-    for key in PROBABILITIES:
-        if not (isinstance(flat[key], (int, float)) and 0.0 <= float(flat[key]) <= 1.0):
-            raise SearchConfigError(f"search.{key}={flat[key]!r} is out of range; allowed: a probability in [0, 1]")
-    for key, low in SIZES:
-        if not (isinstance(flat[key], int) and flat[key] >= low):
-            raise SearchConfigError(f"search.{key}={flat[key]!r} is out of range; allowed: an integer >= {low}")
-    for key in UPPER:
-        if run[key] not in (UNSET, None):
-            check_range("forge-search", key, run[key])
-    ref = run["hv.ref"]
-    if ref not in (UNSET, None) and not (isinstance(ref, (int, float)) and ref > 0):
-        raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
-                                "twice the anchor genome's value)")
-    for key, low in COUNTS:
-        if run[key] not in (UNSET, None) and not (isinstance(run[key], int) and run[key] >= low):
-            raise SearchConfigError(f"{key}={run[key]!r} is out of range; allowed: an integer >= {low}")
+    hv, ev = dict(c.get("hv") or {}), dict(c.get("evaluator") or {})
+    check_ranges({**{f"search.{k}": v for k, v in s.items()}, **{f"search.mutation.{k}": v for k, v in s["mutation"].items()},
+                  "seed": c.get("seed"), "stop_after": c.get("stop_after"), "threads": c.get("threads"),
+                  "hv.ref": hv.get("ref"), "evaluator.n_mc": ev.get("n_mc")})
     if s["algorithm"] not in ALGORITHMS:
         raise SearchConfigError(f"search.algorithm = {s['algorithm']!r} is unknown; allowed: {' | '.join(ALGORITHMS)}")
     mut = [k for k in s["mutation"] if k != "rate"]
@@ -89,3 +71,23 @@ def settle(c: Mapping[str, Any]) -> dict[str, Any]:
         raise SearchConfigError(f"search.mutation keys {sorted(mut)} are invalid; allowed: rate, "
                                 + ", ".join(MutationParams.__dataclass_fields__))
     return {**c, "search": s}
+
+
+def check_ranges(v: Mapping[str, Any]) -> None:
+    """The ranges Hydra cannot check, on `v` (dotted key -> value; a run-level key that is null passes)."""
+    for key in PROBABILITIES:
+        if not (isinstance(v[key], (int, float)) and 0.0 <= float(v[key]) <= 1.0):
+            raise SearchConfigError(f"{key}={v[key]!r} is out of range; allowed: a probability in [0, 1]")
+    for key, low in SIZES:
+        if not (isinstance(v[key], int) and v[key] >= low):
+            raise SearchConfigError(f"{key}={v[key]!r} is out of range; allowed: an integer >= {low}")
+    for key in UPPER:
+        if v[key] is not None:
+            check_range("forge-search", key, v[key])
+    ref = v["hv.ref"]
+    if ref is not None and not (isinstance(ref, (int, float)) and ref > 0):
+        raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
+                                "twice the anchor genome's value)")
+    for key, low in COUNTS:
+        if v[key] is not None and not (isinstance(v[key], int) and v[key] >= low):
+            raise SearchConfigError(f"{key}={v[key]!r} is out of range; allowed: an integer >= {low}")
