@@ -37,11 +37,13 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
     backend = p.get("backend") or build_backend(c)
     workload = p.get("workload") or build_workload(c, backend)
-    coevo = p["coevolution"] if "coevolution" in p else \
-        build_coevolution(c, space, run_dir) if s["coevolve"]["every"] else None
+    if "coevolution" in p:
+        coevo = p["coevolution"]
+    else:  # none to build while the settled search.coevolve.every is 0
+        coevo = build_coevolution(c, space, run_dir) if s["coevolve"]["every"] else None
     problem = ForgeProblem(space, evaluator, backend, workload, c["objectives"], c.get("constraints", []))
     plan = Plan(generations=int(s["generations"]), seed=int(c.get("seed", 0)), algorithm=str(s["algorithm"]),
-                hv_ref=float(hv.get("ref", 2.0)), anchor_values=dict(hv.get("anchor_values") or {}),
+                hv_ref=float(hv.get("ref") or 2.0), anchor_values=dict(hv.get("anchor_values") or {}),
                 progress=bool(c.get("progress", False)))
     algo = make_algorithm(space, problem, s, plan.seed, sampling)
     return Search(run_dir, problem, algo, ParetoArchive(problem.objectives, problem.signs), anchor, cfg, plan, coevo)
