@@ -93,14 +93,16 @@ class Loop(Bench):
         """Run (or resume) the warm arm to n_new new labels, `off` offspring a generation; the new genome ids in the
         order they were trained (the first n_new: a generation may train more, then the rest are not counted)."""
         from search.evaluators import TrainEvaluator
-        from search.runner import CHECKPOINT, Search
+        from search.build import build_search
+        from search.runner import CHECKPOINT
         from search.state import read_jsonl
 
         run_dir = self.work / "runs" / (f"warm-{target.name}-{seed}" + (f"-off{off}" if off != OFF else ""))
         c = {**base_cfg("iha-tiny", seed, self.work), **target.search_cfg(), "evaluator": {"kind": "train"},
              "search": {"algorithm": "nsga", "pop_size": POP, "offspring": off, "generations": 400 // off}}
         space, backend = target.space, target.backend
-        s = Search(c, run_dir, space, TrainEvaluator(self.trainer), backend, target.workload, None)
+        s = build_search(c, run_dir, {"space": space, "evaluator": TrainEvaluator(self.trainer), "backend": backend,
+                                      "workload": target.workload, "coevolution": None})
         if (run_dir / CHECKPOINT).exists():
             s.load()
         else:

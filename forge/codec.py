@@ -27,6 +27,10 @@ class Codec:
         g = np.asarray(grid)
         return np.abs(values[..., None] - g).argmin(axis=-1)
 
+    def nearest(self, name: str, value: int) -> int:
+        """The value of gene `name`'s grid nearest to `value`, the lower on a tie (as `encode` snaps a value)."""
+        return int(min(self.grid(name), key=lambda g: (abs(g - value), g)))
+
     def encode(self, genomes: Sequence[Genome]) -> np.ndarray:
         """Genomes → (n, n_var) grid indices; off-grid values snap to the nearest grid point."""
         names = self.codec_genes

@@ -17,15 +17,12 @@ from pymoo.core.termination import NoTermination
 
 from forge.genome import Genome
 from forge.space import SearchSpace
-from search.defaults import search_section
 from search.duplicates import IdDuplicateElimination
-from search.objectives import SearchConfigError
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
 from search.problem import ForgeProblem
 from search.survival import StableRankAndCrowding
 
-ALGORITHMS = ("nsga", "random")
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
 
 
@@ -40,22 +37,13 @@ class RandomSearch(NSGA2):
 
 def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
                    seed_genome: Genome | None = None) -> NSGA2:
-    """The recipe's pymoo algorithm; sizes and probabilities were range-checked by check_search_config."""
-    s = search_section(s)
-    kind = s["algorithm"]
-    if kind not in ALGORITHMS:
-        raise SearchConfigError(f"search.algorithm = {kind!r} is unknown; allowed: {' | '.join(ALGORITHMS)}")
+    """The recipe's pymoo algorithm, from the search section `search.settings.settle` filled in and checked."""
     mut = dict(s["mutation"])
     rate = float(mut.pop("rate"))
-    try:
-        params = MutationParams(**mut)
-    except TypeError:
-        raise SearchConfigError(f"search.mutation keys {sorted(mut)} are invalid; allowed: rate, "
-                                + ", ".join(MutationParams.__dataclass_fields__)) from None
-    cls = NSGA2 if kind == "nsga" else RandomSearch
+    cls = NSGA2 if s["algorithm"] == "nsga" else RandomSearch
     algo = cls(pop_size=int(s["pop_size"]), n_offsprings=int(s["offspring"]),
                sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s["crossover"])),
-               mutation=LayerMutation(space, rate, params), repair=SpaceRepair(space),
+               mutation=LayerMutation(space, rate, MutationParams(**mut)), repair=SpaceRepair(space),
                eliminate_duplicates=IdDuplicateElimination(problem.keys), survival=StableRankAndCrowding())
     algo.space = space
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)

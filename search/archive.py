@@ -14,7 +14,7 @@ therefore not the paper's numbers (Figure 7 uses an undocumented normalization).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from pymoo.indicators.hv import HV
@@ -115,6 +115,13 @@ def least_violating(ids: Sequence[str], cv: Any, records: dict[str, dict[str, An
     return out
 
 
+class Anchor(NamedTuple):
+    """The hypervolume anchor: its genome, and its codec row (encoded once, with the space it belongs to)."""
+
+    genome: Genome
+    x: np.ndarray
+
+
 def default_anchor(space: SearchSpace) -> Genome:
     """GPT-2-style uniform stack: round(0.3·L_max) layers, 64-wide heads, n_kv = n_h, d_mlp ≈ 4·d_model.
 
@@ -123,12 +130,11 @@ def default_anchor(space: SearchSpace) -> Genome:
     """
     glob = anchor_globals(space)
     d = int(glob.get("d_model", space.d_model))
-    snap = lambda grid, v: min(grid, key=lambda g: (abs(g - v), g))  # noqa: E731
     heads = [h for h in space.n_h if d % h == 0] or list(space.n_h)
-    n_h = snap(heads, max(1, d // 64))
-    d_head = snap(space.d_qk, d // n_h)
+    n_h = min(heads, key=lambda h: (abs(h - max(1, d // 64)), h))  # the head count nearest 64-wide heads
     n_kv = max(k for k in space.n_kv if n_h % k == 0 and k <= n_h)
-    gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=d_head, d_v=snap(space.d_v, d // n_h), d_mlp=snap(space.d_mlp, 4 * d))
+    gene = LayerGene(n_h=n_h, n_kv=n_kv, d_qk=space.nearest("d_qk", d // n_h), d_v=space.nearest("d_v", d // n_h),
+                     d_mlp=space.nearest("d_mlp", 4 * d))
     n = max(1, round(0.3 * space.L_max))
     return space.repair(space.genome([gene] * n, name="hv-anchor", **glob))
 

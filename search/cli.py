@@ -17,57 +17,34 @@ from omegaconf import DictConfig
 
 from forge import plugins
 from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
-from forge.config import to_container
-from forge.config import output_dir as _output_dir
+from forge.config import output_dir, to_container
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.launch_only import check_saved
-from forge.limits import check_range
-from search.components import (build_backend, build_coevolution, build_evaluator, build_space,
-                               build_workload)
-from search.objectives import SearchConfigError
+from search.build import build_search
+from search.errors import SearchConfigError
 from search.ledger import resume_state
-from search.runner import Search
 from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
 
 
-def output_dir(cfg: Any) -> Path:
-    """Hydra's run directory under Hydra, else cfg.out_dir (tests), else ./outputs/search."""
-    return _output_dir(cfg, fallback="outputs/search")
-
-
 def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run (or resume) one search; `components` may inject space/evaluator/backend/workload/coevolution, or a
-    surrogate object as `predictor` (fitted on evaluator.labels when it arrives unfitted)."""
+    """Run (or resume) one search; `components` may inject the parts `search.build.PARTS` names (space, evaluator,
+    backend, workload, coevolution, or a surrogate object as `predictor`, fitted on evaluator.labels when it
+    arrives unfitted)."""
     c = to_container(cfg)
+    resume = c.get("resume")
+    run_dir = Path(resume) if resume else output_dir(c, fallback="outputs/search")
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
     c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
-    resume = c.get("resume")
-    run_dir = Path(resume) if resume else output_dir(c)
     if resume:
-        if (run_dir / CHECKPOINT).exists():  # before anything is built: a refused resume changes nothing
-            saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
-        else:
-            check_resumable(run_dir)
-            saved = saved_config(run_dir)
-        check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
-        plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
-        c = resume_config(c, saved, run_dir, _cli_overrides())
-        check_search_config(c)
+        c = resumed_config(c, run_dir)
+    elif holds_search(run_dir):
+        raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
     else:
-        check_search_config(c)
-        if holds_search(run_dir):
-            raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
         check_writable(run_dir)
     _set_threads(c.get("threads"))
-    parts = dict(components or {})
-    space = parts.get("space") or build_space(c)
-    evaluator = parts.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", parts.get("predictor"))
-    backend = parts.get("backend") or build_backend(c)
-    workload = parts.get("workload") or build_workload(c, backend)
-    coevo = parts["coevolution"] if "coevolution" in parts else build_coevolution(c, space, run_dir)
-    search = Search(c, run_dir, space, evaluator, backend, workload, coevo, progress=bool(c.get("progress", True)))
+    search = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:
         search.load()  # refuses before it rewrites any file
         sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
@@ -84,32 +61,16 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     return summary
 
 
-PROBABILITIES = ("crossover", "mutation.rate", "mutation.p_delete", "mutation.p_duplicate", "mutation.p_rotate",
-                 "mutation.p_gene")
-
-
-def check_search_config(c: dict[str, Any]) -> None:
-    """Ranges Hydra cannot check: probabilities in [0, 1], positive sizes, a positive HV reference point."""
-    s = c.get("search") or {}
-    for key in PROBABILITIES:
-        v = _select(s, key)
-        if v != "<unset>" and not (isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0):
-            raise SearchConfigError(f"search.{key}={v!r} is out of range; allowed: a probability in [0, 1]")
-    for key, low in (("pop_size", 1), ("offspring", 1), ("generations", 0), ("mutation.max_step", 1)):
-        v = _select(s, key)
-        if v != "<unset>" and not (isinstance(v, int) and v >= low):
-            raise SearchConfigError(f"search.{key}={v!r} is out of range; allowed: an integer >= {low}")
-    for key in ("seed", "search.pop_size", "search.offspring", "evaluator.n_mc"):  # upper bounds (forge.limits)
-        if _select(c, key) not in ("<unset>", None):
-            check_range("forge-search", key, _select(c, key))
-    ref = _select(c, "hv.ref")
-    if ref not in ("<unset>", None) and not (isinstance(ref, (int, float)) and ref > 0):
-        raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
-                                "twice the anchor genome's value)")
-    for key, low in (("stop_after", 0), ("evaluator.n_mc", 0), ("threads", 1)):
-        v = _select(c, key)
-        if v not in ("<unset>", None) and not (isinstance(v, int) and v >= low):
-            raise SearchConfigError(f"{key}={v!r} is out of range; allowed: an integer >= {low}")
+def resumed_config(c: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built."""
+    if (run_dir / CHECKPOINT).exists():
+        saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
+    else:
+        check_resumable(run_dir)
+        saved = saved_config(run_dir)
+    check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
+    plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
+    return resume_config(c, saved, run_dir, _cli_overrides())
 
 
 def _cli_overrides() -> list[str] | None:
@@ -151,8 +112,9 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
 
 def _set_threads(n: Any) -> None:
     """Torch intra-op threads for the surrogate: batches of ~48 genomes are too small to gain from more
-    than one thread, and on a shared 2-core machine extra threads mostly spin (20x slower measured)."""
-    if n:
+    than one thread, and on a shared 2-core machine extra threads mostly spin (20x slower measured). A value out
+    of range is left to `search.settings.settle`, which refuses it before anything is built."""
+    if isinstance(n, int) and n >= 1:
         import torch
 
         torch.set_num_threads(int(n))
@@ -175,12 +137,14 @@ def exit_code(summary: dict[str, Any]) -> int:
 
 
 def end_screen(summary: dict[str, Any], as_json: bool) -> None:
-    """The last screen: the front table and next commands, or the JSON brief. An interrupted run gets neither
-    table nor `next:` (those commands refuse it): run() already printed its one line on how to continue."""
-    from search.console import show_end
+    """The last screen: the JSON brief (computed only here), or the front table and next commands. An interrupted
+    run gets neither table nor `next:` (those commands refuse it): run() already printed how to continue."""
+    if as_json:
+        print(json.dumps(_brief(summary), indent=2))
+    elif summary.get("status") != "interrupted":
+        from search.console import show_end
 
-    if as_json or summary.get("status") != "interrupted":
-        show_end(summary, _brief(summary), as_json=as_json)
+        show_end(summary)
 
 
 @forge_main("forge-search")

@@ -17,7 +17,6 @@ from forge.genome import Genome
 from forge.importers import load_genome
 from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
-from search.defaults import search_section
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.objectives import SearchConfigError
 
@@ -141,11 +140,12 @@ def import_callable(spec: str, kind: str = "finetune") -> Any:
 
 
 def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path) -> Any:
-    """None when search.coevolve.every is 0; else the CoEvolution plug-in (surrogate mode only)."""
+    """None when search.coevolve.every is 0; else the CoEvolution plug-in (surrogate mode only). `cfg` is settled
+    (search.settings.settle): its search.coevolve holds every knob."""
     from search.coevolution import CoEvolution, replay_labels
 
-    co = dict((cfg.get("search") or {}).get("coevolve") or {})
-    every = int(co.get("every", 0) or 0)
+    co = cfg["search"]["coevolve"]
+    every = int(co["every"] or 0)
     if every <= 0:
         return None
     ev = dict(cfg.get("evaluator") or {})
@@ -167,16 +167,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     if hasattr(trainer, "logger"):
         trainer.logger = logger
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
+    knobs = {"batch": int(co["batch"]), "n_mc": int(co["n_mc"]), "ratio": float(co["ratio"]), "epochs": int(co["epochs"]),
+             "lr": float(co["lr"]), "batch_size": int(co["batch_size"]), "acquire": str(co["acquire"])}
     return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
-                       **refit_knobs(cfg.get("search")), seed=int(cfg.get("seed", 0)), load=load)
-
-
-def refit_knobs(s: Mapping[str, Any] | None) -> dict[str, Any]:
-    """CoEvolution's numeric settings from search.coevolve, the recipe YAML's value for any left out."""
-    co = search_section(s)["coevolve"]
-    return {"batch": int(co["batch"]), "n_mc": int(co["n_mc"]), "ratio": float(co["ratio"]),
-            "epochs": int(co["epochs"]), "lr": float(co["lr"]), "batch_size": int(co["batch_size"]),
-            "acquire": str(co.get("acquire", "paper"))}
+                       **knobs, seed=int(cfg.get("seed", 0)), load=load)
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:

@@ -140,7 +140,8 @@ def next_commands(run_dir: str | Path) -> list[str]:
     return [*cmds, verify_command(run_dir, cfg)]
 
 
-def show_end(summary: dict[str, Any], brief: dict[str, Any], as_json: bool, console: Console | None = None) -> None:
+def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_json: bool = False,
+             console: Console | None = None) -> None:
     """Print the last screen: the JSON `brief` (scripts) or the front table with the next steps."""
     if as_json:
         print(json.dumps(brief, indent=2))

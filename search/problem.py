@@ -151,11 +151,13 @@ class ForgeProblem(Problem):
         self._last = (key, genomes, out)
         return genomes, dict(out)
 
-    def point_metrics(self, genome: Genome, known: Mapping[str, float] | None = None) -> dict[str, float]:
-        """Every metric of one genome as floats (the hypervolume anchor's): values in `known` are kept, and when
-        the loss is among them the evaluator is never called (a train-mode search never trains its anchor)."""
+    def point_metrics(self, genome: Genome, known: Mapping[str, float] | None = None,
+                      X: np.ndarray | None = None) -> dict[str, float]:
+        """Every metric of one genome as floats (the hypervolume anchor's; `X`: its codec row, when encoded
+        already): values in `known` are kept, and when the loss is among them the evaluator is never called (a
+        train-mode search never trains its anchor)."""
         m = dict(known or {})
-        X = self.space.encode([genome])
+        X = self.space.encode([genome]) if X is None else X
         if LOSS not in m:
             _, full = self.metrics(X)
         else:

@@ -14,18 +14,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from pymoo.algorithms.moo.nsga2 import NSGA2
 from pymoo.core.population import Population
 
-from forge.io import as_float, atomic_write_json, atomic_write_text, json_line
+from forge.io import as_float, atomic_write_text, json_line
 from forge.signals import term_as_interrupt
-from search.algorithms import make_algorithm, pop_column, pop_state, restore
-from search.archive import Hypervolume, ParetoArchive, default_anchor, least_violating, loss_overlap
+from search.algorithms import pop_column, pop_state, restore
+from search.archive import Anchor, Hypervolume, ParetoArchive
 from search.coevolution import Survivors
 from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
-from search.components import seed_genome
 from search.objectives import LOSS
-from search.defaults import search_section
 from search.problem import ForgeProblem
+from search.settings import Plan
+from search.summary import write_summary
 from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, check_resumable, read_jsonl,
                           save_checkpoint, sync_files)
 from search.tables import GenerationLog, genome_row, write_tables
@@ -37,17 +38,15 @@ COVERED = ("archive.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)  # 
 
 
 class Search:
-    """One search run in `run_dir`; `run()` continues from the checkpoint when `resume` is set."""
+    """One search run in `run_dir`, its parts built by `search.build.build_search`; `load()` continues from the
+    checkpoint. `config` is what the checkpoint saves (the launched config, as given)."""
 
-    def __init__(self, cfg: dict[str, Any], run_dir: Path, space, evaluator, backend, workload,
-                 coevolution: Any = None, progress: bool = False):
-        self.cfg, self.run_dir, self.space = cfg, Path(run_dir), space
-        s = cfg["search"]
-        self.G, self.seed = int(search_section(s)["generations"]), int(cfg.get("seed", 0))
-        self.problem = ForgeProblem(space, evaluator, backend, workload, cfg["objectives"], cfg.get("constraints", []))
-        self.algo = make_algorithm(space, self.problem, s, self.seed, seed_genome(s.get("sampling"), space))
-        self.archive = ParetoArchive(self.problem.objectives, self.problem.signs)
-        self.coevo, self.progress = coevolution, progress
+    def __init__(self, run_dir: Path, problem: ForgeProblem, algo: NSGA2, archive: ParetoArchive,
+                 anchor: Anchor, config: dict[str, Any], plan: Plan, coevolution: Any = None):
+        self.run_dir, self.problem, self.algo, self.archive = Path(run_dir), problem, algo, archive
+        self.space, self.cfg, self.plan, self._anchor = problem.space, config, plan, anchor
+        self.anchor_genome = anchor.genome
+        self.G, self.seed, self.coevo, self.progress = plan.generations, plan.seed, coevolution, plan.progress
         self.history: list[dict[str, Any]] = []
         self.records: dict[str, dict[str, Any]] = {}  # id -> record at evaluation time
         self.timers: dict[str, float] = defaultdict(float)
@@ -59,10 +58,7 @@ class Search:
         self.ledger = LogLedger(self.run_dir, COVERED)  # rows, bytes and hash of each log (see checkpoint())
         self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
-        self.hv_cfg = dict(cfg.get("hv") or {})
-        spec = self.hv_cfg.get("anchor", "auto")  # resolved now (bad input fails here), scored on first need
-        self.anchor_genome = default_anchor(space) if spec in (None, "auto") else seed_genome(spec, space)
-        self._hv: tuple[Hypervolume, Hypervolume, dict[str, float]] | None = None
+        self._hv: tuple[Hypervolume, Hypervolume, dict[str, float]] | None = None  # scored on first need
 
     # ------------------------------------------------------------ hypervolume
     def hypervolumes(self) -> tuple[Hypervolume, Hypervolume, dict[str, float]]:
@@ -70,12 +66,12 @@ class Search:
         need by the search's own evaluator and backend (at `run()` or `load()`, before any co-evolution swap),
         so building a `Search` runs nothing."""
         if self._hv is None:
-            known = dict(self.hv_cfg.get("anchor_values") or {})
+            known = dict(self.plan.anchor_values)
             if self.problem.evaluator.kind != "surrogate" and LOSS not in known:
                 bound = [c.bound for c in self.problem.constraints if c.name == LOSS]
                 known[LOSS] = bound[0] if bound else 4.0  # train mode: never train the anchor
-            m = self.problem.point_metrics(self.anchor_genome, known)
-            ref = float(self.hv_cfg.get("ref", 2.0))
+            m = self.problem.point_metrics(self.anchor_genome, known, self._anchor.x)
+            ref = self.plan.hv_ref
             self._hv = (Hypervolume([m[o] for o in self.problem.objectives], ref, self.problem.signs),
                         Hypervolume([m[LOSS], m["params"]], ref), m)
         return self._hv
@@ -309,42 +305,6 @@ class Search:
         except Exception:  # noqa: BLE001  (the original error is the one to report)
             pass
 
-    def _interval_summary(self) -> dict[str, Any]:
-        """The contract's `loss_interval`: level, method, source, and the front members whose interval
-        overlaps the best member's (search.archive.loss_overlap)."""
-        info = getattr(self.problem.evaluator, "interval_info", None)
-        out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
-        blind = list(getattr(self.problem.evaluator, "blind", ()))  # genes the loss cannot see (search.blind)
-        return {**out, "n_indistinguishable": loss_overlap(self.archive.entries)[1], **({"blind_to": blind} if blind else {})}
-
     def write_summary(self, status: str, interrupted_by: str | None = None, reason: str | None = None) -> dict[str, Any]:
-        """summary.json; `status` (complete | stopped | interrupted | running | failed) is the field consumers
-        check; a failed run says why in `reason` (and resumes from its last checkpoint)."""
-        hv, hv_lp = self.hv_values() if self.gen >= 0 else (0.0, 0.0)
-        summary = {"status": status, "generations_done": self.gen, "generations": self.G,
-                   "hypervolume": hv, "hypervolume_loss_params": hv_lp,
-                   "hv_per_generation": [h["hv"] for h in self.history],
-                   "hv_loss_params_per_generation": [h["hv_loss_params"] for h in self.history],
-                   "evaluations": self.problem.n_evaluated, "archive_size": len(self.archive),
-                   "wall_s": self.wall(), "phase_s": self.all_timers(), "objectives": self.problem.objectives,
-                   **({"maximize": maxi} if (maxi := [o.name for o in self.problem.specs if o.sign < 0]) else {}),
-                   "constraints": [str(c) for c in self.problem.constraints],
-                   "hv_anchor": {"genome": self.anchor_genome.to_dict(), "values": self.anchor,
-                                 "ref": self.hv.ref}, "algorithm": self.cfg["search"].get("algorithm", "nsga"),
-                   "space": self.space.name, "backend": getattr(self.problem.backend, "name", "?"),
-                   "seed": self.seed, "surrogate_version": self.problem.evaluator.version,
-                   "run_dir": str(self.run_dir), "loss_interval": self._interval_summary()}
-        if interrupted_by:
-            summary["interrupted_by"] = interrupted_by
-        if reason:
-            summary["reason"] = reason
-        if self.gen >= 0 and not len(self.archive):
-            pop = self.algo.pop  # no genome met the constraints: an empty front is a result, say by how much
-            summary["least_violating"] = least_violating(self.problem.ids(pop.get("X")), pop.get("CV"), self.records,
-                                                         self.problem.violations)
-        if self.coevo is not None:
-            summary["coevolution"] = self.coevo.summary()
-        atomic_write_json(self.run_dir / "summary.json", summary)
-        return summary
-
-
+        """summary.json (search.summary); `status` is the field consumers check."""
+        return write_summary(self, status, interrupted_by, reason)

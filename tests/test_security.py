@@ -117,6 +117,7 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
     nested `_target_` inside a dispatch (which Hydra would instantiate recursively), a fine-tune function."""
     from search.components import build_coevolution, build_evaluator, build_trainer
     from search.errors import SearchConfigError
+    from search.settings import settle
 
     witness = tmp_path / "pwned"
     popen = {"_target_": "subprocess.Popen", "args": ["touch", str(witness)]}
@@ -133,7 +134,7 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
         build_trainer({"dispatch": nested, "protocol": {"name": "x"}, "corpus": {"kind": "stdlib"}})
     co = {"every": 1, "trainer": {"_target_": "forge.labelling.dispatch.LocalTrainer"}, "finetune": "os.system"}
     with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
-        build_coevolution({"search": {"coevolve": co}, "evaluator": {}}, space, tmp_path)
+        build_coevolution(settle({"search": {"coevolve": co}, "evaluator": {}}), space, tmp_path)
     assert not witness.exists()
 
 

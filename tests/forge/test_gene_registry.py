@@ -87,7 +87,7 @@ def test_toy_gene_search_export_and_surrogate_fit(tmp_path):
     from backends.interface import Workload
     from search.export import export_one
     from search.evaluators import LossEvaluator
-    from search.runner import Search
+    from search.build import build_search
     from search.state import read_jsonl
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend, FakePredictor
@@ -95,7 +95,8 @@ def test_toy_gene_search_export_and_surrogate_fit(tmp_path):
     with registered(TOY):
         space = _toy_space()
         assert space.codec_genes[-1] == "toy"
-        Search(tiny_cfg(), tmp_path / "run", space, LossEvaluator(FakePredictor()), FakeBackend(), Workload()).run()
+        build_search(tiny_cfg(), tmp_path / "run", {"space": space, "evaluator": LossEvaluator(FakePredictor()),
+                                                     "backend": FakeBackend(), "workload": Workload()}).run()
         rows = read_jsonl(tmp_path / "run" / "archive.jsonl")
         toys = {lay.get("toy", 1) for r in rows for lay in r["genome"]["layers"]}
         assert toys == {1, 2, 3}  # the search moved the gene over its whole grid

@@ -149,7 +149,7 @@ def test_toy_global_gene_search_export_and_surrogate_fit(tmp_path):
     from backends.interface import Workload
     from search.export import export_one
     from search.evaluators import LossEvaluator
-    from search.runner import Search
+    from search.build import build_search
     from search.state import read_jsonl
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend, FakePredictor
@@ -157,7 +157,8 @@ def test_toy_global_gene_search_export_and_surrogate_fit(tmp_path):
     with registered(TOYG):
         space = _space(name="iha-tiny-toyg", toyg=[1, 2, 3])  # a top-level key naming the gene: its grid
         assert space.searched_globals == ("toyg",) and space.n_var == 12 * 7 + 1
-        Search(tiny_cfg(), tmp_path / "run", space, LossEvaluator(FakePredictor()), FakeBackend(), Workload()).run()
+        build_search(tiny_cfg(), tmp_path / "run", {"space": space, "evaluator": LossEvaluator(FakePredictor()),
+                                                     "backend": FakeBackend(), "workload": Workload()}).run()
         rows = read_jsonl(tmp_path / "run" / "archive.jsonl")
         assert {r["genome"].get("toyg", 1) for r in rows} == {1, 2, 3}  # the search moved it over its grid
         row = next(r for r in rows if r["genome"].get("toyg", 1) > 1)

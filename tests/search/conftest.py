@@ -10,6 +10,7 @@ import pytest
 from backends.interface import Workload
 from forge.space import load_space
 from search.evaluators import LossEvaluator
+from search.build import build_search
 from search.runner import Search
 from tests.search.fakes import FakeBackend, FakePredictor
 
@@ -42,5 +43,6 @@ def make_search(tiny_space):
              coevolution: Any = None, space: Any = None) -> Search:
         cfg = cfg or tiny_cfg()
         ev = LossEvaluator(predictor or FakePredictor(), beta=float(cfg.get("beta", 0.0)), n_mc=int(cfg.get("n_mc", 0)))
-        return Search(cfg, run_dir, space or tiny_space, ev, backend or FakeBackend(), Workload(), coevolution)
+        return build_search(cfg, run_dir, {"space": space or tiny_space, "evaluator": ev, "backend": backend or FakeBackend(),
+                                           "workload": Workload(), "coevolution": coevolution})
     return make

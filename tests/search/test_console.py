@@ -32,13 +32,14 @@ def run_dir(tmp_path_factory):
     from backends.interface import Workload
     from forge.space import load_space
     from search.evaluators import LossEvaluator
-    from search.runner import Search
+    from search.build import build_search
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend
 
     d = tmp_path_factory.mktemp("run")
     ev = LossEvaluator(IntervalPredictor(), level=0.9)
-    Search(tiny_cfg(), d, load_space("iha-tiny"), ev, FakeBackend(), Workload()).run()
+    build_search(tiny_cfg(), d, {"space": load_space("iha-tiny"), "evaluator": ev, "backend": FakeBackend(),
+                                 "workload": Workload()}).run()
     return d
 
 

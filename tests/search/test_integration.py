@@ -10,7 +10,7 @@ from forge.space import load_space
 from search.coevolution import CoEvolution
 from search.components import build_backend, build_workload
 from search.evaluators import LossEvaluator
-from search.runner import Search
+from search.build import build_search
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakePredictor, FakeTrainer, fake_loss
@@ -22,7 +22,8 @@ def test_search_runs_on_every_shipped_backend(backend, tmp_path):
     if backend == "cpu-measured":  # really times every genome on this CPU: a short workload keeps it fast
         cfg["workload"] = {"prefill": 16, "decode": 8}
     b = build_backend(cfg)
-    s = Search(cfg, tmp_path, load_space("iha-tiny"), LossEvaluator(FakePredictor()), b, build_workload(cfg, b))
+    s = build_search(cfg, tmp_path, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()),
+                                     "backend": b, "workload": build_workload(cfg, b)})
     out = s.run()
     assert out["backend"] == b.name and out["evaluations"] == 8
     rows = read_jsonl(tmp_path / "archive.jsonl")
@@ -46,8 +47,9 @@ def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
 
     def make(d):
         co = CoEvolution(1, FakeTrainer(), finetune, str(base), labs, batch=2, n_mc=3, epochs=1, load=load_predictor)
-        return Search(cfg, d, space, LossEvaluator(load_predictor(base)), build_backend({"backend": "roofline"}),
-                      build_workload({}, None), co)
+        return build_search(cfg, d, {"space": space, "evaluator": LossEvaluator(load_predictor(base)),
+                                     "backend": build_backend({"backend": "roofline"}),
+                                     "workload": build_workload({}, None), "coevolution": co})
 
     make(tmp_path / "full").run()
     make(tmp_path / "part").run(stop_after=1)

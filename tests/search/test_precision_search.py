@@ -13,7 +13,7 @@ from search.export import chosen_design, export_one, load_exported
 from search.operators import (MutationParams, delete, duplicate, layer_crossover, mutate, mutate_precision,
                               perturb, rotate_reflect)
 from search.evaluators import LossEvaluator
-from search.runner import Search
+from search.build import build_search
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
 
@@ -90,7 +90,8 @@ def test_loss_evaluator_strips_precision_then_adds_the_penalty(mx_space):
 
 def test_search_export_and_reload_carry_precision(mx_space, tmp_path):
     cfg = tiny_cfg(space="iha-tiny-mx")
-    s = Search(cfg, tmp_path / "run", mx_space, LossEvaluator(FakePredictor()), FakeBackend(), Workload(), None)
+    s = build_search(cfg, tmp_path / "run", {"space": mx_space, "evaluator": LossEvaluator(FakePredictor()),
+                                             "backend": FakeBackend(), "workload": Workload()})
     s.run()
     chosen = chosen_design(tmp_path / "run")
     assert chosen["precision"].count("/") == 2

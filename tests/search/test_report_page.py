@@ -17,14 +17,14 @@ def report(tmp_path_factory):
     from backends.interface import Workload
     from forge.space import load_space
     from search.evaluators import LossEvaluator
-    from search.runner import Search
+    from search.build import build_search
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend
 
     d = tmp_path_factory.mktemp("run")
     cfg = tiny_cfg()
-    Search(cfg, d, load_space("iha-tiny"), LossEvaluator(IntervalPredictor(), level=0.9), FakeBackend(),
-           Workload()).run()
+    build_search(cfg, d, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(IntervalPredictor(), level=0.9),
+                          "backend": FakeBackend(), "workload": Workload()}).run()
     (d / "config.yaml").write_text(yaml.safe_dump({**cfg, "evaluator": {"kind": "surrogate",
                                                                          "predictor": "forgeformer-iha-tiny"},
                                                    "backend": {"name": "fake", "hardware": "host-cpu"}}))

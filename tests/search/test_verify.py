@@ -15,7 +15,7 @@ from forge.labels import Label
 from search.picks import control_draw, front_picks
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.problem import ForgeProblem
-from search.runner import Search
+from search.build import build_search
 from search.verify import Verify, VerifyError, measured_backend, run
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune, fake_loss
@@ -240,7 +240,7 @@ def test_a_train_mode_run_reports_real_vs_control_only(make_search, tiny_space, 
     cfg = tiny_cfg(space="iha-tiny", search={"generations": 2}, evaluator={"kind": "train"},
                    constraints=["val_loss < 10"])
     ev = TrainEvaluator(FakeProtocolTrainer(str(store)))
-    Search(cfg, run_dir, tiny_space, ev, FakeBackend(), Workload()).run()
+    build_search(cfg, run_dir, {"space": tiny_space, "evaluator": ev, "backend": FakeBackend(), "workload": Workload()}).run()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     parts = _parts(tiny_space, store)
     parts["evaluator"] = TrainEvaluator(parts["trainer"])  # one store-backed trainer, as the CLI builds it

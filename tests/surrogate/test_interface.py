@@ -22,13 +22,14 @@ def make_search_any():
     """A 4-generation iha-tiny search on the fake backend with the given predictor and co-evolution."""
     from backends.interface import Workload
     from search.evaluators import LossEvaluator
-    from search.runner import Search
+    from search.build import build_search
     from tests.search.conftest import tiny_cfg
     from tests.search.fakes import FakeBackend
 
     def make(run_dir, predictor, coevolution):
-        return Search(tiny_cfg(), run_dir, load_space("iha-tiny"), LossEvaluator(predictor), FakeBackend(),
-                      Workload(), coevolution)
+        return build_search(tiny_cfg(), run_dir, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(predictor),
+                                                  "backend": FakeBackend(), "workload": Workload(),
+                                                  "coevolution": coevolution})
     return make
 
 
@@ -82,6 +83,7 @@ def test_a_registered_format_loads_by_path(tmp_path, monkeypatch):
 def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
     """search.coevolve with evaluator.predictor = a user's class node: refitted on the real labels and hot-swapped."""
     from search.components import build_coevolution
+    from search.settings import settle
     from surrogate.generic import refit
 
     node = {"_target_": USER, "slope": 0.2}
@@ -91,7 +93,7 @@ def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
     from forge import plugins
 
     plugins.trust(cfg)  # as forge-search's run(cfg) does with the config the user launched
-    co = build_coevolution(cfg, load_space("iha-tiny"), tmp_path)
+    co = build_coevolution(settle(cfg), load_space("iha-tiny"), tmp_path)
     assert co.finetune is refit and co.base == node
     s = make_search_any(tmp_path, as_loss_predictor(UserSurrogate(slope=0.2)), co)
     s.run()

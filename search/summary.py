@@ -1,0 +1,49 @@
+"""A run's summary.json: the contract every consumer reads (status first), written by the loop at each end."""
+from __future__ import annotations
+
+from typing import Any
+
+from forge.io import atomic_write_json
+from search.archive import least_violating, loss_overlap
+
+
+def interval_summary(search: Any) -> dict[str, Any]:
+    """The contract's `loss_interval`: level, method, source, and the front members whose interval
+    overlaps the best member's (search.archive.loss_overlap)."""
+    ev = search.problem.evaluator
+    info = getattr(ev, "interval_info", None)
+    out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
+    blind = list(getattr(ev, "blind", ()))  # genes the loss cannot see (search.blind)
+    return {**out, "n_indistinguishable": loss_overlap(search.archive.entries)[1], **({"blind_to": blind} if blind else {})}
+
+
+def write_summary(search: Any, status: str, interrupted_by: str | None = None,
+                  reason: str | None = None) -> dict[str, Any]:
+    """summary.json of a `search.runner.Search`; `status` (complete | stopped | interrupted | running | failed) is
+    the field consumers check; a failed run says why in `reason` (and resumes from its last checkpoint)."""
+    s, problem = search, search.problem
+    hv, hv_lp = s.hv_values() if s.gen >= 0 else (0.0, 0.0)
+    summary = {"status": status, "generations_done": s.gen, "generations": s.G,
+               "hypervolume": hv, "hypervolume_loss_params": hv_lp,
+               "hv_per_generation": [h["hv"] for h in s.history],
+               "hv_loss_params_per_generation": [h["hv_loss_params"] for h in s.history],
+               "evaluations": problem.n_evaluated, "archive_size": len(s.archive),
+               "wall_s": s.wall(), "phase_s": s.all_timers(), "objectives": problem.objectives,
+               **({"maximize": maxi} if (maxi := [o.name for o in problem.specs if o.sign < 0]) else {}),
+               "constraints": [str(c) for c in problem.constraints],
+               "hv_anchor": {"genome": s.anchor_genome.to_dict(), "values": s.anchor, "ref": s.hv.ref},
+               "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
+               "seed": s.seed, "surrogate_version": problem.evaluator.version,
+               "run_dir": str(s.run_dir), "loss_interval": interval_summary(s)}
+    if interrupted_by:
+        summary["interrupted_by"] = interrupted_by
+    if reason:
+        summary["reason"] = reason
+    if s.gen >= 0 and not len(s.archive):
+        pop = s.algo.pop  # no genome met the constraints: an empty front is a result, say by how much
+        summary["least_violating"] = least_violating(problem.ids(pop.get("X")), pop.get("CV"), s.records,
+                                                     problem.violations)
+    if s.coevo is not None:
+        summary["coevolution"] = s.coevo.summary()
+    atomic_write_json(s.run_dir / "summary.json", summary)
+    return summary
