@@ -15,6 +15,7 @@ real `forge-search` job, in-process, with a profiler hook; it reports
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tempfile
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("forge", "search", "surrogate", "backends")
 
 
+@functools.lru_cache(maxsize=None)  # the hook sees every call: resolve each file once
 def _project_file(filename: str) -> str | None:
     try:
         rel = Path(filename).resolve().relative_to(ROOT)
@@ -67,7 +69,7 @@ class Walk:
                 self.add(v)
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
+        if event == "call":  # c_call and the like never carry a config node to a project function
             where = _project_file(frame.f_code.co_filename)
             if where is None:
                 return

@@ -25,7 +25,6 @@ def _parts(space, **over):
             "workload": Workload(), **over}
 
 
-@pytest.mark.slow
 def test_the_walk_of_cfg_from_forge_search_is_short():
     """Targets of issue 36 §4 on the default job (the numbers are in bench/RESULTS.md): at most 35 functions
     reached by the config, no package returned to more than 3 times, no file more than 3 times."""
