@@ -30,9 +30,9 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     unknown = sorted(set(p) - set(PARTS))
     if unknown:  # a caller's bug, never the user's input
         raise TypeError(f"build_search: unknown parts {unknown}; known: {', '.join(PARTS)}")
-    s, hv = c["search"], dict(c.get("hv") or {})
+    s, hv = c["search"], c["hv"]
     space = p.get("space") or build_space(c)
-    anchor = hv_anchor(hv.get("anchor", "auto"), space)  # resolved with the space (bad input fails here)
+    anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
     sampling = seed_genome(s["sampling"], space)
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
     backend = p.get("backend") or build_backend(c)
@@ -43,7 +43,7 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
         coevo = build_coevolution(c, space, run_dir) if s["coevolve"]["every"] else None
     problem = ForgeProblem(space, evaluator, backend, workload, c["objectives"], c.get("constraints", []))
     plan = Plan(generations=int(s["generations"]), seed=int(c.get("seed", 0)), algorithm=str(s["algorithm"]),
-                hv_ref=float(hv.get("ref") or 2.0), anchor_values=dict(hv.get("anchor_values") or {}),
+                hv_ref=float(hv["ref"]), anchor_values=dict(hv["anchor_values"] or {}),
                 progress=bool(c.get("progress", False)))
     algo = make_algorithm(space, problem, s, plan.seed, sampling)
     return Search(run_dir, problem, algo, ParetoArchive(problem.objectives, problem.signs), anchor, cfg, plan, coevo)

@@ -148,10 +148,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     every = int(co["every"] or 0)
     if every <= 0:
         return None
-    ev = dict(cfg.get("evaluator") or {})
-    if ev.get("kind", "surrogate") != "surrogate":
+    ev = cfg["evaluator"]  # settled (search.settings.settle): every key holds its value or the YAML's default
+    if ev["kind"] != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    base = ev.get("predictor", "auto")
+    base = ev["predictor"]
     if base in (None, "auto"):
         from search.blind import default_predictor
 
@@ -174,18 +174,17 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
-    ev = dict(cfg.get("evaluator") or {})
-    kind = ev.get("kind", "surrogate")
+    ev = cfg["evaluator"]  # settled (search.settings.settle): a hand-made or older run's config reads the YAML's defaults
+    kind = ev["kind"]
     try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
         penalty = QuantPenalty.from_config(ev.get("quant_penalty"))
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
-        node = predictor if predictor is not None else ev.get("predictor", "auto")
+        node = predictor if predictor is not None else ev["predictor"]
         pred = load_surrogate(node, space, ev.get("allow_blind"), ev.get("labels"), int(cfg.get("seed", 0)))
-        out = LossEvaluator(pred, beta=float(ev.get("beta", 0.0)), n_mc=int(ev.get("n_mc", 0)),
-                            seed=int(cfg.get("seed", 0)), penalty=penalty, level=ev.get("interval_level", 0.9),
-                            select=str(ev.get("select", "mu")))
+        out = LossEvaluator(pred, beta=float(ev["beta"]), n_mc=int(ev["n_mc"]), seed=int(cfg.get("seed", 0)),
+                            penalty=penalty, level=ev["interval_level"], select=str(ev["select"]))
         out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)
         return out
     if kind == "train":

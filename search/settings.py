@@ -47,20 +47,30 @@ def _recipe() -> dict[str, Any]:
     return node
 
 
-def search_section(s: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`s` over the recipe's defaults, one level deep for the `mutation` and `coevolve` nodes."""
-    out = copy.deepcopy(_recipe())
+@functools.lru_cache(maxsize=1)
+def _run_defaults() -> dict[str, Any]:
+    node = group_yaml("", "forge-search")
+    if node is None:  # a packaging bug, never bad input
+        raise RuntimeError("conf/forge-search.yaml is missing from forge_conf")
+    return node
+
+
+def section(name: str, node: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`node` over its one home of defaults: conf/search/nsga.yaml for `search`, conf/forge-search.yaml for
+    `evaluator` and `hv` (a mapping default, such as `search.mutation`, is merged one level deep). A config made by
+    hand, or saved by an older Forge that lacked a key, so reads the values a composed one holds."""
+    out = copy.deepcopy(_recipe() if name == "search" else _run_defaults()[name])
     out.pop("defaults", None)
-    for k, v in dict(s or {}).items():
-        out[k] = {**out[k], **dict(v or {})} if k in ("mutation", "coevolve") and isinstance(out.get(k), dict) else v
+    for k, v in dict(node or {}).items():
+        merge = isinstance(out.get(k), dict) and (v is None or isinstance(v, Mapping))
+        out[k] = {**out[k], **dict(v or {})} if merge else v
     return out
 
 
 def settle(c: Mapping[str, Any]) -> dict[str, Any]:
     """The config with its search section settled: the recipe's defaults filled in, every range checked (one line
-    names the first value out of range and what is allowed)."""
-    s = search_section(c.get("search"))
-    hv, ev = dict(c.get("hv") or {}), dict(c.get("evaluator") or {})
+    names the first value out of range and what is allowed); `hv` and `evaluator` over their YAML defaults."""
+    s, hv, ev = (section(name, c.get(name)) for name in ("search", "hv", "evaluator"))
     check_ranges({**{f"search.{k}": v for k, v in s.items()}, **{f"search.mutation.{k}": v for k, v in s["mutation"].items()},
                   "seed": c.get("seed"), "stop_after": c.get("stop_after"), "threads": c.get("threads"),
                   "hv.ref": hv.get("ref"), "evaluator.n_mc": ev.get("n_mc")})
@@ -70,7 +80,7 @@ def settle(c: Mapping[str, Any]) -> dict[str, Any]:
     if set(mut) - set(MutationParams.__dataclass_fields__):
         raise SearchConfigError(f"search.mutation keys {sorted(mut)} are invalid; allowed: rate, "
                                 + ", ".join(MutationParams.__dataclass_fields__))
-    return {**c, "search": s}
+    return {**c, "search": s, "hv": hv, "evaluator": ev}
 
 
 def check_ranges(v: Mapping[str, Any]) -> None:
@@ -85,7 +95,7 @@ def check_ranges(v: Mapping[str, Any]) -> None:
         if v[key] is not None:
             check_range("forge-search", key, v[key])
     ref = v["hv.ref"]
-    if ref is not None and not (isinstance(ref, (int, float)) and ref > 0):
+    if not (isinstance(ref, (int, float)) and not isinstance(ref, bool) and ref > 0):  # filled in: null is explicit
         raise SearchConfigError(f"hv.ref={ref!r} is out of range; allowed: a number > 0 (in anchor units; 2.0 = "
                                 "twice the anchor genome's value)")
     for key, low in COUNTS:

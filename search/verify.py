@@ -34,6 +34,7 @@ from search.evaluators import strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
 from search.problem import ForgeProblem
+from search.settings import settle
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
@@ -102,7 +103,7 @@ class Verify:
 
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(self.run_cfg, self.space, self.store)
+        ev = build_evaluator(settle(self.run_cfg), self.space, self.store)
         path = self._coevolution().get("predictor_path")
         if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
             from surrogate.predictor import load_predictor

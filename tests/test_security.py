@@ -126,9 +126,9 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
 
     space = load_space("iha-tiny")
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed surrogate plug-in"):
-        build_evaluator({"evaluator": {"predictor": popen}}, space)
+        build_evaluator(settle({"evaluator": {"predictor": popen}}), space)
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed dispatch plug-in"):
-        build_evaluator({"evaluator": {"kind": "train", "trainer": popen}}, space)
+        build_evaluator(settle({"evaluator": {"kind": "train", "trainer": popen}}), space)
     nested = {"_target_": "forge.labelling.dispatch.LocalTrainer", "workers": popen}
     with pytest.raises(SearchConfigError, match="subprocess.Popen"):
         build_trainer({"dispatch": nested, "protocol": {"name": "x"}, "corpus": {"kind": "stdlib"}})

@@ -12,7 +12,7 @@ from search.build import build_search
 from search.cli import run
 from search.errors import SearchConfigError
 from search.evaluators import LossEvaluator
-from search.settings import search_section, settle
+from search.settings import section, settle
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
@@ -40,7 +40,7 @@ def test_the_walk_of_cfg_from_forge_search_is_short():
     assert sum(out["returns_per_file"].values()) < 12, out["returns_per_file"]  # 12 before the redesign
     walk = out["walk"]  # one builder, one settling of the search section
     assert "search/build.py:build_search" in walk and "search/settings.py:settle" in walk
-    assert [s for s in walk if s.endswith(":search_section")] == ["search/settings.py:search_section"]
+    assert [s for s in walk if s.endswith(":section")] == ["search/settings.py:section"]
 
 
 def test_a_built_search_runs_and_is_deterministic(tiny_space, tmp_path):
@@ -94,8 +94,8 @@ def test_settle_fills_the_recipe_defaults_once():
     cfg = tiny_cfg(search={"mutation": {"rate": 0.5}})
     c = settle(cfg)
     s = c["search"]
-    assert s["mutation"]["rate"] == 0.5 and s["mutation"]["p_gene"] == search_section({})["mutation"]["p_gene"]
-    assert s["coevolve"]["every"] == 0 and s["crossover"] == search_section(None)["crossover"]
+    assert s["mutation"]["rate"] == 0.5 and s["mutation"]["p_gene"] == section("search", {})["mutation"]["p_gene"]
+    assert s["coevolve"]["every"] == 0 and s["crossover"] == section("search", None)["crossover"]
     assert (s["pop_size"], s["offspring"], s["generations"]) == (8, 12, 4)
     assert cfg == tiny_cfg(search={"mutation": {"rate": 0.5}}) and settle(c) == c
     for key, bad in (("seed", -1), ("threads", 0), ("stop_after", -2)):
