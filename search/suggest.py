@@ -43,12 +43,15 @@ def _name(node: Any) -> str:
     return node if isinstance(node, str) else str((node or {}).get("name", ""))
 
 
-def tiny_space(space: str) -> str:
+def tiny_space(space: str) -> str | None:
     """The CPU-trainable space nearest the run's: the run's own when it is a tiny one, else its tiny twin
-    (iha-paper-swa -> iha-tiny-swa, gqa-paper -> gqa-tiny), else iha-tiny."""
+    (iha-paper-swa -> iha-tiny-swa, gqa-paper -> gqa-tiny), else iha-tiny; None for a user's space (one that is
+    not in conf/space): no shipped space stands for it."""
     from forge.config import group_yaml
 
-    if "tiny" in space and group_yaml("space", space) is not None:
+    if group_yaml("space", space) is None:
+        return None
+    if "tiny" in space:
         return space
     twin = space.replace("paper", "tiny").removesuffix("-mx")
     return twin if group_yaml("space", twin) is not None else "iha-tiny"
@@ -63,8 +66,11 @@ def tiny_predictor(space: str) -> str:
 
 
 def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
-    """A search whose verification trains on this CPU, in the run's own space family and backend."""
+    """A search whose verification trains on this CPU, in the run's own space family and backend; none (empty)
+    for a run of a user's space, which only its own protocol verifies."""
     space = tiny_space(_name(run_cfg.get("space")) or "iha-tiny")
+    if space is None:
+        return []
     backend = _name(run_cfg.get("backend"))
     parts = ["forge-search", f"space={space}", f"evaluator.predictor={tiny_predictor(space)}",
              *([f"backend={backend}"] if backend and backend != "roofline" else []),

@@ -43,6 +43,12 @@ from search.verify_report import (brief, figure, interval_of, real_figure, real_
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
 CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
+OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
+
+
+def cpu_verify(recipe: list[str]) -> str:
+    """What works instead of training here: a tiny search of the run's space family, none for a user's space."""
+    return CPU_VERIFY.format(*recipe) if recipe else OWN_VERIFY
 
 
 class Verify:
@@ -71,7 +77,7 @@ class Verify:
 
             check_training(override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            override_node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}", allowed=CPU_VERIFY.format(*tiny_recipe(self.run_cfg)))
+                           f"forge-verify run={self.run_dir}", allowed=cpu_verify(tiny_recipe(self.run_cfg)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")

@@ -45,6 +45,24 @@ def test_a_tiny_run_is_verified_at_the_tutorials_size(tmp_path, monkeypatch):
     assert next_commands(_run(tmp_path / "big", space="iha-paper"))[-1] == "forge-verify run=big"  # paper runs: 8+8
 
 
+def test_a_run_of_a_users_space_is_never_sent_to_a_shipped_space(tmp_path, monkeypatch):
+    """A space of the user's own (not in conf/space) has no CPU-scale twin: without a GPU the advice is its own
+    verify where its protocol trains, never an iha-tiny search (issue 36 §3), and verify's refusal says the same."""
+    from search.verify import cpu_verify
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(needs, "_cuda", lambda: False)
+    run = _run(tmp_path / "mine", space="iha-paper", protocol="paper")
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["space"]["name"] = "gpt2-bench"  # the user's space, declared in their own yaml
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmds = next_commands(run)
+    assert not any("iha-tiny" in c for c in cmds)
+    assert cmds[-2].startswith("# real training of front picks needs a CUDA GPU") and cmds[-1] == "forge-verify run=mine"
+    assert suggest.tiny_recipe(cfg) == [] and "iha-tiny" not in cpu_verify(suggest.tiny_recipe(cfg))
+    assert "iha-tiny" in cpu_verify(suggest.tiny_recipe({"space": "iha-paper"}))  # a shipped space keeps its twin
+
+
 def test_export_suggests_a_fresh_out_when_an_export_is_there(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert suggest.export_command("r") == "forge-export run=r select=knee"
