@@ -201,3 +201,13 @@ def test_the_checks_catch_a_violation(tmp_path, monkeypatch):
         test_imports_go_one_way("core")
     with pytest.raises(AssertionError, match="forge.c: 'search.cli:main'; forge.c: import_module\\('backends.'\\)"):
         test_the_core_names_no_higher_package_even_by_string()
+
+
+MAX_LINES = 350  # issue 36 §4: a module a newcomer reads in one sitting (the guide asks ~50–250)
+
+
+def test_no_module_outside_bench_is_over_350_lines():
+    files = [p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0] in (*PACKAGES, "tests", "forge_hf")]
+    assert len(files) > 100  # the walk sees the tree
+    long = sorted(f"{p.relative_to(ROOT)} ({n})" for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
