@@ -62,7 +62,7 @@ def test_bad_options_are_named(tiny_jsonl, tmp_path):
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory, tiny_jsonl):
     """The bad inputs of tests/test_bad_inputs.py, made in-process (fast): every mode names what is wrong."""
-    from tests.test_bad_inputs import _make_files
+    from tests.bad_input_kit import _make_files
 
     w = tmp_path_factory.mktemp("bad")
     _make_files(w)
