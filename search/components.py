@@ -162,8 +162,8 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     from forge.tracking import logged, node_for
     from surrogate.predictor import load_predictor
 
-    logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs
     trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
+    logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs
     if hasattr(trainer, "logger"):
         trainer.logger = logger
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
