@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import logging
 import os
 import shutil
 import sys
@@ -83,6 +84,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
 
         @functools.wraps(task)
         def job(cfg: Any) -> Any:
+            quiet_log_errors(app)  # Hydra has just attached the run's log handlers
             with user_errors(app):
                 return task(cfg)
 
@@ -99,6 +101,24 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
                 entry()
         return main
     return decorate
+
+
+def quiet_log_errors(app: str) -> None:
+    """A log handler that cannot write (a full disk under cli.log) says so in one line and is dropped, instead of
+    logging's `--- Logging error ---` traceback on every record; the command's own writes still refuse in one line
+    when they fail. Any other exception in a handler is a bug and keeps logging's report."""
+    for handler in logging.getLogger().handlers:
+        handler.handleError = functools.partial(_log_write_failed, app, handler)  # type: ignore[method-assign]
+
+
+def _log_write_failed(app: str, handler: logging.Handler, record: logging.LogRecord) -> None:
+    e = sys.exc_info()[1]
+    if not isinstance(e, OSError):
+        return logging.Handler.handleError(handler, record)
+    logging.getLogger().removeHandler(handler)
+    where = getattr(handler, "baseFilename", None) or type(handler).__name__
+    print(f"{app}: cannot write {where}: {e.strerror or e}; the command goes on without that log (free some disk "
+          "space)", file=sys.stderr)
 
 
 def describe_error(e: BaseException) -> str | None:

@@ -158,3 +158,20 @@ def test_a_yaml_tag_in_any_genome_file_is_one_line(tmp_path):
     with pytest.raises(ForgeError, match=r"g.yaml:1: corrupt g\b|g.yaml:1: corrupt genome"):
         read_yaml_file(p, "genome")
     assert yaml  # the safe loader refuses the tag, never constructs it
+
+
+def test_a_full_disk_under_the_log_file_is_one_line_not_a_logging_traceback(tmp_path, monkeypatch, capsys):
+    """cli.log on a full disk: one line naming it, once, and the search still ends (its own files are fine here)."""
+    import logging
+
+    def full(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(logging.FileHandler, "flush", full, raising=False)
+    code, err = cli("forge-search", ["space=iha-tiny", "search.generations=1", "search.pop_size=4", "search.offspring=4",
+                                     "quiet=true", f"hydra.run.dir={tmp_path}/run"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if "cli.log" in ln]
+    assert "Logging error" not in err and "Traceback" not in err, err
+    assert len(lines) == 1 and "No space left on device" in lines[0] and lines[0].startswith("forge-search: "), err
+    assert (tmp_path / "run" / "summary.json").is_file()
