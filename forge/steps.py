@@ -35,10 +35,11 @@ class Steps:
     `tty=None` asks the stream; `enabled=False` prints nothing (the Python API, `--json` scripts)."""
 
     def __init__(self, app: str, what: str, total: int, enabled: bool = True, stream: TextIO | None = None,
-                 tty: bool | None = None, lazy: bool = False):
+                 tty: bool | None = None, lazy: bool = False, unit: str = "step"):
         """`lazy`: the opening line waits for the first step (a job refused on bad input then prints only
-        its one error line)."""
+        its one error line). `unit`: what one step is (`epoch`: code deep below, a Lightning fit, steps it)."""
         self.app, self.what, self.total, self.enabled, self.lazy = app, what, max(int(total), 0), enabled, lazy
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.done, self.t0, self._bar, self._task = 0, time.perf_counter(), None, None

@@ -175,8 +175,10 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
     data = _labels(cfg)
     models = list(cfg.models)
     save = out / "checkpoints" if cfg.get("save_ckpt") else None
+    from forge.steps import active
+
     res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save,
-                  workers=int(cfg.get("workers", 1)))
+                  workers=int(cfg.get("workers", 1)), step=active().step)  # run()'s Steps counts the fits
     n_test = res[models[0]]["runs"][0]["n_test"]
     write_markdown(out / "table.md", res, n_test, int(cfg.seeds))
     return {"mode": "compare", "data": str(_data_path(cfg)), **_data_info(data),
@@ -197,8 +199,9 @@ def run(cfg: DictConfig) -> dict:
 
     from forge.steps import Steps
 
-    steps = Steps("forge-surrogate", f"mode={cfg.mode}: epochs", _epochs(cfg), enabled=bool(cfg.get("progress", True)),
-                  lazy=True)
+    unit, total = ("fit", _fits(cfg)) if cfg.mode == "compare" else ("epoch", _epochs(cfg))
+    steps = Steps("forge-surrogate", f"mode={cfg.mode}: {unit}s", total, enabled=bool(cfg.get("progress", True)),
+                  lazy=True, unit=unit)
     with log_to(node_for(to_container(cfg.get("logger")), out, "forge-surrogate")), steps:  # curves in <out>/logs
         res = _compare(cfg, out) if cfg.mode == "compare" else {"train": _train, "eval": _eval, "finetune": _finetune,
                                                                    "calibrate": _calibrate}[cfg.mode](cfg)
@@ -206,6 +209,14 @@ def run(cfg: DictConfig) -> dict:
     res["config"] = to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     atomic_write_json(out / "summary.json", res)
     return res
+
+
+def _fits(cfg: DictConfig) -> int:
+    """Fits `mode=compare` will run (seeds x models), for the progress count; 0 (no known end) while the options
+    are not yet checked (compare refuses bad ones in one line)."""
+    seeds, models = cfg.get("seeds"), cfg.get("models")
+    ok = isinstance(seeds, int) and seeds > 0 and OmegaConf.is_list(models)
+    return seeds * len(models) if ok else 0
 
 
 def _epochs(cfg: DictConfig) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from omegaconf import OmegaConf
@@ -76,16 +76,23 @@ def build(name: str, seed: int, overrides: dict | None = None) -> Any:
 
 def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_frac: float = 0.2,
             overrides: dict | None = None, log=print, save_dir: Path | None = None,
-            workers: int = 1) -> dict[str, Any]:
+            workers: int = 1, step: Callable[..., None] | None = None) -> dict[str, Any]:
     """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}.
 
     workers > 1 runs the splits in that many spawned processes with one torch thread each (forge.parallel);
-    every fit is seeded by its split, so the table equals a one-process run with torch.set_num_threads(1)."""
+    every fit is seeded by its split, so the table equals a one-process run with torch.set_num_threads(1).
+    `step(note, n=...)` counts fits as they end (forge.steps.Steps.step): each fit here, each split's in workers."""
     jobs = [(data, models, s, test_frac, overrides, save_dir) for s in range(seed0, seed0 + seeds)]
     if workers == 1:
-        per_split = [_split_job(*job, log=log) for job in jobs]  # log lines as each fit ends
+        def log_fit(line: str) -> None:
+            log(line)
+            if step is not None:
+                step(line.split(":")[0])
+
+        per_split = [_split_job(*job, log=log_fit) for job in jobs]  # log lines as each fit ends
     else:
-        per_split = map_spawned(_split_job, jobs, workers)
+        tick = None if step is None else (lambda i: step(f"seed {seed0 + i}", n=len(models)))
+        per_split = map_spawned(_split_job, jobs, workers, done=tick)
         for line in (ln for res in per_split for ln in res["log"]):
             log(line)
     out: dict[str, Any] = {m: {"runs": [], "fit_s": []} for m in models}

@@ -89,7 +89,7 @@ class EpochSteps(L.Callback):
         from forge.steps import active
 
         st = active()
-        if st is not None:
+        if st is not None and st.unit == "epoch":  # not a count of fits (mode=compare) or of trainings (verify)
             st.step(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}")
 
 

@@ -112,3 +112,16 @@ def test_an_unwritable_checkpoint_path_fails_before_training(tiny_jsonl, tmp_pat
         run(_cfg(f"data={tiny_jsonl}", "space=iha-tiny", "surrogate.epochs=400", f"out={tmp_path}/afile/ckpt",
                  f"out_dir={tmp_path / 'o'}"))
     assert time.perf_counter() - t0 < 5  # refused up front, not after 400 epochs
+
+
+
+def test_compare_counts_its_fits_as_they_end(tiny_jsonl, tmp_path, capsys):
+    """Issue 37 leftover: `mode=compare` shows n-of-m fits (a line per fit when stderr is not a terminal);
+    in worker processes: tests/surrogate/test_compare.py."""
+    run(_cfg("mode=compare", f"data={tiny_jsonl}", "seeds=2", "models=[rf,scaling_law]", "workers=1",
+             f"out_dir={tmp_path}"))
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("forge-surrogate: mode=compare: fits")]
+    assert lines[0] == "forge-surrogate: mode=compare: fits: 0/4 to do", lines
+    lines = lines[1:]
+    assert [ln.split(": fits ")[1].split(" ")[0] for ln in lines] == ["1/4", "2/4", "3/4", "4/4"], lines
+    assert "(seed 0 rf)" in lines[0] and "(seed 1 scaling_law)" in lines[-1]

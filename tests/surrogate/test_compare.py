@@ -1,4 +1,8 @@
+import io
+
 import pytest
+
+from forge.steps import Steps
 
 from surrogate.compare import compare
 from surrogate.dataset import load_labelset
@@ -10,8 +14,15 @@ def test_compare_in_worker_processes_equals_one_process(tiny_jsonl):
     models = ["rf", "forgeformer"]
     ov = {"forgeformer": {"epochs": 1, "space": "iha-tiny", "L_max": 12}}
     lines: list[str] = []
-    seq = compare(data, models, seeds=2, overrides=ov, log=lambda m: None, workers=1)
-    par = compare(data, models, seeds=2, overrides=ov, log=lines.append, workers=2)
+    counted = {}
+    for workers in (1, 2):  # fits are counted as they end; a forgeformer fit's Lightning epochs are not fits
+        buf = io.StringIO()
+        with Steps("forge-surrogate", "fits", 4, stream=buf, tty=False, unit="fit") as st:
+            res = compare(data, models, seeds=2, overrides=ov, log=lines.append if workers == 2 else lambda m: None,
+                          workers=workers, step=st.step)
+        counted[workers] = [ln.split("fits ")[1].split(" ")[0] for ln in buf.getvalue().splitlines()[1:]]
+        seq, par = (res, None) if workers == 1 else (seq, res)
+    assert counted == {1: ["1/4", "2/4", "3/4", "4/4"], 2: ["2/4", "4/4"]}
     for m in models:
         assert seq[m]["runs"] == par[m]["runs"] and seq[m]["summary"] == par[m]["summary"]
     assert [ln.split(":")[0] for ln in lines] == ["seed 0 rf", "seed 0 forgeformer", "seed 1 rf", "seed 1 forgeformer"]
