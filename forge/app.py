@@ -117,8 +117,11 @@ def _log_write_failed(app: str, handler: logging.Handler, record: logging.LogRec
         return logging.Handler.handleError(handler, record)
     logging.getLogger().removeHandler(handler)
     where = getattr(handler, "baseFilename", None) or type(handler).__name__
-    print(f"{app}: cannot write {where}: {e.strerror or e}; the command goes on without that log (free some disk "
-          "space)", file=sys.stderr)
+    try:  # stderr itself may be the stream that failed (a closed pipe): then there is no one to tell
+        print(f"{app}: cannot write {where}: {e.strerror or e}; the command goes on without that log (free some "
+              "disk space)", file=sys.stderr)
+    except OSError:
+        pass
 
 
 def describe_error(e: BaseException) -> str | None:

@@ -175,3 +175,24 @@ def test_a_full_disk_under_the_log_file_is_one_line_not_a_logging_traceback(tmp_
     assert "Logging error" not in err and "Traceback" not in err, err
     assert len(lines) == 1 and "No space left on device" in lines[0] and lines[0].startswith("forge-search: "), err
     assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_a_log_handler_on_a_closed_stderr_is_dropped_without_raising(monkeypatch):
+    """When the failing stream is stderr itself (a closed pipe), the one line cannot be written either: the
+    handler is still dropped and the command goes on (no exception escapes into the search loop)."""
+    import io
+    import logging
+
+    from forge.app import quiet_log_errors
+
+    class Closed(io.StringIO):
+        def write(self, s):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    handler = logging.StreamHandler(Closed())
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [handler])
+    monkeypatch.setattr("sys.stderr", Closed())
+    quiet_log_errors("forge-search")
+    root.warning("a line no stream can take")  # must not raise
+    assert handler not in root.handlers
