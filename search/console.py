@@ -136,8 +136,9 @@ def next_commands(run_dir: str | Path) -> list[str]:
     cfg_path = Path(run_dir) / "config.yaml"
     cfg = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU
-    if needs and tiny_recipe(cfg):
-        return [*cmds, "# real training of front picks, on this CPU:", *tiny_recipe(cfg)]
+    recipe = tiny_recipe(cfg) if needs else []
+    if recipe:
+        return [*cmds, "# real training of front picks, on this CPU:", *recipe]
     if needs:  # a user's space: no shipped space stands for it, so its own verify, where its protocol trains
         return [*cmds, f"# real training of front picks needs {needs[0].split(' (')[0]}; where it trains:",
                 verify_command(run_dir, cfg)]
