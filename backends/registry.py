@@ -10,7 +10,7 @@ import inspect
 from typing import Any
 
 from backends.interface import FORMAT_KEYS, Backend, BackendError, Workload
-from forge.config import conf_dir, group_names, to_container
+from forge.config import conf_dir, group_names, is_name, to_container
 from forge.plugins import PluginError, resolve
 
 BITS = ("weight_bits", "act_bits", "kv_bits")
@@ -25,7 +25,7 @@ def backend_config(name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     path = conf_dir() / "backend" / f"{name}.yaml"
-    if not path.is_file():
+    if not is_name(name) or not path.is_file():  # a name, never a path (`backend: /abs/evil` in a saved run)
         raise BackendError(f"backend {name!r} is unknown; allowed: {', '.join(list_backends())}")
     root = OmegaConf.create({"backend": OmegaConf.load(path)})
     return to_container(root)["backend"]

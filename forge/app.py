@@ -41,6 +41,8 @@ def user_errors(app: str) -> Iterator[None]:
         _GUARD[0].hydra_dir = _hydra_output_dir()
     _ACTIVE.append(app)
     try:
+        if outer and _GUARD:
+            _GUARD[0].refuse_links()
         if not outer:
             check_override_types()
         yield
@@ -173,6 +175,18 @@ class RunDirGuard:
         if run_dir is not None and run_dir.is_dir():
             names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
             self.saved = {n: _snapshot(run_dir / n) for n in names}
+
+    def refuse_links(self) -> None:
+        """Before Hydra opens the job log in a named run folder (`resume=`): a log or `.hydra` there that is a link
+        is refused in one line (it would send the log outside the run), and nothing is undone through it."""
+        d = self.run_dir
+        names = [*d.glob("*.log"), d / ".hydra", *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
+        link = next((p for p in names if p.is_symlink()), None)
+        if link is not None:
+            from forge.confined import refused
+
+            self.run_dir, self.saved = None, {}  # undo() then touches nothing
+            raise refused(link, d)
 
     @classmethod
     def from_argv(cls, argv: list[str]) -> "RunDirGuard":

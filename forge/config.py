@@ -7,6 +7,7 @@ codes, the run-folder guard) is forge.app.
 """
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from forge.errors import UserError
 from forge.limits import check_range
 
 CONFIG_PATH = "pkg://forge_conf"  # what every @hydra.main uses
+# a config-group choice is a plain name (`local`, `iha-tiny`, `a100-40gb`): no separator, no leading dot, so no
+# value read from a run folder can pick a file outside its group's folder (`/abs/evil`, `../x`, `/proc/self/cwd/x`)
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]*")
 
 
 def conf_dir() -> Path:
@@ -41,10 +45,34 @@ def group_names(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
+def is_name(value: Any) -> bool:
+    """Whether `value` is a plain config name (never a path): what a group value read from disk must be."""
+    return isinstance(value, str) and NAME.fullmatch(value) is not None
+
+
+def known_names(group: str) -> list[str]:
+    """A group's names: shipped in conf/<group>/, plus those on the searchpath the running Hydra job was launched
+    with (`hydra.searchpath=[file://dir]`): what a group value read from a run folder may name."""
+    names = set(group_names(group))
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        sources = list(HydraConfig.get().runtime.config_sources)
+    except (ValueError, ImportError):
+        sources = []
+    for src in sources:
+        if src.get("schema") == "file" and src.get("path"):
+            names.update(p.stem for p in (Path(str(src["path"])) / group).glob("*.yaml"))
+    return sorted(n for n in names if is_name(n))
+
+
 def group_yaml(group: str, name: str) -> dict[str, Any] | None:
-    """The plain mapping of conf/<group>/<name>.yaml, or None when there is no such config."""
+    """The plain mapping of conf/<group>/<name>.yaml, or None when there is no such config (a path given as the
+    name included: a group value names a config, never a file)."""
     import yaml
 
+    if not is_name(name):
+        return None
     path = conf_dir() / group / f"{name}.yaml"
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else None
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from forge import plugins
 from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.config import output_dir, to_container
+from forge.confined import refuse_links
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.launch_only import check_saved
 from search.build import build_search
@@ -38,6 +39,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
     c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
     if resume:
+        refuse_links(run_dir)  # a link planted in the run folder would send its appends outside it
         c = resumed_config(c, run_dir)
     elif holds_search(run_dir):
         raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")

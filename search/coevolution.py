@@ -16,6 +16,7 @@ genomes, F, CV) and the evaluator's surrogate slot (`SurrogateSlot`: the current
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -193,9 +194,11 @@ class CoEvolution:
         return {"buffer": [json.loads(lab.to_json()) for lab in self.buffer], "events": self.events,
                 "predictor_path": self.predictor_path}
 
-    def restore(self, st: dict[str, Any], slot: SurrogateSlot) -> None:
+    def restore(self, st: dict[str, Any], slot: SurrogateSlot, run_dir: Path | None = None) -> None:
+        """Continue from a checkpoint's state; its refitted surrogate is read from `run_dir`'s own state/."""
         self.buffer = [Label.from_json(json.dumps(d)) for d in st["buffer"]]
-        self.events, self.predictor_path = list(st["events"]), st.get("predictor_path")
+        path = saved_predictor(run_dir, st.get("predictor_path")) if run_dir is not None else st.get("predictor_path")
+        self.events, self.predictor_path = list(st["events"]), (str(path) if path else None)
         version = max([e["surrogate_version"] for e in self.events], default=0)
         if version == 0:
             return
@@ -211,6 +214,19 @@ class CoEvolution:
         return {"every": self.every, "events": len(self.events), "labels": len(self.buffer),
                 "dropped": sum(e["dropped"] for e in self.events),
                 "mae_before": [e["mae_before"] for e in self.events], "mae_after": [e["mae_after"] for e in self.events]}
+
+
+def saved_predictor(run_dir: Path, value: Any) -> Path | None:
+    """The refitted surrogate a checkpoint names: `state/surrogate-v<N>` of this run folder, wherever the path was
+    written from (a run folder moves). Any other value is refused: a checkpoint never picks a file to load."""
+    if not value:
+        return None
+    name = Path(str(value)).name
+    if not isinstance(value, str) or not re.fullmatch(r"surrogate-v\d+", name):
+        raise SearchConfigError(f"{Path(run_dir) / 'state/checkpoint.json'}: coevolution.predictor_path = "
+                                f"{str(value)[:60]!r} is refused; allowed: state/surrogate-v<N>, the refitted "
+                                "surrogate Forge saved in the run folder")
+    return Path(run_dir) / "state" / name
 
 
 def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:

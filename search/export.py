@@ -106,8 +106,9 @@ def _check_name(name: str, names: list[str]) -> None:
 
 def _trained_weights(gid: str, weights: Path | None, labels: dict[str, dict[str, Any]]) -> Path | None:
     cands = [weights / f"{gid}{ext}" for ext in (".safetensors", ".pt")] if weights else []
-    ck = labels.get(gid, {}).get("provenance", {}).get("checkpoint")
-    cands += [Path(ck)] if ck else []
+    ck = labels.get(gid, {}).get("provenance", {}).get("checkpoint")  # from labels.jsonl: data, so only a file of
+    names = [f"{gid}{ext}" for ext in (".safetensors", ".pt")]      # this genome's weights, never any file it names
+    cands += [Path(ck)] if isinstance(ck, str) and Path(ck).name in names else []
     return next((p for p in cands if p.is_file()), None)
 
 

@@ -248,7 +248,7 @@ class Search:
                   if int(r.get("generation", -1)) <= self.gen}  # newer lines are dropped below
         self.problem.preload_losses(cached)
         if self.coevo is not None and st.get("coevolution"):
-            self.coevo.restore(st["coevolution"], self.problem.evaluator)
+            self.coevo.restore(st["coevolution"], self.problem.evaluator, self.run_dir)
         self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
         self.wall_before = float(st["wall_s"])
 

@@ -209,9 +209,10 @@ def append_lines(path: Path, lines: Iterable[str], sync: bool = True) -> None:
     """`append_jsonl` for rows already encoded by `json_line` (the runner encodes each record once)."""
     import os
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from forge.confined import open_append
+
     try:
-        with path.open("a") as f:
+        with open_append(path) as f:  # never through a link planted in the run folder
             f.write("".join(line + "\n" for line in lines))
             f.flush()
             if sync:

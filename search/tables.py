@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from forge.confined import open_append
 from forge.io import atomic_write_text
 from search.state import read_jsonl
 
@@ -95,7 +96,7 @@ class GenerationLog:
         flat |= {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
         new = not self.path.is_file() or self.path.stat().st_size == 0
         text = to_csv([flat], HISTORY)
-        with open(self.path, "a", encoding="utf-8") as f:
+        with open_append(self.path) as f:  # never through a link planted in the run folder
             f.write(text if new else text.split("\n", 1)[1])
         log.info("generation %d: HV %.4f, feasible %d, front %d, evaluations %d (%.2f s)", flat["generation"],
                  flat["hv"], flat["n_feasible"], flat["front_size"], flat["evaluations"], flat["eval_s"])

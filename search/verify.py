@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from forge import plugins
+from forge.confined import inside, refuse_links
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json, check_writable
 from forge.launch_only import check_saved
@@ -57,6 +58,8 @@ class Verify:
     def __init__(self, cfg: Mapping[str, Any], parts: Mapping[str, Any] | None = None):
         self.cfg, parts = dict(cfg), dict(parts or {})
         self.run_dir = Path(str(self.cfg.get("run") or ""))
+        if self.run_dir.is_dir():  # its labels.db and verify/ are written into: a planted link would lead outside
+            refuse_links(self.run_dir)
         self.run_cfg, self.rows, self.summary = load_run(self.run_dir)
         try:  # a shared run folder is data: every class its config names must be an allowed plug-in, checked first
             injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
@@ -66,7 +69,8 @@ class Verify:
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
-        self.out = check_writable(Path(self.cfg.get("out") or self.run_dir / "verify"), "out")  # before training
+        out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / "verify")
+        self.out = check_writable(out, "out")  # before training
         from forge.tracking import node_for
 
         self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
@@ -110,8 +114,10 @@ class Verify:
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
         ev = build_evaluator(settle(self.run_cfg), self.space, self.store)
-        path = self._coevolution().get("predictor_path")
-        if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
+        from search.coevolution import saved_predictor
+
+        path = saved_predictor(self.run_dir, self._coevolution().get("predictor_path"))  # its own state/, never a path
+        if path and path.with_suffix(".json").is_file() and hasattr(ev, "swap"):
             from surrogate.predictor import load_predictor
 
             ev.swap(load_predictor(path))

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from forge.errors import UserError
 from forge import plugins
-from forge.config import conf_dir
+from forge.config import conf_dir, is_name
 from forge.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
@@ -58,7 +58,7 @@ class ForgeFormerModel:
 
 def model_config(name: str) -> Any:
     """conf/surrogate/<name>.yaml, or a YAML file of the user's with a `_target_` (any TrainableSurrogate)."""
-    path = conf_dir() / "surrogate" / f"{name}.yaml"
+    path = conf_dir() / "surrogate" / (f"{name}.yaml" if is_name(name) else ".")  # a name, or the user's file
     if not path.is_file() and str(name).endswith((".yaml", ".yml")) and Path(name).is_file():
         path = Path(name)
         node = OmegaConf.load(path)
