@@ -50,31 +50,32 @@ def is_name(value: Any) -> bool:
     return isinstance(value, str) and NAME.fullmatch(value) is not None
 
 
-def known_names(group: str) -> list[str]:
-    """A group's names: shipped in conf/<group>/, plus those on the searchpath the running Hydra job was launched
-    with (`hydra.searchpath=[file://dir]`): what a group value read from a run folder may name."""
-    names = set(group_names(group))
+def _group_dirs(group: str) -> list[Path]:
+    """conf/<group>/, then <dir>/<group>/ of each `file://` searchpath the running Hydra job was launched with."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
         sources = list(HydraConfig.get().runtime.config_sources)
-    except (ValueError, ImportError):
+    except Exception:  # noqa: BLE001 - no Hydra job (ValueError), or one that recorded no sources
         sources = []
-    for src in sources:
-        if src.get("schema") == "file" and src.get("path"):
-            names.update(p.stem for p in (Path(str(src["path"])) / group).glob("*.yaml"))
-    return sorted(n for n in names if is_name(n))
+    extra = [Path(str(s["path"])) / group for s in sources if s.get("schema") == "file" and s.get("path")]
+    return [conf_dir() / group, *extra]
+
+
+def known_names(group: str) -> list[str]:
+    """A group's names, shipped or on the launched searchpath: what a group value read from a run folder may name."""
+    return sorted({p.stem for d in _group_dirs(group) for p in d.glob("*.yaml") if is_name(p.stem)})
 
 
 def group_yaml(group: str, name: str) -> dict[str, Any] | None:
-    """The plain mapping of conf/<group>/<name>.yaml, or None when there is no such config (a path given as the
-    name included: a group value names a config, never a file)."""
+    """The plain mapping of <group>/<name>.yaml (shipped, else on the launched searchpath), or None when there is no
+    such config (a path given as the name included: a group value names a config, never a file)."""
     import yaml
 
     if not is_name(name):
         return None
-    path = conf_dir() / group / f"{name}.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else None
+    path = next((p for d in _group_dirs(group) if (p := d / f"{name}.yaml").is_file()), None)
+    return (yaml.safe_load(path.read_text()) or {}) if path is not None else None
 
 
 def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:

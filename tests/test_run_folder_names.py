@@ -13,6 +13,7 @@ Attacks replayed on a shared copy of a finished run:
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -91,6 +92,26 @@ def test_every_group_key_takes_a_known_name_only(key, group, value):
     assert group_yaml(group, value) is None  # the loader itself never opens a path either
     node[last] = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))[0]
     check_names(saved, "resume=x")  # a shipped name passes
+
+
+def test_a_name_on_the_launched_searchpath_is_known(tmp_path):
+    from hydra import compose, initialize_config_module
+    from hydra.core.hydra_config import HydraConfig
+
+    (tmp_path / "dispatch").mkdir()
+    (tmp_path / "dispatch/mine.yaml").write_text("_target_: forge.labelling.dispatch.LocalTrainer\n")
+    with pytest.raises(LaunchOnlyError, match=re.escape("allowed: local | ray | submitit (")):
+        check_names({"dispatch": "mine"}, "resume=x")  # no searchpath launched: unknown
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose("forge-search", overrides=[f"hydra.searchpath=[file://{tmp_path}]"], return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        check_names({"dispatch": "mine"}, "resume=x")
+        assert group_yaml("dispatch", "mine") == {"_target_": "forge.labelling.dispatch.LocalTrainer"}
+        with pytest.raises(LaunchOnlyError, match=re.escape("allowed: local | mine | ray | submitit (")):
+            check_names({"dispatch": str(tmp_path / "dispatch/mine")}, "resume=x")
+    finally:
+        HydraConfig.instance().cfg = None
 
 
 def test_a_name_is_never_a_path():
