@@ -244,12 +244,12 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from forge import plugins
-    from search.components import build_backend, build_workload
+    from search.components import backend_of, build_workload
 
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
-    be = build_backend(c)
+    be = backend_of(c)
     table = be.evaluate(gs, build_workload(c, be))
     rows = []
     for i, g in enumerate(gs):

@@ -26,8 +26,9 @@ from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
 from search.evaluators import seed_torch
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 from search.state import append_jsonl
+from surrogate.metrics import mae
 
 
 class SurrogateSlot(Protocol):
@@ -85,10 +86,6 @@ def pick_widest(lo: np.ndarray, hi: np.ndarray, front: np.ndarray, b: int, ids: 
     width = np.round(np.nan_to_num(np.asarray(hi, float) - np.asarray(lo, float), nan=-np.inf, posinf=np.inf), 9)
     order = np.lexsort((np.asarray(ids, dtype=str), -width, ~np.asarray(front, bool)))  # last key sorts first
     return order[~taken[order]][:b]
-
-
-def _mae(pred: np.ndarray, y: np.ndarray) -> float | None:
-    return float(np.mean(np.abs(pred - y))) if len(y) else None
 
 
 def _interval(slot: Any, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +170,7 @@ class CoEvolution:
     def _refit(self, g: int, ev: SurrogateSlot, run_dir: Path, mu_picks: np.ndarray, fin: list[Label],
                k: list[int]) -> dict[str, Any]:
         y = np.array([lab.label for lab in fin])
-        event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": _mae(mu_picks[k], y)}
+        event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": mae(y, mu_picks[k])}
         if not self.buffer:
             event.update(mae_after=None, surrogate_version=ev.version, refit=False)
             return event
@@ -185,7 +182,7 @@ class CoEvolution:
             stem = run_dir / "state" / f"surrogate-v{ev.version}"
             new.save(stem)
             self.predictor_path = str(stem)
-        event.update(mae_after=_mae(after, y), surrogate_version=ev.version, refit=True)
+        event.update(mae_after=mae(y, after), surrogate_version=ev.version, refit=True)
         return event
 
     # ------------------------------------------------------------ resume

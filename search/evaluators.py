@@ -15,7 +15,7 @@ import numpy as np
 from forge.arrays import GenomeBatch
 from forge.genome import Genome
 from forge.precision import QuantPenalty
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:

@@ -27,18 +27,19 @@ from forge.launch_only import check_saved
 from forge.numeric import round_float, round_floats
 from forge.labels import Label
 from forge.redact import mask
-from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
+from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable)
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
 from search.problem import ForgeProblem
-from search.settings import settle
+from search.settings import settle_config
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
+from surrogate.metrics import mae
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
@@ -90,7 +91,7 @@ class Verify:
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
-        backend = parts.get("backend") or build_backend(rc)  # a refused backend is refused before the surrogate loads
+        backend = parts.get("backend") or backend_of(rc)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator()
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
                                     rc["objectives"], rc.get("constraints", []))
@@ -109,7 +110,7 @@ class Verify:
 
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(settle(self.run_cfg), self.space, self.store)
+        ev = build_evaluator(settle_config(self.run_cfg), self.space, self.store)
         path = self._coevolution().get("predictor_path")
         if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
             from surrogate.predictor import load_predictor
@@ -279,8 +280,8 @@ class Verify:
         y = np.array([r["real_loss"] for r in picks], float)
         after = np.asarray(predictor.predict([labels[r["id"]].genome for r in picks], n_mc=0)[0], float)
         before = np.array([r["mu"] for r in picks], float)
-        res = {"refit": True, "n_new": len(new), "n_buffer": len(buffer), "mae_before": _mae(before, y),
-               "mae_after": _mae(after, y), "note": "error on the picks, which the refit trained on (in-sample)"}
+        res = {"refit": True, "n_new": len(new), "n_buffer": len(buffer), "mae_before": mae(y, before),
+               "mae_after": mae(y, after), "note": "error on the picks, which the refit trained on (in-sample)"}
         if hasattr(predictor, "save"):
             stem = self.out / "surrogate-verified"
             predictor.save(stem)
@@ -292,10 +293,6 @@ class Verify:
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
-
-
-def _mae(a: np.ndarray, y: np.ndarray) -> float | None:
-    return float(np.mean(np.abs(a - y))) if len(y) else None
 
 
 def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from search.components import check_predictor_space
 from search.constraints import parse_constraint
 from search.duplicates import IdDuplicateElimination
 from search.evaluators import LossEvaluator
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 from search.problem import ForgeProblem
-from search.settings import settle
+from search.settings import settle_config
 from tests.search.fakes import FakeBackend, FakePredictor, fake_loss
 
 OBJ = ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]
@@ -143,7 +143,7 @@ def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_sp
 
     cfg = {"evaluator": {"kind": "train", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}}
     plugins.trust(cfg)  # the test's own config, as a command's run(cfg) declares it
-    ev = build_evaluator(settle(cfg), tiny_space, tmp_path / "labels.db")
+    ev = build_evaluator(settle_config(cfg), tiny_space, tmp_path / "labels.db")
     p = ForgeProblem(tiny_space, ev, FakeBackend(), Workload(), OBJ, ["val_loss < 3.8"])
     X = tiny_space.sample_x(24, np.random.default_rng(6))
     out = {}
@@ -154,7 +154,7 @@ def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_sp
     assert np.all(out["G"][diverged, 0] > 0) and np.allclose(out["F"][~diverged, 0],
                                                              fake_loss(tiny_space.decode(X[~diverged]), 0.1))
     with pytest.raises(SearchConfigError, match="evaluator.kind = 'oracle' is unknown; allowed: surrogate | train"):
-        build_evaluator(settle({"evaluator": {"kind": "oracle"}}), tiny_space)
+        build_evaluator(settle_config({"evaluator": {"kind": "oracle"}}), tiny_space)
 
 
 def test_a_generation_converts_the_matrix_once(tiny_space, monkeypatch):
