@@ -3,9 +3,8 @@
 It is the CLIs with Python arguments: every call composes the same Hydra config the command line composes
 (`hydra.compose` on conf/forge-<app>.yaml) and calls the same `run(cfg)`, so a call and its command write
 the same files. It sits at the top of the import order, in `search` (it calls search, surrogate and backends); the
-names reach `forge` through package metadata, not an import: pyproject.toml declares them in the entry-point group
-`forge.api` and `forge/__init__` resolves one on first use, so the core never imports `search` and `import forge`
-stays light.
+names reach `forge` through `forge/__init__`'s `__getattr__`, which imports this module on first use (the core's one
+upward import, docs/concepts/layout.md), so `import forge` stays light.
 
     import forge
     res = forge.search(space="iha-tiny", backend="roofline", objectives=["val_loss", "ttft_ms", "params"],
