@@ -149,16 +149,9 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     every = int(co["every"] or 0)
     if every <= 0:
         return None
-    ev = cfg["evaluator"]  # settled (search.settings.settle_config): every key holds its value or the YAML's default
-    if ev["kind"] != "surrogate":
+    if cfg["evaluator"]["kind"] != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    base = ev["predictor"]
-    if base in (None, "auto"):
-        from search.blind import default_predictor
-
-        base = default_predictor(space, ev.get("allow_blind"))
-    # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
-    ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
+    base, ft_spec = refit_source(cfg, space)
     finetune = import_callable(ft_spec)  # checked before anything is built
     from forge.tracking import logged, node_for
     from surrogate.predictor import load_predictor
@@ -172,6 +165,20 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
              "lr": float(co["lr"]), "batch_size": int(co["batch_size"]), "acquire": str(co["acquire"])}
     return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
                        **knobs, seed=int(cfg.get("seed", 0)), load=load)
+
+
+def refit_source(cfg: Mapping[str, Any], space: SearchSpace) -> tuple[Any, str]:
+    """What co-evolution and `forge-verify refit=true` refit (the run's surrogate: `auto` is the space's shipped one)
+    and the finetune plug-in that does it, from a settled config: a checkpoint is fine-tuned from its frozen weights,
+    a surrogate given as a config node is refitted, unless search.coevolve.finetune names another."""
+    ev = cfg["evaluator"]  # settled (search.settings.settle_config): every key holds its value or the YAML's default
+    base = ev["predictor"]
+    if base in (None, "auto"):
+        from search.blind import default_predictor
+
+        base = default_predictor(space, ev.get("allow_blind"))
+    default = "surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune"
+    return base, cfg["search"]["coevolve"].get("finetune") or default
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:

@@ -28,7 +28,7 @@ from forge.numeric import round_float, round_floats
 from forge.labels import Label
 from forge.redact import mask
 from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
-                               import_callable)
+                               import_callable, refit_source)
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import strip_precision
 from search.errors import SearchConfigError
@@ -67,6 +67,7 @@ class Verify:
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
+        self.run_cfg = settle_config(self.run_cfg)  # the run's settings over their one home of defaults (checked above)
         self.out = check_writable(Path(self.cfg.get("out") or self.run_dir / "verify"), "out")  # before training
         from forge.tracking import node_for
 
@@ -83,7 +84,7 @@ class Verify:
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
         rc = self.run_cfg
-        self.level = float(self.cfg.get("interval_level") or (rc.get("evaluator") or {}).get("interval_level", 0.9))
+        self.level = float(self.cfg.get("interval_level") or rc["evaluator"]["interval_level"])
         self.seed = int(self.cfg["seed"] if self.cfg.get("seed") is not None else rc.get("seed", 0))
         self.space = parts.get("space") or build_space(rc)
         default = self.run_dir / ("labels.db" if self.cfg.get("protocol") is None else "verify/labels.db")
@@ -94,7 +95,7 @@ class Verify:
         backend = parts.get("backend") or backend_of(rc)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator()
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
-                                    rc["objectives"], rc.get("constraints", []))
+                                    rc["objectives"], rc.get("constraints", []))  # as search.build builds it
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])
         self.latency = "tpot_ms" if "tpot_ms" in self.objectives else next(
             (o for o in self.objectives if o != LOSS), "tpot_ms")
@@ -110,7 +111,7 @@ class Verify:
 
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(settle_config(self.run_cfg), self.space, self.store)
+        ev = build_evaluator(self.run_cfg, self.space, self.store)
         path = self._coevolution().get("predictor_path")
         if path and Path(path).with_suffix(".json").is_file() and hasattr(ev, "swap"):
             from surrogate.predictor import load_predictor
@@ -255,27 +256,21 @@ class Verify:
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
         """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
+        from forge.tracking import logged
         from search.coevolution import replay_labels
 
-        rc = self.run_cfg
-        co = dict((rc.get("search") or {}).get("coevolve") or {})
-        from forge.tracking import logged
-
-        ft = logged(self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune"), self.logger)
+        co = self.run_cfg["search"]["coevolve"]  # settled: every knob holds its value or conf/search/nsga.yaml's
+        base, spec = refit_source(self.run_cfg, self.space)
+        ft = logged(self.finetune or import_callable(spec), self.logger)
         buf = self._coevolution().get("buffer") or []
         buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
         new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
         buffer.update({lab.genome_id: lab for lab in new})
         if not new:
             return {"refit": False, "reason": "no finite new labels"}
-        base = (rc.get("evaluator") or {}).get("predictor", "auto")
-        if base in (None, "auto"):
-            from search.blind import default_predictor
-
-            base = default_predictor(self.space, (rc.get("evaluator") or {}).get("allow_blind"))
         predictor = ft(base, list(buffer.values()), replay_labels(co.get("replay"), self.space.name),
-                       seed=self.seed, ratio=float(co.get("ratio", 5.0)), epochs=int(co.get("epochs", 10)),
-                       lr=float(co.get("lr", 1e-4)), batch=int(co.get("batch_size", 32)))
+                       seed=self.seed, ratio=float(co["ratio"]), epochs=int(co["epochs"]), lr=float(co["lr"]),
+                       batch=int(co["batch_size"]))
         picks = [r for r in rows if r["role"] != "control" and r["real_loss"] != "inf"]
         y = np.array([r["real_loss"] for r in picks], float)
         after = np.asarray(predictor.predict([labels[r["id"]].genome for r in picks], n_mc=0)[0], float)
