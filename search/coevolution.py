@@ -25,7 +25,7 @@ import numpy as np
 from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
-from search.evaluators import seed_torch
+from search.evaluators import label_hook, seed_torch
 from search.errors import SearchConfigError
 from search.state import append_jsonl
 from surrogate.metrics import mae
@@ -151,21 +151,14 @@ class CoEvolution:
         if not picks:
             return []
         self.note(f"generation {g}: co-evolution trains {len(picks)} picks")
-        hook, done = getattr(self.trainer, "on_label", None), []
+        done: list[Label] = []
 
         def on_label(lab: Label) -> None:
             done.append(lab)
             self.note(f"generation {g}: co-evolution trained {len(done)}/{len(picks)} ({lab.genome_id[:8]}: "
                       f"loss {lab.label:.3f})")
-            if hook is not None:
-                hook(lab)
-        if hasattr(self.trainer, "on_label"):
-            self.trainer.on_label = on_label
-        try:
+        with label_hook(self.trainer, on_label):
             return self.trainer.train(picks)
-        finally:
-            if hasattr(self.trainer, "on_label"):
-                self.trainer.on_label = hook
 
     def _refit(self, g: int, ev: SurrogateSlot, run_dir: Path, mu_picks: np.ndarray, fin: list[Label],
                k: list[int]) -> dict[str, Any]:

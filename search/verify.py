@@ -30,7 +30,7 @@ from forge.redact import mask
 from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable, refit_source)
 from search.picks import control_draw, front_picks, near_front_picks
-from search.evaluators import strip_precision
+from search.evaluators import label_hook, strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
 from search.problem import ForgeProblem
@@ -149,21 +149,12 @@ class Verify:
         role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
         what = f"training under {(self._protocol() or {}).get('name', 'the run protocol')}"
         with Steps("forge-verify", what, len(genomes), enabled=bool(self.cfg.get("progress", False))) as st:
-            hook = getattr(self.trainer, "on_label", None)
-
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
-                if hook is not None:
-                    hook(lab)
-            if hasattr(self.trainer, "on_label"):
-                self.trainer.on_label = on_label
-            try:
+            with label_hook(self.trainer, on_label):
                 # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
-            finally:
-                if hasattr(self.trainer, "on_label"):
-                    self.trainer.on_label = hook
 
     def _protocol(self) -> Any:
         return override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))

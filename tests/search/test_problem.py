@@ -9,7 +9,7 @@ from forge.numeric import round_sig
 from search.components import check_predictor_space
 from search.constraints import parse_constraint
 from search.duplicates import IdDuplicateElimination
-from search.evaluators import LossEvaluator
+from search.evaluators import LossEvaluator, label_hook
 from search.errors import SearchConfigError
 from search.problem import ForgeProblem
 from search.settings import settle_config
@@ -188,3 +188,29 @@ def test_select_upper_makes_the_loss_objective_the_interval_upper_bound():
         LossEvaluator(FakePredictor(), select="upper")
     with pytest.raises(SearchConfigError, match="evaluator.select = 'lcb'; allowed: mu | upper"):
         LossEvaluator(Calibrated(), select="lcb")
+
+
+def test_a_label_hook_runs_before_the_trainers_own_and_is_taken_back():
+    seen: list[str] = []
+
+    class Trainer:
+        on_label = None
+
+        def train(self, labels):
+            for lab in labels:
+                self.on_label(lab)
+
+    t = Trainer()
+    t.on_label = lambda lab: seen.append(f"own {lab}")
+    own = t.on_label
+    with label_hook(t, lambda lab: seen.append(f"note {lab}")):
+        t.train(["a", "b"])
+    assert seen == ["note a", "own a", "note b", "own b"] and t.on_label is own
+    with pytest.raises(RuntimeError), label_hook(t, seen.append):
+        raise RuntimeError("a failed training")
+    assert t.on_label is own  # restored on the way out of a failure too
+    bare = object()
+    with label_hook(bare, seen.append):  # a trainer without the hook is left as it is
+        pass
+    assert not hasattr(bare, "on_label")
+
