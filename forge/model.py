@@ -88,7 +88,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
 
 
 def _rows(lin: nn.Linear, x: torch.Tensor, G: int, P: int, g: int, p: int) -> torch.Tensor:
-    """x through lin's supernet slice (sharing its weights): of G output groups of P rows, the first p of the first g."""
+    """x through lin's supernet slice (its weights shared): of G output groups of P rows, the first p of the first g."""
     w = lin.weight.view(G, P, -1)[:g, :p].reshape(g * p, -1)
     return F.linear(x, w, None if lin.bias is None else lin.bias.view(G, P)[:g, :p].reshape(-1))
 

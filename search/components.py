@@ -182,7 +182,7 @@ def refit_source(cfg: Mapping[str, Any], space: SearchSpace) -> tuple[Any, str]:
 
 
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
-    ev = cfg["evaluator"]  # settled (search.settings.settle_config): a hand-made or older run's config reads the YAML's defaults
+    ev = cfg["evaluator"]  # settled (settle_config): a hand-made or older run's config reads the YAML's defaults
     kind = ev["kind"]
     try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
         penalty = QuantPenalty.from_config(ev.get("quant_penalty"))
