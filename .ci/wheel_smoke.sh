@@ -58,8 +58,9 @@ for name in ("forge", "surrogate", "backends", "search", "forge_hf", "forge_conf
             importlib.import_module(info.name)
 print("ok: all packages import from", site)
 import forge, search.api
-assert forge.search is search.api.search and forge.SearchResult is search.api.SearchResult  # the forge.api entry points
-print("ok: forge.search resolves through the wheel's forge.api entry points")
+assert forge.search is search.api.search and forge.SearchResult is search.api.SearchResult  # forge/__init__'s lazy import
+assert search.api.__file__.startswith(site), search.api.__file__
+print("ok: forge.search resolves to the wheel's search.api (forge/__init__'s one lazy import)")
 EOF
 }
 

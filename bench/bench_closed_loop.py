@@ -68,13 +68,13 @@ def base_cfg(space: str, seed: int, work: Path) -> dict[str, Any]:
 class Bench:
     def __init__(self, work: Path, budgets: list[int]):
         from forge.labelling.store import LabelStore
-        from search.components import build_backend, build_trainer
+        from search.components import backend_of, build_trainer
 
         self.work, self.budgets, self.nmax = work, budgets, max(budgets)
         work.mkdir(parents=True, exist_ok=True)
         self.trainer = build_trainer(base_cfg("iha-tiny", 0, work), None, work / "labels.db")
         self.store = LabelStore(work / "labels.db")
-        self.meter = build_backend({"backend": MEASURE})
+        self.meter = backend_of({"backend": MEASURE})
         self.cache_path = work / "measured.json"
         self.tpot = json.loads(self.cache_path.read_text()) if self.cache_path.is_file() else {}
         self.genomes: dict[str, Any] = {}

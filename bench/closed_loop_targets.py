@@ -35,13 +35,13 @@ class Target:
         from forge.config import group_yaml
         from forge.space import load_space
         from search.archive import Hypervolume, default_anchor
-        from search.components import build_backend, build_workload
+        from search.components import backend_of, build_workload
 
         node = group_yaml("backend", spec["backend"]) if isinstance(spec["backend"], str) else dict(spec["backend"])
         self.name, self.node, self.wl, self.loop = name, node, dict(spec["workload"]), loop
         self.measured = spec["score"] == "measured"
         self.space = load_space("iha-tiny")
-        self.backend = build_backend({"backend": node})
+        self.backend = backend_of({"backend": node})
         self.workload = build_workload({"workload": self.wl}, self.backend)
         self.cache: dict[str, float] = {}
         loss = json.loads(OLD.read_text())["anchor"][0]  # the anchor genome's real loss (the old runs' store)

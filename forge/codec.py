@@ -144,7 +144,7 @@ class Codec:
     @staticmethod
     def _layer(names: list[str], t: tuple) -> LayerGene:
         """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
-        legacy = dict(zip(names[:5], t))  # names: the five shape genes in BUILTIN order, then extras
-        legacy["active"], legacy["attn"] = bool(t[-2]), bool(t[-1])
+        builtin = dict(zip(names[:5], t))  # names: the five shape genes in BUILTIN order, then extras
+        builtin["active"], builtin["attn"] = bool(t[-2]), bool(t[-1])
         extra = tuple(sorted((k, x) for k, x in zip(names[5:], t[5:-2]) if x != LAYER_GENES[k].default))
-        return LayerGene.trusted(legacy, extra)
+        return LayerGene.trusted(builtin, extra)

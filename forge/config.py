@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from forge.errors import UserError
 from forge.limits import check_range
@@ -127,16 +127,17 @@ def default_value(key: str, config_name: str, choices: dict[str, Any]) -> Any:
     for n in range(len(parts) - 1, 0, -1):
         group = "/".join(parts[:n])
         if choices.get(group):
-            return _select(group_yaml(group, str(choices[group])), parts[n:])
-    return _select(group_yaml("", config_name), parts)
+            return select(group_yaml(group, str(choices[group])), ".".join(parts[n:]))
+    return select(group_yaml("", config_name), key)
 
 
-def _select(d: Any, parts: list[str]) -> Any:
-    for p in parts:
-        if not isinstance(d, dict) or p not in d:
-            return None
-        d = d[p]
-    return d
+def select(node: Any, path: str, missing: Any = None) -> Any:
+    """The value at a dotted `path` of plain containers, or `missing` where a step is absent."""
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return missing
+        node = node[part]
+    return node
 
 
 def type_problem(default: Any, value: Any) -> str | None:

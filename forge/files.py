@@ -1,7 +1,7 @@
 """Reading a file the user (or a shared run folder) names: every way it can be wrong is bad input, in one line.
 
-A folder, a FIFO (opening one blocks forever), a missing path, bytes that are not UTF-8, JSON that does not
-parse, YAML with a language tag (`!!python/object/...`: code, not data) are each reported naming the file and
+A folder, a FIFO (opening one blocks forever), a missing path, bytes that are not UTF-8, YAML with a language
+tag (`!!python/object/...`: code, not data) are each reported naming the file and
 what is allowed, as a `forge.errors.UserError` or an `OSError` naming the file (both exit 2 in the CLIs),
 never as a `UnicodeDecodeError` or `ConstructorError` traceback.
 
@@ -10,7 +10,6 @@ never as a `UnicodeDecodeError` or `ConstructorError` traceback.
 from __future__ import annotations
 
 import errno
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ def require_file(path: str | Path, what: str = "file") -> Path:
     if path.exists():
         raise UserError(f"{path}: {what} is not a regular file (a FIFO, socket or device); allowed: a file")
     raise FileNotFoundError(errno.ENOENT, f"{what} not found", str(path))
-
-
-def read_json_file(path: str | Path, what: str = "file") -> Any:
-    """A JSON file's value; a folder, FIFO, non-UTF-8 or unparsable file is refused in one line naming it."""
-    text = read_text(require_file(path, what), what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: corrupt {what} (JSONDecodeError at line {e.lineno}); allowed: the {what} Forge "
-                        "wrote") from None
 
 
 def read_yaml_file(path: str | Path, what: str = "file") -> Any:

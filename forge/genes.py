@@ -52,11 +52,8 @@ class Gene:
         """One of LayerGene's own fields (always stored), not a gene registered later (stored off its default)."""
         return self.name in BUILTIN
 
-    legacy = builtin  # the old name
-
 
 GLOBAL_BUILTIN = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
-LEGACY, GLOBAL_LEGACY = BUILTIN, GLOBAL_BUILTIN  # the old names, for branches written before the rename
 RESERVED = ("name", "layers", "n_layers", "layer_template", "precision", "extra", "id", "genes")  # genome keys
 
 
@@ -78,8 +75,6 @@ class GlobalGene:
     @property
     def builtin(self) -> bool:
         return self.name in GLOBAL_BUILTIN
-
-    legacy = builtin  # the old name
 
     def allowed(self) -> str:
         """What the gene accepts, in words (the error messages' `allowed:` part)."""
@@ -115,7 +110,7 @@ def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
 
 
 def unregister(name: str) -> None:
-    """Remove a non-legacy gene of either kind (tests that register a toy gene clean up with it)."""
+    """Remove a registered (not built-in) gene of either kind (tests that register a toy gene clean up with it)."""
     if name in BUILTIN or name in GLOBAL_BUILTIN:
         raise ValueError(f"gene {name!r} is built in and cannot be removed")
     LAYER_GENES.pop(name, None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator, Mapping
 
+from forge.config import select
 from forge.errors import UserError
 
 # where a run's config holds a trainer node (conf/dispatch, or a `_target_` node in its place)
@@ -33,15 +34,6 @@ _UNSET = object()
 
 class LaunchOnlyError(UserError):
     """A saved run names an option that only the launched command may set."""
-
-
-def select(node: Any, path: str) -> Any:
-    """The value at a dotted path of plain containers, or `_UNSET`."""
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _UNSET
-        node = node[part]
-    return node
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,7 +83,7 @@ def check_saved(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where:
         for key in keys:
             for path, value in _leaves(node.get(key), f"{base}.{key}"):
                 rel = path[len(base) + 1:]
-                if value == select(default, rel) or (live is not None and value == select(live, path)):
+                if value == select(default, rel, _UNSET) or (live is not None and value == select(live, path, _UNSET)):
                     continue
                 raise LaunchOnlyError(
                     f"{where}: the saved {path} = {_short(value)} is refused: options that run commands, connect "

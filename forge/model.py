@@ -87,19 +87,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     return y[..., :d_v]
 
 
-def _lin(lin: nn.Linear, x: torch.Tensor, out: tuple | bool = False, inp: tuple | bool = False) -> torch.Tensor:
-    """lin(x), or through a supernet slice of it: `out`/`inp` = (groups, width, keep_groups, keep_width) keeps the first
-    keep_width rows (input columns) of each of the first keep_groups groups; the slice shares the full layer's weights."""
-    if not (out or inp):
-        return lin(x)  # the plain layer (module hooks and wrappers see it)
-    w, b = lin.weight, lin.bias
-    if out:
-        G, P, g, p = out
-        w, b = w.view(G, P, -1)[:g, :p].reshape(g * p, -1), None if b is None else b.view(G, P)[:g, :p].reshape(-1)
-    if inp:
-        G, P, g, p = inp
-        w = w.view(w.size(0), G, P)[:, :g, :p].reshape(w.size(0), g * p)
-    return F.linear(x, w, b)
+def _rows(lin: nn.Linear, x: torch.Tensor, G: int, P: int, g: int, p: int) -> torch.Tensor:
+    """x through lin's supernet slice (its weights shared): of G output groups of P rows, the first p of the first g."""
+    w = lin.weight.view(G, P, -1)[:g, :p].reshape(g * p, -1)
+    return F.linear(x, w, None if lin.bias is None else lin.bias.view(G, P)[:g, :p].reshape(-1))
+
+
+def _cols(lin: nn.Linear, x: torch.Tensor, G: int, P: int, g: int, p: int) -> torch.Tensor:
+    """x through lin's supernet slice: of G input groups of P columns, the first p of the first g (the whole bias)."""
+    return F.linear(x, lin.weight.view(-1, G, P)[:, :g, :p].reshape(-1, g * p), lin.bias)
 
 
 class Attention(nn.Module):
@@ -119,12 +115,16 @@ class Attention(nn.Module):
                 gene: LayerGene | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v of x (B, T, d), RoPE applied: shared with the exported HF code (forge_hf), which keeps its own
         cache. `gene`: the supernet slice it names (first n_h heads, n_kv groups, d_qk/d_v dims)."""
-        B, T, _ = x.shape
-        H, KV, Dq, Dv, sl = self.n_h, self.n_kv, self.d_qk, self.d_v, gene is not None
-        n_h, n_kv, d_qk, d_v = (gene.n_h, gene.n_kv, gene.d_qk, gene.d_v) if sl else (H, KV, Dq, Dv)
-        q = _lin(self.q_proj, x, sl and (H, Dq, n_h, d_qk)).view(B, T, n_h, d_qk).transpose(1, 2)  # (B, n_h, T, d_qk)
-        k = _lin(self.k_proj, x, sl and (KV, Dq, n_kv, d_qk)).view(B, T, n_kv, d_qk).transpose(1, 2)
-        v = _lin(self.v_proj, x, sl and (KV, Dv, n_kv, d_v)).view(B, T, n_kv, d_v).transpose(1, 2)
+        if gene is None:  # the plain layers (module hooks and wrappers see them)
+            n_h, n_kv, d_qk, d_v = self.n_h, self.n_kv, self.d_qk, self.d_v
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:
+            n_h, n_kv, d_qk, d_v = gene.n_h, gene.n_kv, gene.d_qk, gene.d_v
+            q = _rows(self.q_proj, x, self.n_h, self.d_qk, n_h, d_qk)
+            k = _rows(self.k_proj, x, self.n_kv, self.d_qk, n_kv, d_qk)
+            v = _rows(self.v_proj, x, self.n_kv, self.d_v, n_kv, d_v)
+        q = q.unflatten(-1, (n_h, d_qk)).transpose(1, 2)  # (B, T, n_h·d_qk) -> (B, n_h, T, d_qk)
+        k, v = k.unflatten(-1, (n_kv, d_qk)).transpose(1, 2), v.unflatten(-1, (n_kv, d_v)).transpose(1, 2)
         if rope is not None:
             cos, sin = rope[d_qk]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -133,8 +133,8 @@ class Attention(nn.Module):
     def merge(self, y: torch.Tensor, gene: LayerGene | None = None) -> torch.Tensor:
         """(B, n_h, T, d_v) -> (B, T, d) through o_proj (its first n_h * d_v inputs for a supernet slice)."""
         B, n_h, T, d_v = y.shape
-        sl = gene is not None and (self.n_h, self.d_v, n_h, d_v)
-        return _lin(self.o_proj, y.transpose(1, 2).reshape(B, T, n_h * d_v), inp=sl)
+        y = y.transpose(1, 2).reshape(B, T, n_h * d_v)
+        return self.o_proj(y) if gene is None else _cols(self.o_proj, y, self.n_h, self.d_v, n_h, d_v)
 
     def forward(self, x: torch.Tensor, rope: dict | None, cache: KVCache | None, li: int,
                 gene: LayerGene | None = None) -> torch.Tensor:
@@ -185,10 +185,13 @@ class MLP(nn.Module):
         self.down = nn.Linear(d_mlp, d, bias=bias)
 
     def forward(self, x: torch.Tensor, d_mlp: int | None = None) -> torch.Tensor:
-        """`d_mlp`: the supernet slice of the first d_mlp hidden units."""
-        o = d_mlp is not None and (1, self.up.out_features, 1, d_mlp)
-        h = F.silu(_lin(self.gate, x, o)) * _lin(self.up, x, o) if self.gate is not None else F.gelu(_lin(self.up, x, o))
-        return _lin(self.down, h, inp=o)
+        """`d_mlp`: the supernet slice of the first d_mlp hidden units (None: the plain layers)."""
+        if d_mlp is None:
+            gate, up = None if self.gate is None else self.gate(x), self.up(x)
+        else:  # the first d_mlp hidden units (up's and gate's outputs, down's inputs)
+            gate, up = (None if m is None else _rows(m, x, 1, m.out_features, 1, d_mlp) for m in (self.gate, self.up))
+        h = F.gelu(up) if gate is None else F.silu(gate) * up
+        return self.down(h) if d_mlp is None else _cols(self.down, h, 1, self.down.in_features, 1, d_mlp)
 
 
 class Block(nn.Module):

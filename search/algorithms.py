@@ -37,7 +37,7 @@ class RandomSearch(NSGA2):
 
 def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
                    seed_genome: Genome | None = None) -> NSGA2:
-    """The recipe's pymoo algorithm, from the search section `search.settings.settle` filled in and checked."""
+    """The recipe's pymoo algorithm, from the search section `search.settings.settle_config` filled in and checked."""
     mut = dict(s["mutation"])
     rate = float(mut.pop("rate"))
     cls = NSGA2 if s["algorithm"] == "nsga" else RandomSearch

@@ -3,9 +3,8 @@
 It is the CLIs with Python arguments: every call composes the same Hydra config the command line composes
 (`hydra.compose` on conf/forge-<app>.yaml) and calls the same `run(cfg)`, so a call and its command write
 the same files. It sits at the top of the import order, in `search` (it calls search, surrogate and backends); the
-names reach `forge` through package metadata, not an import: pyproject.toml declares them in the entry-point group
-`forge.api` and `forge/__init__` resolves one on first use, so the core never imports `search` and `import forge`
-stays light.
+names reach `forge` through `forge/__init__`'s `__getattr__`, which imports this module on first use (the core's one
+upward import, docs/concepts/layout.md), so `import forge` stays light.
 
     import forge
     res = forge.search(space="iha-tiny", backend="roofline", objectives=["val_loss", "ttft_ms", "params"],
@@ -244,12 +243,12 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from forge import plugins
-    from search.components import build_backend, build_workload
+    from search.components import backend_of, build_workload
 
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
-    be = build_backend(c)
+    be = backend_of(c)
     table = be.evaluate(gs, build_workload(c, be))
     rows = []
     for i, g in enumerate(gs):

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from forge.genome import Genome
 from forge.space import SearchSpace
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 def covers(predictor: Any) -> Mapping[str, Any] | None:

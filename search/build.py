@@ -1,4 +1,4 @@
-"""One place builds a search: the config settled once (`search.settings.settle`: defaults filled, ranges checked),
+"""One place builds a search: the config settled once (`search.settings.settle_config`: defaults filled, ranges checked),
 then the space and its hypervolume anchor, the evaluator, backend, workload and co-evolution
 (`search.components`), the pymoo problem and algorithm and the Pareto archive, handed to `Search` ready.
 
@@ -14,11 +14,11 @@ from typing import Any, Mapping
 from forge.space import SearchSpace
 from search.algorithms import make_algorithm
 from search.archive import Anchor, ParetoArchive, default_anchor
-from search.components import (build_backend, build_coevolution, build_evaluator, build_space, build_workload,
+from search.components import (backend_of, build_coevolution, build_evaluator, build_space, build_workload,
                                seed_genome)
 from search.problem import ForgeProblem
 from search.runner import Search
-from search.settings import Plan, settle
+from search.settings import Plan, settle_config
 
 PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor")
 
@@ -26,7 +26,7 @@ PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor"
 def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, Any] | None = None) -> Search:
     """A ready `Search` in `run_dir` from a plain config (`forge.config.to_container` of Hydra's); `parts` may give
     any of PARTS (`predictor`: a surrogate object, fitted on evaluator.labels when it arrives unfitted)."""
-    c, p, run_dir = settle(cfg), dict(parts or {}), Path(run_dir)
+    c, p, run_dir = settle_config(cfg), dict(parts or {}), Path(run_dir)
     unknown = sorted(set(p) - set(PARTS))
     if unknown:  # a caller's bug, never the user's input
         raise TypeError(f"build_search: unknown parts {unknown}; known: {', '.join(PARTS)}")
@@ -35,7 +35,7 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
     sampling = seed_genome(s["sampling"], space)
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
-    backend = p.get("backend") or build_backend(c)
+    backend = p.get("backend") or backend_of(c)
     workload = p.get("workload") or build_workload(c, backend)
     if "coevolution" in p:
         coevo = p["coevolution"]

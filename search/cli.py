@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from forge import plugins
 from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
-from forge.config import output_dir, to_container
+from forge.config import output_dir, select, to_container
 from forge.confined import refuse_links
 from forge.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.launch_only import check_saved
@@ -85,14 +85,6 @@ def _cli_overrides() -> list[str] | None:
         return None
 
 
-def _select(d: Any, key: str) -> Any:
-    for part in key.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return "<unset>"
-        d = d[part]
-    return d
-
-
 def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
                   overrides: list[str] | None) -> dict[str, Any]:
     """The config to continue with: the run's own, plus the new runtime keys.
@@ -105,7 +97,7 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
     else:
         keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
         keys = [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
-        diff = [k for k in keys if _select(saved, k) != _select(c, k)]
+        diff = [k for k in keys if select(saved, k, "<unset>") != select(c, k, "<unset>")]
         if diff:
             raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}; "
                               "resume with the same overrides (or start a new run)")
@@ -115,7 +107,7 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
 def _set_threads(n: Any) -> None:
     """Torch intra-op threads for the surrogate: batches of ~48 genomes are too small to gain from more
     than one thread, and on a shared 2-core machine extra threads mostly spin (20x slower measured). A value out
-    of range is left to `search.settings.settle`, which refuses it before anything is built."""
+    of range is left to `search.settings.settle_config`, which refuses it before anything is built."""
     if isinstance(n, int) and n >= 1:
         import torch
 

@@ -26,9 +26,10 @@ import numpy as np
 from forge.io import json_num
 from forge.labels import Label
 from search.archive import non_dominated
-from search.evaluators import seed_torch
-from search.objectives import SearchConfigError
+from search.evaluators import label_hook, seed_torch
+from search.errors import SearchConfigError
 from search.state import append_jsonl
+from surrogate.metrics import mae
 
 
 class SurrogateSlot(Protocol):
@@ -86,10 +87,6 @@ def pick_widest(lo: np.ndarray, hi: np.ndarray, front: np.ndarray, b: int, ids: 
     width = np.round(np.nan_to_num(np.asarray(hi, float) - np.asarray(lo, float), nan=-np.inf, posinf=np.inf), 9)
     order = np.lexsort((np.asarray(ids, dtype=str), -width, ~np.asarray(front, bool)))  # last key sorts first
     return order[~taken[order]][:b]
-
-
-def _mae(pred: np.ndarray, y: np.ndarray) -> float | None:
-    return float(np.mean(np.abs(pred - y))) if len(y) else None
 
 
 def _interval(slot: Any, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,26 +152,19 @@ class CoEvolution:
         if not picks:
             return []
         self.note(f"generation {g}: co-evolution trains {len(picks)} picks")
-        hook, done = getattr(self.trainer, "on_label", None), []
+        done: list[Label] = []
 
         def on_label(lab: Label) -> None:
             done.append(lab)
             self.note(f"generation {g}: co-evolution trained {len(done)}/{len(picks)} ({lab.genome_id[:8]}: "
                       f"loss {lab.label:.3f})")
-            if hook is not None:
-                hook(lab)
-        if hasattr(self.trainer, "on_label"):
-            self.trainer.on_label = on_label
-        try:
+        with label_hook(self.trainer, on_label):
             return self.trainer.train(picks)
-        finally:
-            if hasattr(self.trainer, "on_label"):
-                self.trainer.on_label = hook
 
     def _refit(self, g: int, ev: SurrogateSlot, run_dir: Path, mu_picks: np.ndarray, fin: list[Label],
                k: list[int]) -> dict[str, Any]:
         y = np.array([lab.label for lab in fin])
-        event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": _mae(mu_picks[k], y)}
+        event = {"generation": g, "buffer_size": len(self.buffer), "mae_before": mae(y, mu_picks[k])}
         if not self.buffer:
             event.update(mae_after=None, surrogate_version=ev.version, refit=False)
             return event
@@ -186,7 +176,7 @@ class CoEvolution:
             stem = run_dir / "state" / f"surrogate-v{ev.version}"
             new.save(stem)
             self.predictor_path = str(stem)
-        event.update(mae_after=_mae(after, y), surrogate_version=ev.version, refit=True)
+        event.update(mae_after=mae(y, after), surrogate_version=ev.version, refit=True)
         return event
 
     # ------------------------------------------------------------ resume

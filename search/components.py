@@ -18,7 +18,7 @@ from forge.importers import load_genome
 from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
 from search.evaluators import LossEvaluator, TrainEvaluator
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 def _group_names(group: str) -> str:
@@ -37,14 +37,15 @@ def build_space(cfg: Mapping[str, Any]) -> SearchSpace:
     return load_space(node) if isinstance(node, str) else space_from_config(node)
 
 
-def build_backend(cfg: Mapping[str, Any]) -> Any:
-    """conf/backend/<name>.yaml (or a `_target_` node) through the backends' registry (validated options)."""
+def backend_of(cfg: Mapping[str, Any]) -> Any:
+    """The run config's backend: conf/backend/<name>.yaml (or a `_target_` node) built by the backends' registry
+    (`backends.registry.build_backend`, validated options); a refused one is a search config error."""
     from backends.interface import BackendError
-    from backends.registry import build_backend as registry_build
+    from backends.registry import build_backend
 
     node = cfg.get("backend", "roofline")
     try:
-        return registry_build(node if isinstance(node, str) else dict(node))
+        return build_backend(node if isinstance(node, str) else dict(node))
     except BackendError as e:
         raise SearchConfigError(f"backend: {e}") from None
 
@@ -141,23 +142,16 @@ def import_callable(spec: str, kind: str = "finetune") -> Any:
 
 def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path) -> Any:
     """None when search.coevolve.every is 0; else the CoEvolution plug-in (surrogate mode only). `cfg` is settled
-    (search.settings.settle): its search.coevolve holds every knob."""
+    (search.settings.settle_config): its search.coevolve holds every knob."""
     from search.coevolution import CoEvolution, replay_labels
 
     co = cfg["search"]["coevolve"]
     every = int(co["every"] or 0)
     if every <= 0:
         return None
-    ev = cfg["evaluator"]  # settled (search.settings.settle): every key holds its value or the YAML's default
-    if ev["kind"] != "surrogate":
+    if cfg["evaluator"]["kind"] != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
-    base = ev["predictor"]
-    if base in (None, "auto"):
-        from search.blind import default_predictor
-
-        base = default_predictor(space, ev.get("allow_blind"))
-    # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
-    ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
+    base, ft_spec = refit_source(cfg, space)
     finetune = import_callable(ft_spec)  # checked before anything is built
     from forge.tracking import logged, node_for
     from surrogate.predictor import load_predictor
@@ -173,8 +167,22 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                        **knobs, seed=int(cfg.get("seed", 0)), load=load)
 
 
+def refit_source(cfg: Mapping[str, Any], space: SearchSpace) -> tuple[Any, str]:
+    """What co-evolution and `forge-verify refit=true` refit (the run's surrogate: `auto` is the space's shipped one)
+    and the finetune plug-in that does it, from a settled config: a checkpoint is fine-tuned from its frozen weights,
+    a surrogate given as a config node is refitted, unless search.coevolve.finetune names another."""
+    ev = cfg["evaluator"]  # settled (search.settings.settle_config): every key holds its value or the YAML's default
+    base = ev["predictor"]
+    if base in (None, "auto"):
+        from search.blind import default_predictor
+
+        base = default_predictor(space, ev.get("allow_blind"))
+    default = "surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune"
+    return base, cfg["search"]["coevolve"].get("finetune") or default
+
+
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
-    ev = cfg["evaluator"]  # settled (search.settings.settle): a hand-made or older run's config reads the YAML's defaults
+    ev = cfg["evaluator"]  # settled (settle_config): a hand-made or older run's config reads the YAML's defaults
     kind = ev["kind"]
     try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
         penalty = QuantPenalty.from_config(ev.get("quant_penalty"))

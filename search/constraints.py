@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The search package's user errors, in one place: each is a `forge.errors.ForgeError` (exit 2, one line naming
-what is wrong and what is allowed). The modules that raise them re-export them, so older import paths
-(`search.objectives.SearchConfigError`, `search.state.ResumeError`, ...) keep working.
+what is wrong and what is allowed). Import them from here: `SearchConfigError`, raised across the package, is
+imported from nowhere else.
 """
 from __future__ import annotations
 

@@ -7,15 +7,17 @@ evaluator `version` (co-evolution swaps the predictor through the narrow `search
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from forge.arrays import GenomeBatch
 from forge.genome import Genome
+from forge.labels import Label
 from forge.precision import QuantPenalty
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
@@ -130,3 +132,23 @@ def seed_torch(seed: int) -> None:
     except ImportError:  # pragma: no cover
         return
     torch.manual_seed(seed)
+
+
+@contextmanager
+def label_hook(trainer: Any, fn: Callable[[Label], None]) -> Iterator[None]:
+    """While inside, `fn` sees each label the trainer stores, before the trainer's own `on_label` hook (restored on
+    leaving); a trainer without the hook (a user's, a test's fake) is left as it is."""
+    if not hasattr(trainer, "on_label"):
+        yield
+        return
+    hook = trainer.on_label
+
+    def both(lab: Label) -> None:
+        fn(lab)
+        if hook is not None:
+            hook(lab)
+    trainer.on_label = both
+    try:
+        yield
+    finally:
+        trainer.on_label = hook

@@ -104,7 +104,3 @@ def parse_objectives(entries: Sequence[Any]) -> list[Objective]:
     if len(set(names)) != len(names):
         raise SearchConfigError(f"objectives {names} repeat a name; allowed: distinct names")
     return objs
-
-
-def maximized(entries: Sequence[Any]) -> list[str]:
-    return [o.name for o in (parse_objective(e) for e in entries or []) if o.direction == "max"]

@@ -28,7 +28,7 @@ from search.report_page import front_table, pareto_figure, plotly_js, run_config
 from search.state import read_jsonl, read_summary, require_complete
 from search.errors import ReportError
 
-FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.legacy)  # the five shape genes
+FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin)  # the five shape genes
 ATTN_FIELDS = attention_genes()
 COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
@@ -136,7 +136,7 @@ def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str
 
 def shown_fields(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """The five shape genes plus any registered gene some row's layer sets (stored only off its default)."""
-    extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.legacy
+    extra = [g.name for g in LAYER_GENES.values() if g.grid and not g.builtin
              and any(g.name in lay for r in rows for lay in r["genome"]["layers"])]
     return FIELDS + tuple(extra)
 

@@ -67,7 +67,7 @@ def section(name: str, node: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def settle(c: Mapping[str, Any]) -> dict[str, Any]:
+def settle_config(c: Mapping[str, Any]) -> dict[str, Any]:
     """The config with its search section settled: the recipe's defaults filled in, every range checked (one line
     names the first value out of range and what is allowed); `hv` and `evaluator` over their YAML defaults."""
     s, hv, ev = (section(name, c.get(name)) for name in ("search", "hv", "evaluator"))

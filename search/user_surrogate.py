@@ -15,7 +15,7 @@ import numpy as np
 
 from forge.config import group_yaml
 from forge.space import SearchSpace
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 
 def recipe(node: Any) -> Mapping[str, Any] | None:

@@ -28,18 +28,19 @@ from forge.launch_only import check_saved
 from forge.numeric import round_float, round_floats
 from forge.labels import Label
 from forge.redact import mask
-from search.components import (build_backend, build_evaluator, build_space, build_trainer, build_workload,
-                               import_callable)
+from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
+                               import_callable, refit_source)
 from search.picks import control_draw, front_picks, near_front_picks
-from search.evaluators import strip_precision
+from search.evaluators import label_hook, strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
 from search.problem import ForgeProblem
-from search.settings import settle
+from search.settings import settle_config
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
+from surrogate.metrics import mae
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
@@ -69,6 +70,7 @@ class Verify:
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
+        self.run_cfg = settle_config(self.run_cfg)  # the run's settings over their one home of defaults (checked above)
         out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / "verify")
         self.out = check_writable(out, "out")  # before training
         from forge.tracking import node_for
@@ -86,7 +88,7 @@ class Verify:
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
         rc = self.run_cfg
-        self.level = float(self.cfg.get("interval_level") or (rc.get("evaluator") or {}).get("interval_level", 0.9))
+        self.level = float(self.cfg.get("interval_level") or rc["evaluator"]["interval_level"])
         self.seed = int(self.cfg["seed"] if self.cfg.get("seed") is not None else rc.get("seed", 0))
         self.space = parts.get("space") or build_space(rc)
         default = self.run_dir / ("labels.db" if self.cfg.get("protocol") is None else "verify/labels.db")
@@ -94,10 +96,10 @@ class Verify:
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
-        backend = parts.get("backend") or build_backend(rc)  # a refused backend is refused before the surrogate loads
+        backend = parts.get("backend") or backend_of(rc)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator()
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
-                                    rc["objectives"], rc.get("constraints", []))
+                                    rc["objectives"], rc.get("constraints", []))  # as search.build builds it
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])
         self.latency = "tpot_ms" if "tpot_ms" in self.objectives else next(
             (o for o in self.objectives if o != LOSS), "tpot_ms")
@@ -113,7 +115,7 @@ class Verify:
 
     def _evaluator(self) -> Any:
         """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(settle(self.run_cfg), self.space, self.store)
+        ev = build_evaluator(self.run_cfg, self.space, self.store)
         from search.coevolution import saved_predictor
 
         path = saved_predictor(self.run_dir, self._coevolution().get("predictor_path"))  # its own state/, never a path
@@ -153,21 +155,12 @@ class Verify:
         role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
         what = f"training under {(self._protocol() or {}).get('name', 'the run protocol')}"
         with Steps("forge-verify", what, len(genomes), enabled=bool(self.cfg.get("progress", False))) as st:
-            hook = getattr(self.trainer, "on_label", None)
-
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
-                if hook is not None:
-                    hook(lab)
-            if hasattr(self.trainer, "on_label"):
-                self.trainer.on_label = on_label
-            try:
+            with label_hook(self.trainer, on_label):
                 # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
-            finally:
-                if hasattr(self.trainer, "on_label"):
-                    self.trainer.on_label = hook
 
     def _protocol(self) -> Any:
         return override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
@@ -260,33 +253,27 @@ class Verify:
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
         """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
+        from forge.tracking import logged
         from search.coevolution import replay_labels
 
-        rc = self.run_cfg
-        co = dict((rc.get("search") or {}).get("coevolve") or {})
-        from forge.tracking import logged
-
-        ft = logged(self.finetune or import_callable(co.get("finetune") or "surrogate.fit.finetune"), self.logger)
+        co = self.run_cfg["search"]["coevolve"]  # settled: every knob holds its value or conf/search/nsga.yaml's
+        base, spec = refit_source(self.run_cfg, self.space)
+        ft = logged(self.finetune or import_callable(spec), self.logger)
         buf = self._coevolution().get("buffer") or []
         buffer = {lab.genome_id: lab for lab in (Label.from_json(json.dumps(d)) for d in buf)}
         new = [labels[r["id"]] for r in rows if labels[r["id"]].finite]
         buffer.update({lab.genome_id: lab for lab in new})
         if not new:
             return {"refit": False, "reason": "no finite new labels"}
-        base = (rc.get("evaluator") or {}).get("predictor", "auto")
-        if base in (None, "auto"):
-            from search.blind import default_predictor
-
-            base = default_predictor(self.space, (rc.get("evaluator") or {}).get("allow_blind"))
         predictor = ft(base, list(buffer.values()), replay_labels(co.get("replay"), self.space.name),
-                       seed=self.seed, ratio=float(co.get("ratio", 5.0)), epochs=int(co.get("epochs", 10)),
-                       lr=float(co.get("lr", 1e-4)), batch=int(co.get("batch_size", 32)))
+                       seed=self.seed, ratio=float(co["ratio"]), epochs=int(co["epochs"]), lr=float(co["lr"]),
+                       batch=int(co["batch_size"]))
         picks = [r for r in rows if r["role"] != "control" and r["real_loss"] != "inf"]
         y = np.array([r["real_loss"] for r in picks], float)
         after = np.asarray(predictor.predict([labels[r["id"]].genome for r in picks], n_mc=0)[0], float)
         before = np.array([r["mu"] for r in picks], float)
-        res = {"refit": True, "n_new": len(new), "n_buffer": len(buffer), "mae_before": _mae(before, y),
-               "mae_after": _mae(after, y), "note": "error on the picks, which the refit trained on (in-sample)"}
+        res = {"refit": True, "n_new": len(new), "n_buffer": len(buffer), "mae_before": mae(y, before),
+               "mae_after": mae(y, after), "note": "error on the picks, which the refit trained on (in-sample)"}
         if hasattr(predictor, "save"):
             stem = self.out / "surrogate-verified"
             predictor.save(stem)
@@ -298,10 +285,6 @@ class Verify:
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
-
-
-def _mae(a: np.ndarray, y: np.ndarray) -> float | None:
-    return float(np.mean(np.abs(a - y))) if len(y) else None
 
 
 def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from forge.config import group_yaml
 from forge.files import read_yaml_file
-from search.components import build_backend
+from search.components import backend_of
 from search.errors import SearchConfigError, VerifyError
 from search.state import read_jsonl, read_summary
 
@@ -59,7 +59,7 @@ def measured_backend(run_cfg: Mapping[str, Any], spec: Any) -> tuple[Any, str]:
         if name is None:
             return None, f"cost predicted: no measured backend matches the run's hardware ({hw or run_name})"
     try:
-        return build_backend({"backend": name}), f"cost measured by {name}"
+        return backend_of({"backend": name}), f"cost measured by {name}"
     except SearchConfigError as e:
         if spec == "auto":
             return None, f"cost predicted: {name} unavailable ({e})"

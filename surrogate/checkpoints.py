@@ -17,15 +17,15 @@ class CheckpointError(ForgeError):
 
 
 def covers_of(meta: dict[str, Any]) -> dict[str, Any]:
-    """A sidecar's declared `covers`, else what its token fields let it see: the seven legacy genes (range
+    """A sidecar's declared `covers`, else what its token fields let it see: the seven built-in genes (range
     unknown: None) and every registered gene named as a field (e.g. `window` in field set `paper+window`)."""
     if isinstance(meta.get("covers"), dict):
         return dict(meta["covers"])
-    from forge.genes import GLOBAL_GENES, LAYER_GENES, LEGACY
+    from forge.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES
 
     fields = set(meta.get("fields") or ())
-    seen = {g: None for g in LEGACY if ("mask" if g == "active" else g) in fields}
-    return seen | {g: None for g in (*LAYER_GENES, *GLOBAL_GENES) if g in fields and g not in LEGACY}
+    seen = {g: None for g in BUILTIN if ("mask" if g == "active" else g) in fields}
+    return seen | {g: None for g in (*LAYER_GENES, *GLOBAL_GENES) if g in fields and g not in BUILTIN}
 
 
 def data_covers(data: LabelSet) -> dict[str, list[float]]:
@@ -37,7 +37,7 @@ def data_covers(data: LabelSet) -> dict[str, list[float]]:
     for gene in grid_genes():
         vals = [getattr(lay, gene.name) for g in data.genomes for lay in g.layers
                 if lay.active and (lay.attn or gene.name not in att)]
-        if vals and (len(set(vals)) > 1 or gene.legacy):
+        if vals and (len(set(vals)) > 1 or gene.builtin):
             out[gene.name] = [min(vals), max(vals)]
     return out
 

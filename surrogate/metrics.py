@@ -26,6 +26,11 @@ def k_at(y: np.ndarray, pred: np.ndarray, pct: float) -> int:
     return int(rank[top_rows(y, pct)].max())
 
 
+def mae(y: np.ndarray, pred: np.ndarray) -> float | None:
+    """Mean absolute error; None for no rows (a refit that labelled nothing reports no error, not NaN)."""
+    return float(np.mean(np.abs(pred - y))) if len(y) else None
+
+
 def evaluate(y_true, y_pred) -> dict[str, float]:
     """All six metrics under the names the CLI and summary.json use."""
     y, p = np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64)

@@ -96,7 +96,7 @@ def test_a_run_folder_naming_popen_runs_nothing(finished_run, tmp_path, app, arg
 
 def test_a_saved_config_naming_popen_is_refused_in_process(finished_run, tmp_path):
     """What resume and verify do with the hostile folder, in this process: the backend is refused, unimported."""
-    from search.components import build_backend
+    from search.components import backend_of
     from search.errors import SearchConfigError
     from search.state import saved_config
     from search.verify import run as run_verify
@@ -106,7 +106,7 @@ def test_a_saved_config_naming_popen_is_refused_in_process(finished_run, tmp_pat
     before = _tree(hostile)
     plugins.trust({"resume": str(hostile)})  # the live config of `forge-search resume=<dir>`
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed backend plug-in"):
-        build_backend(saved_config(hostile))
+        backend_of(saved_config(hostile))
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed backend plug-in"):
         run_verify({"run": str(hostile), "measure": "none"})
     assert not witness.exists() and _tree(hostile) == before
@@ -117,7 +117,7 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
     nested `_target_` inside a dispatch (which Hydra would instantiate recursively), a fine-tune function."""
     from search.components import build_coevolution, build_evaluator, build_trainer
     from search.errors import SearchConfigError
-    from search.settings import settle
+    from search.settings import settle_config
 
     witness = tmp_path / "pwned"
     popen = {"_target_": "subprocess.Popen", "args": ["touch", str(witness)]}
@@ -126,15 +126,15 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
 
     space = load_space("iha-tiny")
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed surrogate plug-in"):
-        build_evaluator(settle({"evaluator": {"predictor": popen}}), space)
+        build_evaluator(settle_config({"evaluator": {"predictor": popen}}), space)
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed dispatch plug-in"):
-        build_evaluator(settle({"evaluator": {"kind": "train", "trainer": popen}}), space)
+        build_evaluator(settle_config({"evaluator": {"kind": "train", "trainer": popen}}), space)
     nested = {"_target_": "forge.labelling.dispatch.LocalTrainer", "workers": popen}
     with pytest.raises(SearchConfigError, match="subprocess.Popen"):
         build_trainer({"dispatch": nested, "protocol": {"name": "x"}, "corpus": {"kind": "stdlib"}})
     co = {"every": 1, "trainer": {"_target_": "forge.labelling.dispatch.LocalTrainer"}, "finetune": "os.system"}
     with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
-        build_coevolution(settle({"search": {"coevolve": co}, "evaluator": {}}), space, tmp_path)
+        build_coevolution(settle_config({"search": {"coevolve": co}, "evaluator": {}}), space, tmp_path)
     assert not witness.exists()
 
 

@@ -44,8 +44,11 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
+    """Every module's imports, bar the core's one documented upward import (API_IMPORT, checked on its own)."""
     mods = _modules()
-    return {m: _imports(m, p, set(mods)) for m, p in mods.items()}
+    graph = {m: _imports(m, p, set(mods)) for m, p in mods.items()}
+    graph.get(API_IMPORT[0], set()).discard(API_IMPORT[1])
+    return graph
 
 
 def _part(module: str) -> str:
@@ -63,6 +66,9 @@ ALLOWED = {
     "surrogate": {"core", "labelling", "surrogate"},
     "search": {"core", "backends", "surrogate", "search"},  # search/api.py (the Python API) included
 }
+# The core's one upward import: forge/__init__'s `__getattr__` imports the Python API (`forge.search` & co.) on first
+# use; lazy, so no circle at import time (docs/concepts/layout.md says why). test_the_api_is_the_one_upward_import.
+API_IMPORT = ("forge", "search.api")
 HIGHER = ("search", "surrogate", "backends")  # what the core (forge/, labelling included) never names as code
 # calls that import the module a string names: the string is an import as much as an import statement is
 IMPORTERS = {"import_module", "__import__", "find_spec", "get_class", "get_method", "get_object", "locate", "_locate"}
@@ -134,54 +140,31 @@ def _string_imports(path: Path) -> list[str]:
 
 
 def test_the_core_names_no_higher_package_even_by_string():
-    """The core imports nothing above it, lazily or by a string handed to importlib (issue 36 §4): the Python API
-    reaches `forge.search` through package metadata (the `forge.api` entry points), not a name in the core."""
+    """The core imports nothing above it, lazily or by a string handed to importlib (issue 36 §4), bar the Python
+    API's one lazy import in forge/__init__ (API_IMPORT, checked by test_the_api_is_the_one_upward_import)."""
     bad = sorted(f"{m}: {s}" for m, p in _modules().items() if _part(m) in ("core", "labelling")
                  for s in _string_imports(p))
     assert not bad, "the core names code above it: " + "; ".join(bad)
 
 
-def test_forge_search_resolves_through_the_entry_point():
-    """`forge.search` and the other API names are search/api.py's, found through the installed forge-nas
-    distribution's `forge.api` entry points (pyproject.toml declares each name forge/__init__ answers)."""
-    import tomllib
-    from importlib.metadata import entry_points
-
+def test_the_api_is_the_one_upward_import():
+    """forge/__init__ names search.api once, in `__getattr__` (not at import: `import forge` loads nothing above the
+    core), and every other core module names nothing above it; forge.search & co. are search/api.py's own."""
     import forge
     import search.api
 
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][forge.API_GROUP]
-    assert declared == {n: f"search.api:{n}" for n in forge.API}
-    eps = {ep.name: ep for ep in entry_points(group=forge.API_GROUP) if ep.dist.name == forge.DISTRIBUTION}
-    assert {n: eps[n].value for n in eps} == declared, "reinstall: pip install --no-deps -e ."
+    tree = ast.parse((ROOT / "forge" / "__init__.py").read_text())
+    upward = [(n.names[0].name, f.name) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+              for n in ast.walk(f) if isinstance(n, ast.Import) and _part(n.names[0].name) in HIGHER]
+    assert upward == [("search.api", "__getattr__")]
+    top = {t for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+           for t in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""])}
+    assert not {t for t in top if _part(t) in HIGHER}
     for name in forge.API:
         assert forge.__getattr__(name) is getattr(search.api, name)
     assert forge.search is search.api.search and forge.SearchResult is search.api.SearchResult
-
-
-def test_the_api_comes_only_from_the_forge_distribution(monkeypatch):
-    """Without forge-nas's metadata (a source tree never pip-installed) the name fails in one line saying how to
-    install; an entry point of another distribution in the same group is never loaded (no hijack of forge.search)."""
-    import importlib.metadata as md
-
-    import forge
-    from forge.errors import UserError
-
-    class Dist:
-        name = "not-forge"
-
-    foreign = md.EntryPoint("search", "tests.test_structure:_hijack", forge.API_GROUP)
-    foreign = foreign._for(Dist()) if hasattr(foreign, "_for") else foreign
-    monkeypatch.setattr(md, "entry_points", lambda **kw: [foreign] if kw.get("group") == forge.API_GROUP else [])
-    with pytest.raises(UserError) as e:
-        forge.__getattr__("search")
-    assert "\n" not in str(e.value) and "forge-nas" in str(e.value) and "pip install -e ." in str(e.value)
     with pytest.raises(AttributeError, match="no attribute 'serach'"):
         forge.__getattr__("serach")
-
-
-def _hijack(*a, **k):  # pragma: no cover - what a foreign entry point would run; the test proves it never does
-    raise AssertionError("a foreign forge.api entry point was loaded")
 
 
 def test_the_checks_catch_a_violation(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def test_verify_and_coevolution_trainings_log_into_the_run_folder(tmp_path):
     """The dispatch trainer of verify and of co-evolution gets the logger node; their refits run inside it."""
     from forge.space import load_space
     from search.components import build_coevolution
-    from search.settings import settle
+    from search.settings import settle_config
     from tests.search.conftest import tiny_cfg
 
     cfg = tiny_cfg(space="iha-tiny", logger={"_target_": tracking.DEFAULT, "save_dir": None},
@@ -61,7 +61,7 @@ def test_verify_and_coevolution_trainings_log_into_the_run_folder(tmp_path):
                    corpus={"_target_": "forge.labelling.corpus.stdlib_corpus"}, dispatch="local",
                    evaluator={"kind": "surrogate", "predictor": "forgeformer-iha-tiny"})
     cfg["search"]["coevolve"] = {"every": 2}
-    co = build_coevolution(settle(cfg), load_space("iha-tiny"), tmp_path / "run")
+    co = build_coevolution(settle_config(cfg), load_space("iha-tiny"), tmp_path / "run")
     assert co.trainer.logger["save_dir"] == str((tmp_path / "run" / "logs").resolve())
     seen = []
 

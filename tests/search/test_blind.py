@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from forge.space import load_space
 from search.blind import blind_genes, default_predictor, varied
 from search.cli import run
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

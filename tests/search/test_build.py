@@ -12,7 +12,7 @@ from search.build import build_search
 from search.cli import run
 from search.errors import SearchConfigError
 from search.evaluators import LossEvaluator
-from search.settings import section, settle
+from search.settings import section, settle_config
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
@@ -39,7 +39,7 @@ def test_the_walk_of_cfg_from_forge_search_is_short():
     assert max(out["returns_per_file"].values(), default=0) <= 3, out["returns_per_file"]
     assert sum(out["returns_per_file"].values()) < 12, out["returns_per_file"]  # 12 before the redesign
     walk = out["walk"]  # one builder, one settling of the search section
-    assert "search/build.py:build_search" in walk and "search/settings.py:settle" in walk
+    assert "search/build.py:build_search" in walk and "search/settings.py:settle_config" in walk
     assert [s for s in walk if s.endswith(":section")] == ["search/settings.py:section"]
 
 
@@ -92,14 +92,14 @@ def test_a_bad_setting_is_refused_in_one_line_before_any_file_is_written(tiny_sp
 def test_settle_fills_the_recipe_defaults_once():
     """A hand-made section gets conf/search/nsga.yaml's values; the config itself is left as given."""
     cfg = tiny_cfg(search={"mutation": {"rate": 0.5}})
-    c = settle(cfg)
+    c = settle_config(cfg)
     s = c["search"]
     assert s["mutation"]["rate"] == 0.5 and s["mutation"]["p_gene"] == section("search", {})["mutation"]["p_gene"]
     assert s["coevolve"]["every"] == 0 and s["crossover"] == section("search", None)["crossover"]
     assert (s["pop_size"], s["offspring"], s["generations"]) == (8, 12, 4)
-    assert cfg == tiny_cfg(search={"mutation": {"rate": 0.5}}) and settle(c) == c
+    assert cfg == tiny_cfg(search={"mutation": {"rate": 0.5}}) and settle_config(c) == c
     for key, bad in (("seed", -1), ("threads", 0), ("stop_after", -2)):
         with pytest.raises(Exception, match=f"^{key}={bad} is out of range"):
-            settle({**cfg, key: bad})
+            settle_config({**cfg, key: bad})
     with pytest.raises(SearchConfigError, match=r"^hv.ref=0 is out of range; allowed: a number > 0"):
-        settle({**cfg, "hv": {"ref": 0}})
+        settle_config({**cfg, "hv": {"ref": 0}})

@@ -10,10 +10,10 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from search.cli import run
-from search.components import build_backend
+from search.components import backend_of
 from search.export import ExportError, load_exported
 from search.export import run as run_export
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 from search.report import ReportError, make_report
 from search.report import run as run_report
 from search.state import read_jsonl
@@ -59,7 +59,7 @@ def test_search_run_writes_the_run_directory(two_runs):
 
 def test_unknown_backend_and_objective_list_valid_ones(tmp_path):
     with pytest.raises(SearchConfigError, match="backend 'nope' is unknown; allowed: .*eyeriss.*roofline"):
-        build_backend({"backend": "nope"})
+        backend_of({"backend": "nope"})
     cfg = _cfg(tmp_path, "objectives=[val_loss,speed]")
     with pytest.raises(SearchConfigError, match="'speed' is unknown.*allowed:.*ttft_ms"):
         run(cfg)

@@ -7,8 +7,8 @@ import pytest
 from forge import plugins
 from search.coevolution import CoEvolution, first_front, pick
 from search.components import build_coevolution
-from search.settings import settle
-from search.objectives import SearchConfigError
+from search.settings import settle_config
+from search.errors import SearchConfigError
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeTrainer, fake_finetune
@@ -72,27 +72,27 @@ def test_coevolution_resume_restores_the_refitted_surrogate(make_search, tmp_pat
 
 
 def test_coevolution_config(tmp_path, tiny_space):
-    assert build_coevolution(settle(tiny_cfg()), tiny_space, tmp_path) is None
+    assert build_coevolution(settle_config(tiny_cfg()), tiny_space, tmp_path) is None
     cfg = tiny_cfg(evaluator={"kind": "train"})
     cfg["search"]["coevolve"] = {"every": 5}
     with pytest.raises(SearchConfigError, match="evaluator.kind=surrogate"):
-        build_coevolution(settle(cfg), tiny_space, tmp_path)
+        build_coevolution(settle_config(cfg), tiny_space, tmp_path)
     cfg = tiny_cfg(evaluator={"kind": "surrogate", "predictor": "x"})
     cfg["search"]["coevolve"] = {"every": 5, "replay": "r.jsonl", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"},
                                  "finetune": "tests.search.fakes.fake_finetune"}
     cfg["plugins"] = {"finetune": ["tests.search.fakes.fake_finetune", "no.such.function"]}
     plugins.trust(cfg)  # the test's own config: its trainer and its listed fine-tune functions are allowed
-    co = build_coevolution(settle(cfg), tiny_space, tmp_path)
+    co = build_coevolution(settle_config(cfg), tiny_space, tmp_path)
     assert co.every == 5 and isinstance(co.trainer, FakeTrainer) and co.finetune is fake_finetune
     assert co.acquire == "paper"  # today's rule stays the default
     cfg["search"]["coevolve"]["acquire"] = "widest"
-    assert build_coevolution(settle(cfg), tiny_space, tmp_path).acquire == "widest"
+    assert build_coevolution(settle_config(cfg), tiny_space, tmp_path).acquire == "widest"
     cfg["search"]["coevolve"]["finetune"] = "no.such.function"
     with pytest.raises(SearchConfigError, match="cannot be imported"):
-        build_coevolution(settle(cfg), tiny_space, tmp_path)
+        build_coevolution(settle_config(cfg), tiny_space, tmp_path)
     cfg["search"]["coevolve"]["finetune"] = "os.system"  # named by a saved run, not listed: refused unimported
     with pytest.raises(SearchConfigError, match="'os.system' is not an allowed finetune plug-in"):
-        build_coevolution(settle(cfg), tiny_space, tmp_path)
+        build_coevolution(settle_config(cfg), tiny_space, tmp_path)
 
 
 def test_replay_corpus_resolution(tmp_path):

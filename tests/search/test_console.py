@@ -140,7 +140,7 @@ def test_forge_search_main_prints_json_with_quiet(tmp_path, capsys, monkeypatch)
 
 def test_interval_level_is_checked():
     from search.evaluators import LossEvaluator
-    from search.objectives import SearchConfigError
+    from search.errors import SearchConfigError
 
     with pytest.raises(SearchConfigError, match="evaluator.interval_level = 1.5; allowed: a number with 0 < level < 1"):
         LossEvaluator(IntervalPredictor(), level=1.5)

@@ -8,7 +8,7 @@ from backends.registry import list_backends
 from forge.labels import Label
 from forge.space import load_space
 from search.coevolution import CoEvolution
-from search.components import build_backend, build_workload
+from search.components import backend_of, build_workload
 from search.evaluators import LossEvaluator
 from search.build import build_search
 from search.state import read_jsonl
@@ -21,7 +21,7 @@ def test_search_runs_on_every_shipped_backend(backend, tmp_path):
     cfg = tiny_cfg(backend=backend, search={"pop_size": 4, "offspring": 4, "generations": 1})
     if backend == "cpu-measured":  # really times every genome on this CPU: a short workload keeps it fast
         cfg["workload"] = {"prefill": 16, "decode": 8}
-    b = build_backend(cfg)
+    b = backend_of(cfg)
     s = build_search(cfg, tmp_path, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()),
                                      "backend": b, "workload": build_workload(cfg, b)})
     out = s.run()
@@ -48,7 +48,7 @@ def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
     def make(d):
         co = CoEvolution(1, FakeTrainer(), finetune, str(base), labs, batch=2, n_mc=3, epochs=1, load=load_predictor)
         return build_search(cfg, d, {"space": space, "evaluator": LossEvaluator(load_predictor(base)),
-                                     "backend": build_backend({"backend": "roofline"}),
+                                     "backend": backend_of({"backend": "roofline"}),
                                      "workload": build_workload({}, None), "coevolution": co})
 
     make(tmp_path / "full").run()
@@ -75,7 +75,7 @@ def test_default_search_with_the_shipped_surrogate_and_roofline(tmp_path):
 
     from search.cli import run
     from search.components import load_surrogate
-    from search.objectives import SearchConfigError
+    from search.errors import SearchConfigError
 
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         cfg = compose("forge-search", overrides=["search.generations=2", "progress=false", f"out_dir={tmp_path}"])

@@ -74,6 +74,10 @@ def test_each_part_lives_in_its_own_module_and_the_errors_in_one():
     defined = {n.name for p in SEARCH.rglob("*.py") if p.name != "errors.py"
                for n in ast.parse(p.read_text()).body if isinstance(n, ast.ClassDef) and n.name.endswith("Error")}
     assert not defined  # every search error class lives in search/errors.py
+    elsewhere = [f"{p}:{n.module}" for root in (SEARCH, Path(__file__).parents[1]) for p in root.rglob("*.py")
+                 for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ImportFrom)
+                 and n.module != "search.errors" and any(a.name == "SearchConfigError" for a in n.names)]
+    assert not elsewhere  # one import path: search.errors
 
 
 def test_the_duplicate_remover_groups_rows_by_key():

@@ -10,7 +10,7 @@ import pytest
 from forge import plugins
 from search.console import extra_columns, front_table
 from search.objectives import Objective, parse_objective, parse_objectives
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 from search.report import plot_columns
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg

@@ -9,10 +9,10 @@ from forge.numeric import round_sig
 from search.components import check_predictor_space
 from search.constraints import parse_constraint
 from search.duplicates import IdDuplicateElimination
-from search.evaluators import LossEvaluator
-from search.objectives import SearchConfigError
+from search.evaluators import LossEvaluator, label_hook
+from search.errors import SearchConfigError
 from search.problem import ForgeProblem
-from search.settings import settle
+from search.settings import settle_config
 from tests.search.fakes import FakeBackend, FakePredictor, fake_loss
 
 OBJ = ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]
@@ -143,7 +143,7 @@ def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_sp
 
     cfg = {"evaluator": {"kind": "train", "trainer": {"_target_": "tests.search.fakes.FakeTrainer"}}}
     plugins.trust(cfg)  # the test's own config, as a command's run(cfg) declares it
-    ev = build_evaluator(settle(cfg), tiny_space, tmp_path / "labels.db")
+    ev = build_evaluator(settle_config(cfg), tiny_space, tmp_path / "labels.db")
     p = ForgeProblem(tiny_space, ev, FakeBackend(), Workload(), OBJ, ["val_loss < 3.8"])
     X = tiny_space.sample_x(24, np.random.default_rng(6))
     out = {}
@@ -154,7 +154,7 @@ def test_train_mode_trains_every_candidate_and_inf_labels_are_infeasible(tiny_sp
     assert np.all(out["G"][diverged, 0] > 0) and np.allclose(out["F"][~diverged, 0],
                                                              fake_loss(tiny_space.decode(X[~diverged]), 0.1))
     with pytest.raises(SearchConfigError, match="evaluator.kind = 'oracle' is unknown; allowed: surrogate | train"):
-        build_evaluator(settle({"evaluator": {"kind": "oracle"}}), tiny_space)
+        build_evaluator(settle_config({"evaluator": {"kind": "oracle"}}), tiny_space)
 
 
 def test_a_generation_converts_the_matrix_once(tiny_space, monkeypatch):
@@ -188,3 +188,29 @@ def test_select_upper_makes_the_loss_objective_the_interval_upper_bound():
         LossEvaluator(FakePredictor(), select="upper")
     with pytest.raises(SearchConfigError, match="evaluator.select = 'lcb'; allowed: mu | upper"):
         LossEvaluator(Calibrated(), select="lcb")
+
+
+def test_a_label_hook_runs_before_the_trainers_own_and_is_taken_back():
+    seen: list[str] = []
+
+    class Trainer:
+        on_label = None
+
+        def train(self, labels):
+            for lab in labels:
+                self.on_label(lab)
+
+    t = Trainer()
+    t.on_label = lambda lab: seen.append(f"own {lab}")
+    own = t.on_label
+    with label_hook(t, lambda lab: seen.append(f"note {lab}")):
+        t.train(["a", "b"])
+    assert seen == ["note a", "own a", "note b", "own b"] and t.on_label is own
+    with pytest.raises(RuntimeError), label_hook(t, seen.append):
+        raise RuntimeError("a failed training")
+    assert t.on_label is own  # restored on the way out of a failure too
+    bare = object()
+    with label_hook(bare, seen.append):  # a trainer without the hook is left as it is
+        pass
+    assert not hasattr(bare, "on_label")
+

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import run
-from search.objectives import SearchConfigError
+from search.errors import SearchConfigError
 from search.state import ResumeError, config_diff, load_checkpoint, require_complete, run_status
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend

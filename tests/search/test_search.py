@@ -95,7 +95,7 @@ def test_default_anchor_is_gpt2_small_on_the_paper_spaces():
 def test_hv_anchor_and_seeded_sampling_from_config(make_search, tmp_path):
     import pytest
 
-    from search.objectives import SearchConfigError
+    from search.errors import SearchConfigError
 
     cfg = tiny_cfg(hv={"anchor": "gpt2", "ref": 3.0}, search={"sampling": "gpt2", "generations": 1})
     s = make_search(tmp_path / "a", cfg)

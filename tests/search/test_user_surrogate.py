@@ -10,8 +10,8 @@ from forge.config import data_dir, group_yaml
 from forge.space import space_from_config
 from search.archive import default_anchor
 from search.components import build_evaluator
-from search.objectives import SearchConfigError
-from search.settings import settle
+from search.errors import SearchConfigError
+from search.settings import settle_config
 from search.user_surrogate import SHIPPED_LOSS_LIMIT, own_units
 
 LABELS = str(data_dir() / "labels" / "iha-tiny-cpu-proxy.jsonl")
@@ -29,13 +29,13 @@ def space(tiny_space):
 @pytest.mark.parametrize("node", [FOREST, "rf", "rf_rank", "mlp"])
 def test_an_unfitted_user_surrogate_or_recipe_is_refused_in_one_line(space, node):
     with pytest.raises(SearchConfigError, match=r"' is not fitted; allowed: evaluator.labels="):
-        build_evaluator(settle({"evaluator": {"predictor": node}}), space)
+        build_evaluator(settle_config({"evaluator": {"predictor": node}}), space)
 
 
 def test_the_search_fits_a_user_class_and_a_conf_surrogate_recipe_on_the_named_labels(space):
     genomes = space.sample(6, np.random.default_rng(0))
     for node in (FOREST, "rf"):  # a user's class; conf/surrogate/rf.yaml by name (not a checkpoint)
-        ev = build_evaluator(settle({"evaluator": {"predictor": node, "labels": LABELS}, "seed": 0}), space)
+        ev = build_evaluator(settle_config({"evaluator": {"predictor": node, "labels": LABELS}, "seed": 0}), space)
         _, mu, _ = ev(genomes)
         assert np.all(np.isfinite(mu)) and 0.5 < float(np.mean(mu)) < 10.0 and np.ptp(mu) > 0
 

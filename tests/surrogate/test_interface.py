@@ -83,7 +83,7 @@ def test_a_registered_format_loads_by_path(tmp_path, monkeypatch):
 def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
     """search.coevolve with evaluator.predictor = a user's class node: refitted on the real labels and hot-swapped."""
     from search.components import build_coevolution
-    from search.settings import settle
+    from search.settings import settle_config
     from surrogate.generic import refit
 
     node = {"_target_": USER, "slope": 0.2}
@@ -93,7 +93,7 @@ def test_a_config_node_surrogate_co_evolves(tmp_path, make_search_any):
     from forge import plugins
 
     plugins.trust(cfg)  # as forge-search's run(cfg) does with the config the user launched
-    co = build_coevolution(settle(cfg), load_space("iha-tiny"), tmp_path)
+    co = build_coevolution(settle_config(cfg), load_space("iha-tiny"), tmp_path)
     assert co.finetune is refit and co.base == node
     s = make_search_any(tmp_path, as_loss_predictor(UserSurrogate(slope=0.2)), co)
     s.run()
