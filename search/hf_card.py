@@ -131,8 +131,8 @@ vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's ar
 (space `{md_code(info.get('space'))}`, generation {md_text(info.get('generation'))}). Weights: {md_text(weights)}.
 
 ## What the numbers are
-- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's loss predictor{_predictor(info)}, not measured on these
-  weights. It refers to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
+- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's loss predictor{_predictor(info)}, not measured
+  on these weights. It refers to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
 - **Costs** (latency, energy, area): estimates of the `{md_code(_name(bname))}` hardware backend for the workload
   `{md_code(json.dumps(info.get('workload')))}`, not measurements.
 

@@ -43,11 +43,14 @@ def test_auto_refuses_a_widened_space_naming_gene_values_and_range():
     assert resolve_auto(load_space("iha-paper"), None) == ("forgeformer-iha-paper-all", None)  # the main job's
 
 
-def test_auto_says_which_checkpoint_it_passes_over():
+def test_auto_says_which_checkpoint_it_passes_over(tmp_path, caplog):
     space = space_from_config({**group_yaml("space", "iha-tiny"), "window": [0, 64]})
     name, note = resolve_auto(space, None)
     assert name == "forgeformer-iha-tiny-swa"
     assert "not forgeformer-iha-tiny" in note and "window 64 never seen" in note
+    s = run(_cfg(tmp_path, "space=iha-tiny", "+space.window=[0,64]"))  # said on the console and in summary.json
+    assert s["loss_predictor"]["name"] == "forgeformer-iha-tiny-swa" and s["loss_predictor"]["note"] == note
+    assert any(note in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
 
 
 def test_a_search_outside_the_covered_range_is_refused_or_marked_blind(tmp_path):
