@@ -1,5 +1,7 @@
-"""Where a surrogate checkpoint lives and what it covers: shipped names, path resolution and the genes (and
-ranges) its training data saw. JSON only: nothing here loads weights. surrogate.predictor re-exports these.
+"""Where a surrogate checkpoint lives and what it covers: shipped names, path resolution, the genes and value
+ranges its training data saw (`covers_of`, `data_covers`), the one check of values against them (`uncovered`,
+which search.blind applies wherever a predictor prices genomes) and what a loss blind to a gene means
+(`BLIND_WHY`). JSON only: nothing here loads weights. surrogate.predictor re-exports these.
 """
 from __future__ import annotations
 
@@ -46,8 +48,8 @@ def _num(x: float) -> float | int:
 
 
 def layer_values(genomes: Iterable[Any]) -> dict[str, set]:
-    """{gene: values} the genomes' layers hold: every per-layer gene over active layers, attention genes over
-    attention layers only (identity attention blanks them), the masks over every slot."""
+    """{gene: values} the genomes' layers hold: `active` over every slot, `attn` and every grid gene over active
+    layers, attention genes over attention layers only (identity attention blanks them)."""
     from forge.genes import LAYER_GENES
 
     out: dict[str, set] = {g: set() for g in LAYER_GENES}
