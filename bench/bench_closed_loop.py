@@ -56,12 +56,15 @@ class Counted:
 
 def base_cfg(space: str, seed: int, work: Path) -> dict[str, Any]:
     from forge.config import group_yaml
+    from search.suggest import allow_blind
 
+    blind = allow_blind(space, "forgeformer-iha-tiny")  # gqa-tiny's 128-wide heads (issue 43 §5): blind
     return {"seed": seed, "space": space, "objectives": ["val_loss", "tpot_ms"], "constraints": ["val_loss < 10"],
             "backend": {"_target_": "backends.gpu.roofline.RooflineBackend", "name": "roofline", "hardware": "host-cpu"},
             "workload": dict(WORKLOAD), "protocol": group_yaml("protocol", "cpu-proxy"),
             "corpus": group_yaml("corpus", "stdlib"), "dispatch": {**group_yaml("dispatch", "local"), "workers": 1},
-            "evaluator": {"kind": "surrogate", "predictor": "forgeformer-iha-tiny"}, "progress": False,
+            "evaluator": {"kind": "surrogate", "predictor": "forgeformer-iha-tiny", "allow_blind": blind},
+            "progress": False,
             "threads": 1, "hv": {"anchor": "auto"}}
 
 

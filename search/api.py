@@ -263,12 +263,12 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
             level: float = 0.9, seed: int = 0, allow_blind: Sequence[str] | None = None) -> Any:
     """Predicted loss of genomes, as the search's evaluator computes it: one row per genome with mu, sigma
     (n_mc MC-dropout passes; 0 = deterministic) and the calibrated interval loss_lo / loss_hi at `level`.
-    Genomes using a gene (or gene value) the predictor never saw are refused unless `allow_blind` names the
-    gene; then the rows say so in `loss_blind_to` (search.blind)."""
+    Genomes using a gene, or a gene value, the predictor never saw are refused (search.blind.guard) unless
+    `allow_blind` names the gene; then each row says which of them it uses in `loss_blind_to`."""
     from forge import plugins
     from forge.limits import RANGES, SEED_MAX
-    from search.blind import check_blind, genome_grids
-    from search.components import load_surrogate
+    from search.blind import blind_genes, covers, genome_grids
+    from search.components import load_surrogate, predictor_name
     from search.evaluators import LossEvaluator
 
     if not isinstance(predictor, (str, Path, Mapping)):
@@ -281,14 +281,15 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     plugins.trust({"evaluator": {"predictor": predictor}})  # the caller's own `_target_`, as forge.search
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
-    blind = check_blind(pred, genome_grids(gs), allow_blind, str(predictor), "these genomes use")
-    ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level)
+    ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level, allow_blind=allow_blind, name=predictor_name(predictor))
     from forge.numeric import round_sig, settle
 
     _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.numeric)
     lo, hi = (round_sig(a) for a in ev.interval(mu, sigma))
+    cov = covers(pred) if allow_blind else None  # which allowed blind genes each row uses
+    blind = [";".join(sorted(blind_genes(cov, genome_grids([g])))) for g in gs] if cov is not None else []
     return _pandas().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
-                                "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": ";".join(blind)} if blind else {})})
+                                "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": blind} if any(blind) else {})})
 
 
 def _container(cfg: Any) -> dict[str, Any]:

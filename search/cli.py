@@ -116,7 +116,8 @@ def _set_threads(n: Any) -> None:
 
 def _brief(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("status", "run_dir", "space", "backend", "algorithm", "seed", "generations_done", "evaluations",
-            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_interval", "least_violating")
+            "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_predictor", "loss_interval",
+            "least_violating")
     out = {k: s[k] for k in keys if k in s}
     from search.export import chosen_design  # the knee's array shape, precisions and batch (where reported)
 

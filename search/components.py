@@ -7,6 +7,7 @@ and import path resolves through `forge.plugins`, so a resumed or verified run's
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,6 +20,8 @@ from forge.precision import PrecisionError, QuantPenalty
 from forge.space import SearchSpace, load_space, space_from_config
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.errors import SearchConfigError
+
+log = logging.getLogger(__name__)
 
 
 def _group_names(group: str) -> str:
@@ -72,22 +75,41 @@ def check_predictor_space(predictor: Any, space: SearchSpace, name: str) -> None
                                 f"it was trained for {have}; allowed: a checkpoint trained on this space")
 
 
+def predictor_name(node: Any) -> str:
+    """How a run names its predictor: a checkpoint name or path, a `_target_`, or a Python object's class."""
+    if isinstance(node, Mapping):
+        return str(node.get("_target_"))
+    return "auto" if node is None else str(node) if isinstance(node, (str, Path)) else type(node).__name__
+
+
+def resolve_predictor(node: Any, space: SearchSpace | None, allow_blind: Any = None) -> tuple[Any, dict[str, Any]]:
+    """`evaluator.predictor` with `auto` resolved (search.blind.resolve_auto), and the record summary.json, the
+    report and the card name it by ({name, requested, note}: a note when auto passed over a blind checkpoint,
+    which is also said on the console)."""
+    requested, note = predictor_name(node), None
+    if node is None or (isinstance(node, str) and node == "auto"):
+        from search.blind import resolve_auto
+
+        if space is None:
+            raise SearchConfigError("evaluator.predictor=auto needs a space; allowed: a checkpoint name or path")
+        node, note = resolve_auto(space, allow_blind)
+        if note:
+            log.warning("%s", note)
+    return node, {"name": predictor_name(node), "requested": requested, **({"note": note} if note else {})}
+
+
 def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None, labels: Any = None,
                    seed: int = 0) -> Any:
     """`evaluator.predictor`: a `_target_` node, a conf/surrogate name (a recipe, fitted on `labels`), a
     checkpoint name/path, `auto` (the space's shipped checkpoint, search.blind) or (Python API) a surrogate
-    object; checked against `space` (globals, depth, genes it cannot see) when one is given. The blind genes the
-    user allowed are set on the predictor as `blind_genes`."""
+    object; checked against `space` (globals, depth, genes and values it cannot see) when one is given. The blind
+    genes the user allowed are set on the predictor as `blind_genes`."""
     from search import user_surrogate
-    from search.blind import check_blind, default_predictor, varied
+    from search.blind import check_blind, varied
     from surrogate.interface import as_loss_predictor
 
-    if node is None or (isinstance(node, str) and node == "auto"):
-        if space is None:
-            raise SearchConfigError("evaluator.predictor=auto needs a space; allowed: a checkpoint name or path")
-        node = default_predictor(space, allow_blind)
-    name = str(node.get("_target_") if isinstance(node, Mapping) else node if isinstance(node, (str, Path))
-               else type(node).__name__)
+    node = resolve_predictor(node, space, allow_blind)[0]
+    name = predictor_name(node)
     recipe = user_surrogate.recipe(node)
     node = recipe or node
     if not isinstance(node, (str, Path)):  # a user's surrogate: anything with predict (surrogate.interface)
@@ -101,7 +123,6 @@ def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None
 
         pred = load_predictor(str(node))
     if space is not None:
-        name = str(node if not isinstance(node, Mapping) else node.get("_target_"))
         check_predictor_space(pred, space, name)
         blind = check_blind(pred, varied(space), allow_blind, name, f"space {space.name!r} varies", space)
         if blind:
@@ -189,11 +210,14 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
-        node = predictor if predictor is not None else ev["predictor"]
+        node, named = resolve_predictor(predictor if predictor is not None else ev["predictor"], space,
+                                        ev.get("allow_blind"))
         pred = load_surrogate(node, space, ev.get("allow_blind"), ev.get("labels"), int(cfg.get("seed", 0)))
         out = LossEvaluator(pred, beta=float(ev["beta"]), n_mc=int(ev["n_mc"]), seed=int(cfg.get("seed", 0)),
-                            penalty=penalty, level=ev["interval_level"], select=str(ev["select"]))
+                            penalty=penalty, level=ev["interval_level"], select=str(ev["select"]),
+                            allow_blind=ev.get("allow_blind"), name=named["name"])
         out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)
+        out.named = named  # the resolved predictor, for summary.json's `loss_predictor`
         return out
     if kind == "train":
         return TrainEvaluator(build_trainer(cfg, ev.get("trainer"), store), penalty=penalty)

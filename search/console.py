@@ -22,7 +22,9 @@ from forge.io import as_float as _f
 from search.archive import loss_overlap
 from search.export import ExportError, select
 from search.state import read_jsonl
+from search.summary import predictor_label
 from search.suggest import print_commands, rel
+from surrogate.checkpoints import BLIND_WHY
 
 # (metric, header, scale, format): the cost and size columns after the loss
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
@@ -81,7 +83,7 @@ def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: 
         t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + bounds,
                   *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in cols),
                   style="bold" if rows[j]["id"] == knee else None)
-    t.caption = _caption(len(rows), len(shown), n_same, iv)
+    t.caption = _caption(len(rows), len(shown), n_same, iv) + _predictor(summary)
     t.caption_justify = "left"
     return t
 
@@ -116,11 +118,16 @@ def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> st
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     if n_same is None:
         return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
-    blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: the predictor never saw these genes, so its loss ignores "
-             "them (evaluator.allow_blind)." if iv.get("blind_to") else "")
+    blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: {BLIND_WHY} (evaluator.allow_blind)."
+             if iv.get("blind_to") else "")
     return (f"{more}≈: {n_same} of {n} front members have a loss interval overlapping the best one's (the "
             f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}."
             + blind)
+
+
+def _predictor(summary: dict[str, Any]) -> str:
+    label = predictor_label(summary.get("loss_predictor"))
+    return f" Loss predictor: {label}." if label else ""
 
 
 def next_commands(run_dir: str | Path) -> list[str]:

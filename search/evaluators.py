@@ -17,6 +17,7 @@ from forge.arrays import GenomeBatch
 from forge.genome import Genome
 from forge.labels import Label
 from forge.precision import QuantPenalty
+from search.blind import covers, guard
 from search.errors import SearchConfigError
 
 
@@ -43,7 +44,8 @@ class LossEvaluator:
     kind = "surrogate"
 
     def __init__(self, predictor: Any, beta: float = 0.0, n_mc: int = 0, seed: int = 0,
-                 penalty: QuantPenalty | None = None, level: float = 0.9, select: str = "mu"):
+                 penalty: QuantPenalty | None = None, level: float = 0.9, select: str = "mu",
+                 allow_blind: Sequence[str] | None = None, name: str = "the predictor"):
         if beta and not n_mc:
             raise SearchConfigError("evaluator.beta > 0 needs evaluator.n_mc > 0 (σ comes from MC dropout)")
         if select not in SELECT:
@@ -57,6 +59,8 @@ class LossEvaluator:
         self.predictor, self.beta, self.n_mc, self.seed = predictor, float(beta), int(n_mc), int(seed)
         self.penalty, self.level = penalty or QuantPenalty(), float(level)
         self.version = 0  # bumped by every co-evolution hot-swap
+        self.allow, self.name = tuple(allow_blind or ()), name  # genes it may price blind (search.blind.guard)
+        self._covers = covers(predictor)
 
     def interval(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The predictor's calibrated (lo, hi) around μ (which includes any quantization penalty: the
@@ -78,7 +82,7 @@ class LossEvaluator:
         return {"level": self.level, **got}
 
     def swap(self, predictor: Any) -> None:
-        self.predictor, self.version = predictor, self.version + 1
+        self.predictor, self.version, self._covers = predictor, self.version + 1, covers(predictor)
 
     def optimism(self, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         """The σ that `beta` multiplies: with a calibrated interval, the calibrated lower tail in σ units,
@@ -92,6 +96,8 @@ class LossEvaluator:
     def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         seed_torch(self.seed + 7919 * self.version)
         arch = strip_precision(genomes)
+        if self._covers is not None:  # no value outside what the predictor covers, unless allowed (search.blind)
+            guard(self._covers, arch, self.allow, self.name)
         mu, sigma = self.predictor.predict(arch, n_mc=self.n_mc)
         mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
         if any(g.precision is not None for g in genomes):

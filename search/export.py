@@ -29,7 +29,9 @@ from forge.io import as_float, atomic_write_json, atomic_write_text, check_writa
 from forge.numeric import argmin_by_id
 from search.markdown import md_code, md_text
 from search.state import read_jsonl, require_complete
+from search.summary import predictor_label
 from search.errors import ExportError
+from surrogate.checkpoints import BLIND_WHY
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
@@ -186,8 +188,8 @@ def loss_line(info: dict[str, Any]) -> str:
         src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
                if "split" in src else f"calibrated on {src.get('n_rows')} {src.get('rows')}")
     level = iv.get("level") if isinstance(iv.get("level"), (int, float)) else 0.9
-    blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: the predictor never saw them, so "
-             "this loss ignores them (run with evaluator.allow_blind)." if iv.get("blind_to") else "")
+    blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: {md_text(BLIND_WHY)} (run with "
+             "evaluator.allow_blind)." if iv.get("blind_to") else "")
     return (f"Predicted loss: {mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] "
             f"({md_text(iv.get('method'))}; {md_text(src)}). A prediction, not a measurement: `forge-verify` "
             "trains it." + blind)
@@ -218,6 +220,7 @@ Objectives: {md_text(', '.join(map(str, info.get('objectives') or ['not recorded
 - backend: `{md_code(json.dumps(info.get('backend')))}`
 - workload: `{md_code(json.dumps(info.get('workload')))}`
 - evaluator: `{md_code(json.dumps(info.get('evaluator')))}`
+- loss predictor: `{md_code(predictor_label(info.get('loss_predictor')) or 'not recorded')}`
 - space: {md_text(info.get('space'))}
 
 ## Architecture ({genome.describe()})
@@ -276,6 +279,7 @@ def run(cfg: Any) -> dict[str, Any]:
     chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows), _maximized(run_dir))
     run_cfg = _run_config(run_dir)
     card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
+            "loss_predictor": _summary(run_dir).get("loss_predictor"),
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name"),

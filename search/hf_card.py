@@ -44,7 +44,7 @@ def loss_basis(info: dict[str, Any]) -> tuple[str, str, str, str | None]:
         return (f"the `{md_code(prot.get('name', '?'))}` protocol ({md_text(prot.get('tokens', '?'))} tokens), trained "
                 "by the search", md_text(_name(name)), md_text(corp.get("tokenizer", "byte")),
                 corp.get("name") if corp.get("kind") == "hf" else None)
-    pred = ev.get("predictor")
+    pred = (info.get("loss_predictor") or {}).get("name") or ev.get("predictor")  # `auto` resolved (summary.json)
     space = _sidecar_space(pred) or (run_cfg.get("space") or {}).get("name") or info.get("space")
     return LOSS_BASIS.get(str(space), ("the labels the surrogate was fitted to", "unknown", "unknown", None))
 
@@ -67,6 +67,21 @@ def _run_config(run: Any) -> dict[str, Any]:
     from forge.files import read_yaml_file
 
     return (read_yaml_file(p, "run config") or {}) if p is not None and p.is_file() else {}
+
+
+def _predictor(info: dict[str, Any]) -> str:
+    from search.summary import predictor_label
+
+    label = predictor_label(info.get("loss_predictor"))
+    return f" `{md_code(label)}`" if label else ""
+
+
+def _blind(info: dict[str, Any]) -> str:
+    from surrogate.checkpoints import BLIND_WHY
+
+    genes = (info.get("loss_interval") or {}).get("blind_to")
+    return (f"\n  **Blind to gene(s) {md_text(', '.join(map(str, genes)))}**: {md_text(BLIND_WHY)} (the search ran with "
+            "`evaluator.allow_blind`)." if genes else "")
 
 
 def tokenizer_note(genome: Genome, shipped: str | bool) -> str:
@@ -116,8 +131,8 @@ vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's ar
 (space `{md_code(info.get('space'))}`, generation {md_text(info.get('generation'))}). Weights: {md_text(weights)}.
 
 ## What the numbers are
-- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's evaluator, not measured on these weights. It refers
-  to {protocol}, on {corpus}, tokenized as {tok}.
+- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's loss predictor{_predictor(info)}, not measured
+  on these weights. It refers to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
 - **Costs** (latency, energy, area): estimates of the `{md_code(_name(bname))}` hardware backend for the workload
   `{md_code(json.dumps(info.get('workload')))}`, not measurements.
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from forge.io import as_float as _f
 from search.suggest import export_command
+from search.summary import predictor_label
 
 KEY_COLUMNS = ("params",)  # shown for every run, objective or not
 
@@ -38,7 +39,7 @@ def settings(run_dir: Path, summary: Mapping[str, Any], config: Mapping[str, Any
     backend = config.get("backend") or {}
     hardware = backend.get("hardware") if isinstance(backend, Mapping) else None
     predictor = ("real training (evaluator.kind=train)" if ev.get("kind") == "train"
-                 else _name(ev.get("predictor")))
+                 else predictor_label(summary.get("loss_predictor")) or _name(ev.get("predictor")))
     iv = summary.get("loss_interval") or {}
     return [("space", str(summary.get("space", "?"))), ("backend", str(summary.get("backend", "?"))),
             ("machine (modelled)", _name(hardware or config.get("hardware"))),

@@ -58,11 +58,20 @@ def tiny_space(space: str) -> str | None:
 
 
 def tiny_predictor(space: str) -> str:
-    """The shipped cpu-proxy surrogate for `space` (gqa-tiny is a subset of iha-tiny: iha-tiny's scores it)."""
+    """The shipped cpu-proxy surrogate for `space` (gqa-tiny: iha-tiny's, blind to its 128-wide heads)."""
     from forge.config import data_dir
 
     own = f"forgeformer-{space}"
     return own if (data_dir() / "surrogate" / f"{own}.json").is_file() else "forgeformer-iha-tiny"
+
+
+def allow_blind(space: str, predictor: str) -> list[str]:
+    """`evaluator.allow_blind=[...]` a suggested search needs: the genes `space` varies outside what the shipped
+    `predictor` covers (search.blind), so the command runs as printed and its loss says where it is blind."""
+    from forge.space import load_space
+    from search.blind import blind_genes, declared, varied
+
+    return sorted(blind_genes(declared(predictor), varied(load_space(space))))
 
 
 def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
@@ -72,7 +81,9 @@ def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
     if space is None:
         return []
     backend = _name(run_cfg.get("backend"))
-    parts = ["forge-search", f"space={space}", f"evaluator.predictor={tiny_predictor(space)}",
+    pred, blind = tiny_predictor(space), allow_blind(space, tiny_predictor(space))
+    parts = ["forge-search", f"space={space}", f"evaluator.predictor={pred}",
+             *([f"evaluator.allow_blind=[{','.join(blind)}]"] if blind else []),
              *([f"backend={backend}"] if backend and backend != "roofline" else []),
              "protocol=cpu-proxy", "corpus=stdlib", "search.generations=5", f"hydra.run.dir={TINY_OUT}"]
     return [" ".join(parts), f"forge-verify run={TINY_OUT} {TINY_K}"]

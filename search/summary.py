@@ -17,6 +17,15 @@ def interval_summary(search: Any) -> dict[str, Any]:
     return {**out, "n_indistinguishable": loss_overlap(search.archive.entries)[1], **({"blind_to": blind} if blind else {})}
 
 
+def predictor_label(named: Any) -> str | None:
+    """summary.json's `loss_predictor` in words, for the console, the report and the card:
+    `forgeformer-iha-paper-all (evaluator.predictor=auto)`, or the name alone when it was named; None: not recorded."""
+    if not isinstance(named, dict) or not named.get("name"):
+        return None
+    req = named.get("requested")
+    return str(named["name"]) + (f" (evaluator.predictor={req})" if req and req != named["name"] else "")
+
+
 def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                   reason: str | None = None) -> dict[str, Any]:
     """summary.json of a `search.runner.Search`; `status` (complete | stopped | interrupted | running | failed) is
@@ -34,7 +43,8 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                "hv_anchor": {"genome": s.anchor_genome.to_dict(), "values": s.anchor, "ref": s.hv.ref},
                "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
                "seed": s.seed, "surrogate_version": problem.evaluator.version,
-               "run_dir": str(s.run_dir), "loss_interval": interval_summary(s)}
+               "run_dir": str(s.run_dir), "loss_interval": interval_summary(s),
+               **({"loss_predictor": named} if (named := getattr(problem.evaluator, "named", None)) else {})}
     if interrupted_by:
         summary["interrupted_by"] = interrupted_by
     if reason:

@@ -38,6 +38,7 @@ from search.problem import ForgeProblem
 from search.settings import settle_config
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
+from surrogate.checkpoints import BLIND_WHY
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
 from surrogate.metrics import mae
@@ -192,6 +193,7 @@ class Verify:
                          else self._checked_rows(roles, labels, measured, len(picks)))
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
                "front_size": len(self.rows), "loss": self._loss_note(),
+               **({"loss_blind_to": blind} if (blind := list(getattr(self.evaluator, "blind", ()))) else {}),
                "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),
                "summary": summary, "picks": P, "control": C}
         if self.cfg.get("refit"):
@@ -248,7 +250,12 @@ class Verify:
             return ("the run's loss was itself trained (evaluator.kind=train): the picks' labels are re-read from the "
                     "store and no prediction is checked; reported: the picks' real loss and latency against the "
                     "control's")
-        return "predicted by the run's surrogate; real = trained under the run's protocol"
+        from search.summary import predictor_label
+
+        label = predictor_label(getattr(self.evaluator, "named", None)) or "the run's surrogate"
+        blind = list(getattr(self.evaluator, "blind", ()))  # allowed by the run (evaluator.allow_blind)
+        return (f"predicted by {label}; real = trained under the run's protocol" + (
+            f". The predictions were BLIND to {', '.join(blind)}: {BLIND_WHY}" if blind else ""))
 
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:

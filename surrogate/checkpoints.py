@@ -1,11 +1,13 @@
-"""Where a surrogate checkpoint lives and what it covers: shipped names, path resolution and the genes (and
-ranges) its training data saw. JSON only: nothing here loads weights. surrogate.predictor re-exports these.
+"""Where a surrogate checkpoint lives and what it covers: shipped names, path resolution, the genes and value
+ranges its training data saw (`covers_of`, `data_covers`), the one check of values against them (`uncovered`,
+which search.blind applies wherever a predictor prices genomes) and what a loss blind to a gene means
+(`BLIND_WHY`). JSON only: nothing here loads weights. surrogate.predictor re-exports these.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from forge.config import data_dir
 from forge.errors import ForgeError
@@ -16,29 +18,90 @@ class CheckpointError(ForgeError):
     """A checkpoint is missing, corrupt or does not match the field layout / space it is used with."""
 
 
+# what a loss "blind to" a gene is (search.blind), said the same way by the console, the card, forge-verify and
+# forge-surrogate mode=eval: not ignored (an unseen window still moves μ through the FLOPs it saves), but unlearned
+BLIND_WHY = ("its training data never held these values, so it never learned their effect on loss: μ there is an "
+             "extrapolation (a gene it has no input for moves μ only through the inputs it changes, such as FLOPs "
+             "per token)")
+
+
 def covers_of(meta: dict[str, Any]) -> dict[str, Any]:
-    """A sidecar's declared `covers`, else what its token fields let it see: the seven built-in genes (range
-    unknown: None) and every registered gene named as a field (e.g. `window` in field set `paper+window`)."""
+    """{gene: [lo, hi]} a checkpoint covers: its sidecar's declared `covers`, else the range of each gene field in
+    its normalization statistics (the min/max of its training split, `norm`); `None` only where neither says."""
     if isinstance(meta.get("covers"), dict):
         return dict(meta["covers"])
-    from forge.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES
+    from forge.genes import LAYER_GENES
 
-    fields = set(meta.get("fields") or ())
-    seen = {g: None for g in BUILTIN if ("mask" if g == "active" else g) in fields}
-    return seen | {g: None for g in (*LAYER_GENES, *GLOBAL_GENES) if g in fields and g not in BUILTIN}
+    fields, norm = list(meta.get("fields") or ()), meta.get("norm") or {}
+    lo, hi = list(norm.get("lo") or ()), list(norm.get("hi") or ())
+    out: dict[str, Any] = {}
+    for i, f in enumerate(fields):
+        gene = LAYER_GENES.get("active" if f == "mask" else f)
+        if gene is not None:
+            known = gene.grid and i < min(len(lo), len(hi))
+            out[gene.name] = [_num(lo[i]), _num(hi[i])] if known else None if gene.grid else [0, 1]
+    return out
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def layer_values(genomes: Iterable[Any]) -> dict[str, set]:
+    """{gene: values} the genomes' layers hold: `active` over every slot, `attn` and every grid gene over active
+    layers, attention genes over attention layers only (identity attention blanks them)."""
+    from forge.genes import LAYER_GENES
+
+    out: dict[str, set] = {g: set() for g in LAYER_GENES}
+    for g in genomes:
+        for lay in g.layers:
+            out["active"].add(int(bool(lay.active)))
+            if not lay.active:
+                continue
+            out["attn"].add(int(bool(lay.attn)))
+            for name, gene in LAYER_GENES.items():
+                if gene.grid and (lay.attn or not gene.attention):
+                    out[name].add(getattr(lay, name, gene.default))
+    return {k: v for k, v in out.items() if v}
 
 
 def data_covers(data: LabelSet) -> dict[str, list[float]]:
-    """{gene: [lo, hi]} over the labelled genomes' active layers (attention genes over attention layers only)."""
-    from forge.genes import attention_genes, grid_genes
+    """{gene: [lo, hi]} over the labelled genomes (`layer_values`): the built-in genes, and each registered gene
+    whose labels hold a value other than its default (a gene never varied stays undeclared: blind)."""
+    from forge.genes import LAYER_GENES
 
-    att = set(attention_genes())
     out: dict[str, list[float]] = {"active": [0, 1], "attn": [0, 1]}
-    for gene in grid_genes():
-        vals = [getattr(lay, gene.name) for g in data.genomes for lay in g.layers
-                if lay.active and (lay.attn or gene.name not in att)]
-        if vals and (len(set(vals)) > 1 or gene.builtin):
-            out[gene.name] = [min(vals), max(vals)]
+    for name, vals in layer_values(data.genomes).items():
+        gene = LAYER_GENES[name]
+        if gene.grid and (gene.builtin or vals != {gene.default}):
+            out[name] = [min(vals), max(vals)]
+    return out
+
+
+def _span(values: Iterable[Any]) -> str:
+    vals = sorted(values)
+    return ", ".join(map(str, vals)) if len(vals) <= 3 else f"{vals[0]}..{vals[-1]} ({len(vals)} values)"
+
+
+def uncovered(cov: dict[str, Any], grids: dict[str, Iterable[Any]]) -> dict[str, str]:
+    """{gene: why} for each gene of `grids` ({gene: values}) whose values `cov` (`covers_of`) does not cover: a gene
+    it does not declare (its training genomes held only the default, so any other value is unseen), or values
+    outside its range; the check search.blind makes wherever a predictor prices genomes."""
+    from forge.genes import LAYER_GENES
+
+    out = {}
+    for g, values in grids.items():
+        values = set(values)
+        if g not in cov:
+            default = LAYER_GENES[g].default if g in LAYER_GENES else None
+            if values - {default}:
+                held = f", which holds {g} {default} only" if default is not None else ""
+                out[g] = f"{g} {_span(values - {default})} never seen in its training data{held}"
+        elif cov[g] is not None:
+            lo, hi = cov[g]
+            outside = [v for v in values if isinstance(v, (int, float)) and not lo <= v <= hi]
+            if outside:
+                out[g] = f"{g} {_span(outside)} outside the range it covers, [{lo}, {hi}]"
     return out
 
 

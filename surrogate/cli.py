@@ -117,7 +117,17 @@ def _eval(cfg: DictConfig) -> dict:
     data = _labels(cfg)
     mu, _ = p.predict(data.genomes)
     return {"mode": "eval", "ckpt": str(cfg.ckpt or DEFAULT), **_data_info(data),
-            "metrics": evaluate(data.y, mu)}
+            "metrics": evaluate(data.y, mu), **_blind(p, data)}
+
+
+def _blind(p: Any, data: Any) -> dict[str, Any]:
+    """{blind_to: {gene: why}, blind: what that means} where the labels hold values the checkpoint never covered
+    (surrogate.checkpoints.uncovered, the check a search makes): its metrics there measure an extrapolation."""
+    from surrogate.checkpoints import BLIND_WHY, layer_values, uncovered
+
+    cov = getattr(p, "covers", None)
+    blind = uncovered(cov, layer_values(data.genomes)) if isinstance(cov, dict) else {}
+    return {"blind_to": blind, "blind": f"the predictions were blind to {', '.join(blind)}: {BLIND_WHY}"} if blind else {}
 
 
 def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
@@ -237,6 +247,8 @@ def human(res: dict) -> str:
         lines.append("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                       for k, v in list(m.items())[:8]))
     lines += [f"  {k}: {res[k]}" for k in ("checkpoint", "table") if res.get(k)]
+    if res.get("blind_to"):
+        lines.append(f"  BLIND: {res['blind']} ({'; '.join(res['blind_to'].values())})")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from forge.errors import UserError
 from forge.labels import Label
 from surrogate.calibration import LowEndStretch
+from surrogate.checkpoints import data_covers
 from surrogate.conformal import BEST_BINS, ConformalInterval, coverage_cv
 from surrogate.dataset import LabelSet, from_labels, load_labelset, split_ids
 from surrogate.features import MinMax, featurize, field_names
@@ -63,7 +64,8 @@ def _fit(train: LabelSet, val: LabelSet | None, recipe: Recipe, space_name: str,
     fitted = fit_members(cfg, recipe, tr, va, target.scale)
     members, infos = [m for m, _ in fitted], [info for _, info in fitted]
     meta = {"recipe": recipe.to_dict(), "data_hash": train.data_hash(), "n_train": len(train),
-            "n_val": len(val) if val is not None else 0, "members": infos}
+            "n_val": len(val) if val is not None else 0, "members": infos,
+            "covers": data_covers(train)}  # the genes and ranges it saw: search.blind refuses the rest
     p = ForgeFormerPredictor(members, norm, recipe.field_set, _space_of(train, space_name, L_max), target, meta)
     if recipe.forests:
         if not 0.0 <= recipe.nn_weight <= 1.0:

@@ -44,7 +44,8 @@ def test_declared_coverage_names_genes_and_ranges():
 
     grids = {"n_h": (1, 2, 8), "window": (0, 64), "d_v": (16, 32)}
     got = blind_genes(P(), grids)
-    assert set(got) == {"n_h", "d_v"} and "[8]" in got["n_h"] and "never seen" in got["d_v"]
+    assert set(got) == {"n_h", "d_v"} and "n_h 8 outside the range it covers, [1, 4]" in got["n_h"]
+    assert "never seen" in got["d_v"]
     assert "window" in varied(load_space("iha-tiny-swa")) and "window" not in varied(load_space("iha-tiny"))
 
 

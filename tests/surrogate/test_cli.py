@@ -27,6 +27,7 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path, capsys):
     assert json.loads((tmp_path / "train" / "summary.json").read_text())["n_test"] == res["n_test"] > 0
     side = json.loads(stem.with_suffix(".json").read_text())
     assert side["space"]["name"] == "iha-tiny" and side["metrics"] == res["metrics"] and side["data_hash"]
+    assert side["covers"]["d_mlp"][1] <= 1024 and side["covers"]["active"] == [0, 1]  # issue 43: what it saw
     import csv  # the training curve is logged by Lightning's CSVLogger in the run folder
 
     logs = sorted((tmp_path / "train" / "logs").rglob("metrics.csv"))
