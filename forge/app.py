@@ -56,7 +56,7 @@ def user_errors(app: str) -> Iterator[None]:
         print(f"{app}: interrupted", file=sys.stderr)
         raise SystemExit(EXIT_SIGINT) from None
     except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
-        msg = describe_error(e)
+        msg = describe_error(e, app)
         if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):
             raise
         if msg is None:
@@ -126,7 +126,7 @@ def _log_write_failed(app: str, handler: logging.Handler, record: logging.LogRec
         pass
 
 
-def describe_error(e: BaseException) -> str | None:
+def describe_error(e: BaseException, app: str | None = None) -> str | None:
     """One line for a known, user-fixable error; None for a bug (which keeps its traceback)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -146,13 +146,18 @@ def describe_error(e: BaseException) -> str | None:
     else:
         return None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return _hint("; ".join(lines)) or type(e).__name__
+    return _hint("; ".join(lines), app) or type(e).__name__
 
 
-def _hint(text: str) -> str:
-    """Hydra's own messages made to say what is allowed: a group's choices as one list, and how to quote a value
-    its override lexer cannot read (a non-ASCII or spaced path)."""
+def _hint(text: str, app: str | None = None) -> str:
+    """Hydra's own messages made to say what is allowed: a group's choices as one list, how to quote a value
+    its override lexer cannot read (a non-ASCII or spaced path), and for a misspelled key the closest valid key
+    (Hydra's advice, `+key=value`, would add a key nothing reads)."""
     import re
+
+    m = re.fullmatch(r"Could not override '([^']+)'\.; To append to your config use \+(\S+)", text)
+    if m and app:
+        return unknown_key(m.group(1), m.group(2).split("=", 1)[1] if "=" in m.group(2) else "", app)
 
     m = re.search(r"; Available options in '([^']+)':((?:; [^;]+)+)$", text)
     if m:
@@ -162,6 +167,36 @@ def _hint(text: str) -> str:
                  "\"key='my folder/é'\"")
     return text
 
+
+def unknown_key(key: str, value: str, app: str) -> str:
+    """`key` is in no config of `app`: name the closest valid dotted key (difflib), or say how to list them."""
+    import difflib
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig, OmegaConf
+
+    def keys(node: Any, prefix: str = "") -> list[str]:
+        out = []
+        for k in node:
+            sub = node._get_node(k)
+            name = f"{prefix}{k}"
+            deeper = isinstance(sub, DictConfig) and not (sub._is_missing() or sub._is_none())
+            out += [name] + (keys(sub, name + ".") if deeper else [])
+        return out
+
+    try:
+        if GlobalHydra.instance().is_initialized():
+            GlobalHydra.instance().clear()
+        with initialize_config_module(config_module=CONFIG_PATH.split("://")[1], version_base="1.3"):
+            cfg = compose(config_name=app)
+        OmegaConf.set_readonly(cfg, True)
+        close = difflib.get_close_matches(key, [k for k in keys(cfg) if k != "hydra"], n=1, cutoff=0.6)
+    except Exception:  # the hint is a courtesy: a config that does not compose here keeps Hydra's own words
+        close = []
+    fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
+    return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
+            + fix)
 
 
 class RunDirGuard:

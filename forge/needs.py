@@ -30,9 +30,10 @@ def training_needs(protocol: Mapping[str, Any], corpus: Mapping[str, Any]) -> li
     if str(protocol.get("accelerator", "cpu")) == "gpu" and not _cuda():
         missing.append(f"a CUDA GPU (protocol {protocol.get('name', '?')} sets accelerator=gpu; none is visible)")
     if str(corpus.get("_target_", "")).endswith("hf_corpus") and importlib.util.find_spec("datasets") is None:
-        missing.append("the optional package datasets (pip install 'forge-nas[data]')")
+        missing.append("the optional package datasets (pip install -e '.[data]' in the Forge clone)")
     if corpus.get("tokenizer") == "gpt2" and importlib.util.find_spec("tiktoken") is None:
-        missing.append("the optional package tiktoken for the GPT-2 tokenizer (pip install 'forge-nas[data]')")
+        missing.append("the optional package tiktoken for the GPT-2 tokenizer (pip install -e '.[data]' in the Forge "
+                       "clone)")
     return missing
 
 

@@ -12,7 +12,7 @@ upward import, docs/concepts/layout.md), so `import forge` stays light.
     res.front            # pandas DataFrame: one row per Pareto member, metrics and loss interval as columns
     res.export(select="knee", out="exported/")
 
-Results come back as pandas DataFrames (`pip install "forge-nas[api]"`). Bad arguments are refused as the CLI
+Results come back as pandas DataFrames (`pip install -e ".[api]"` in the Forge clone). Bad arguments are refused as the CLI
 refuses them (unknown keys with the closest valid name, types, ranges: search.api_args), and every refusal is a
 `forge.errors.ForgeError` with the command's one-line message.
 """
@@ -37,7 +37,7 @@ def _pandas() -> Any:
         import pandas
     except ImportError:
         raise UserError("the Python API returns pandas DataFrames and pandas is not installed; allowed: "
-                        "pip install 'forge-nas[api]' (or pip install pandas)") from None
+                        "pip install -e '.[api]' in the Forge clone (or pip install pandas)") from None
     return pandas
 
 

@@ -24,6 +24,7 @@ from forge.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import resume_state
+from search.suggest import quote, rel
 from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
@@ -58,7 +59,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "
-              f"(summary.json status: {summary['status']}); continue with: forge-search resume={run_dir}",
+              f"(summary.json status: {summary['status']}); continue with: forge-search resume={quote(rel(run_dir))}",
               file=sys.stderr)
     return summary
 
@@ -194,7 +195,28 @@ def report_main() -> None:
 
 
 @forge_main("forge-export")
-def export_main(cfg: DictConfig) -> None:
+def _export_job(cfg: DictConfig) -> None:
     from search.export import run as run_export
 
-    print(json.dumps(run_export(cfg), indent=2))
+    out = run_export(cfg)
+    print(json.dumps(out, indent=2) if cfg.get("json") else "\n".join(export_lines(out)))
+
+
+def export_lines(s: dict[str, Any]) -> list[str]:
+    """What forge-export wrote, where, and how to load it (`--json`: export_summary.json's content)."""
+    from search.suggest import rel
+
+    out, fmt = Path(s["out"]), s["format"]
+    files = {"hf": "a transformers folder", "pt": "genome.yaml + model.pt", "json": "genome.json + model.safetensors"}
+    lines = [f"exported {len(s['exported'])} genome(s) of {rel(s['run'])} (select={s['select']}, format={fmt}: "
+             f"{files.get(fmt, 'genome.yaml + model.safetensors')} + MODEL_CARD.md each):"]
+    lines += [f"  {rel(out / e['id'])}  {e['params']:,} parameters, weights {e['weights']}" for e in s["exported"]]
+    first = rel(out / s["exported"][0]["id"]) if s["exported"] else rel(out)
+    return [*lines, f"every field: {rel(out / 'export_summary.json')}; in Python: "
+                    f"from search.export import load_exported; genome, model = load_exported({first!r})"]
+
+
+def export_main() -> None:
+    """`forge-export`: what was written, in a few lines; `--json` for export_summary.json's content."""
+    sys.argv = [sys.argv[0], *json_argv(sys.argv[1:])]
+    _export_job()

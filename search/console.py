@@ -19,17 +19,18 @@ from rich.console import Console
 from rich.table import Table
 
 from forge.io import as_float as _f
-from search.archive import loss_overlap
 from search.export import ExportError, select
 from search.state import read_jsonl
 from search.summary import predictor_label
 from search.suggest import print_commands, rel
 from surrogate.checkpoints import BLIND_WHY
+from search.tiers import decide_lines, loss_tiers, tier_sizes
 
 # (metric, header, scale, format): the cost and size columns after the loss
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
            ("tpot_ms", "TPOT ms", 1.0, "sig"), ("energy_per_token_uj", "energy µJ/tok", 1.0, "sig"))
 MAX_ROWS = 30  # longer fronts print their best members and the knee; pareto.jsonl holds them all
+DROP = ("energy_per_token_uj", "params", "tpot_ms", "#")  # left out first on a narrow terminal (all in front.csv)
 
 
 def _fmt(x: Any, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
@@ -61,29 +62,63 @@ def _knee(rows: Sequence[dict[str, Any]], objectives: Sequence[str], maximize: S
         return None
 
 
-def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int = MAX_ROWS) -> Table:
-    """The table itself (a rich Table); rows past `limit` are left out except the knee."""
+def front_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int = MAX_ROWS,
+                width: int | None = None) -> Table:
+    """The table itself (a rich Table); rows past `limit` are left out except the knee. With a `width` (the
+    terminal's), cost columns are left out, least needed first (`DROP`), until nothing is cut: the id handle, the
+    interval, TTFT and the marks always show whole (every column is in front.csv)."""
+    cols = [*COLUMNS, *extra_columns(summary)]
+    t = _table(rows, summary, limit, cols, numbered=True)
+    for drop in DROP:
+        if width is None or _width(t) <= width:
+            break
+        cols = [c for c in cols if c[0] != drop] if drop != "#" else cols
+        t = _table(rows, summary, limit, cols, numbered=drop != "#", dropped=True)
+    return t
+
+
+def _width(t: Table) -> int:
+    from rich.measure import Measurement
+
+    con = Console(width=10_000)
+    return Measurement.get(con, con.options, t).maximum
+
+
+def handles(rows: Sequence[dict[str, Any]], n: int = 8) -> list[str]:
+    """Each row's id prefix for `forge-export select=id:<prefix>`: `n` characters, more where two rows share them."""
+    ids = [str(r["id"]) for r in rows]
+    out = []
+    for i in ids:
+        k = n
+        while k < len(i) and sum(j.startswith(i[:k]) for j in ids) > 1:
+            k += 1
+        out.append(i[:k])
+    return out
+
+
+def _table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int, cols: list, numbered: bool,
+           dropped: bool = False) -> Table:
     iv = summary.get("loss_interval") or {}
     level = iv.get("level")
-    same, n_same = loss_overlap(rows)
+    tiers = loss_tiers(rows)
     knee = _knee(rows, summary.get("objectives") or [], summary.get("maximize") or [])
-    cols = [*COLUMNS, *extra_columns(summary)]
     t = Table(title=f"Pareto front: {len(rows)} member{'s' * (len(rows) != 1)} ({summary.get('status', '?')}, "
                     f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
               box=box.SIMPLE_HEAD)
     pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
-    for head in ("#", "", "id", f"loss μ [{pct} interval]", *(c[1] for c in cols)):
+    for head in (*(("#",) if numbered else ()), "", "tier", "id", f"loss μ [{pct}]", *(c[1] for c in cols)):
         t.add_column(head, justify="left" if head in ("", "id") else "right", no_wrap=True)
     shown = [j for j, r in enumerate(rows) if j < limit or r["id"] == knee]
+    ids = handles(rows)
     for j in shown:
         m = rows[j]["metrics"]
         lo, hi, mu = _f(m.get("loss_lo")), _f(m.get("loss_hi")), _f(m.get("mu", m.get("val_loss")))
         bounds = f" [{_bound(lo)}, {_bound(hi)}]" if not (math.isnan(lo) or math.isnan(hi)) else " [?]"
-        mark = " ".join(x for x, on in (("knee", rows[j]["id"] == knee), ("≈", bool(same[j]))) if on)
-        t.add_row(str(j + 1), mark, rows[j]["id"][:8], _fmt(mu) + bounds,
+        t.add_row(*((str(j + 1),) if numbered else ()), "knee" if rows[j]["id"] == knee else "",
+                  str(tiers[j]) if tiers is not None else "–", ids[j], _fmt(mu) + bounds,
                   *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in cols),
                   style="bold" if rows[j]["id"] == knee else None)
-    t.caption = _caption(len(rows), len(shown), n_same, iv) + _predictor(summary)
+    t.caption = _caption(len(rows), len(shown), tiers, iv, dropped) + _predictor(summary)
     t.caption_justify = "left"
     return t
 
@@ -114,15 +149,18 @@ def violation_table(summary: dict[str, Any]) -> Table:
     return t
 
 
-def _caption(n: int, n_shown: int, n_same: int | None, iv: dict[str, Any]) -> str:
+def _caption(n: int, n_shown: int, tiers: Any, iv: dict[str, Any], dropped: bool = False) -> str:
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
-    if n_same is None:
+    more += "Narrow terminal: some columns left out (all are in front.csv). " if dropped else ""
+    if tiers is None:
         return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
     blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: {BLIND_WHY} (evaluator.allow_blind)."
              if iv.get("blind_to") else "")
-    return (f"{more}≈: {n_same} of {n} front members have a loss interval overlapping the best one's (the "
-            f"surrogate cannot tell them apart on loss). Interval: {iv.get('method', '?')}, level {iv.get('level')}."
-            + blind)
+    sizes = tier_sizes(tiers)
+    return (f"{more}Tiers: members whose loss intervals overlap share a tier (from the best member down); inside a "
+            f"tier the surrogate cannot tell members apart on loss. {len(sizes)} tier{'s' * (len(sizes) != 1)} of "
+            f"{', '.join(map(str, sizes))} members. Export a row: forge-export select=id:<id>. Interval: "
+            f"{iv.get('method', '?')}, level {iv.get('level')}." + blind)
 
 
 def _predictor(summary: dict[str, Any]) -> str:
@@ -134,14 +172,11 @@ def next_commands(run_dir: str | Path) -> list[str]:
     """Only commands that work here, as printed (search.suggest): `forge-verify` on this run when its training
     protocol and corpus can run on this machine, else a tiny recipe in the run's space family whose
     verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
-    import yaml
-
     from forge.needs import training_needs
     from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
     cmds = [f"forge-report runs={quote(rel(run_dir))}", export_command(run_dir)]
-    cfg_path = Path(run_dir) / "config.yaml"
-    cfg = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
+    cfg = _run_config(run_dir)
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU
     recipe = tiny_recipe(cfg) if needs else []
     if recipe:
@@ -166,10 +201,20 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
     if not rows and summary.get("least_violating"):
         console.print(violation_table(summary))
     else:
-        console.print(front_table(rows, summary))
+        console.print(front_table(rows, summary, width=console.width))
     console.print(f"hypervolume {_fmt(summary.get('hypervolume'), '{:.4f}')} after generation "
                   f"{summary.get('generations_done')} of {summary.get('generations')}, "
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
     console.print(f"run directory: {rel(run_dir)}", highlight=False, soft_wrap=True)
     nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
+    decide = decide_lines(run_dir, rows, loss_tiers(rows), _run_config(run_dir).get("protocol")) if rows else []
+    if decide:
+        print_commands(console, "decide inside a tier", decide)
     print_commands(console, "next", nxt)
+
+
+def _run_config(run_dir: str | Path) -> dict[str, Any]:
+    import yaml
+
+    p = Path(run_dir) / "config.yaml"
+    return (yaml.safe_load(p.read_text()) or {}) if p.is_file() else {}

@@ -142,6 +142,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     from safetensors.torch import save_model
 
     from forge.model import build_model
+    from search.verify_report import measured_loss
 
     genome = genome_from_dict(row["genome"])
     model = build_model(genome, seed=seed)
@@ -160,13 +161,14 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
             "weights": f"trained ({src})" if src else f"random init (seed {seed})",
             "params": model.num_params(), "n_layers": genome.n_active, "metrics": row["metrics"],
             "precision": genome.precision.to_dict() if genome.precision else None, "design": row.get("design"),
-            "generation": row.get("generation"), **card}
+            "generation": row.get("generation"), **card,
+            "measured_loss": measured_loss(weights.parent, genome.id) if src is not None and weights else None}
     if fmt == "hf":
         from search.hf_export import write_hf
 
         info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
     atomic_write_json(dest / "export.json", info)
-    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome))
+    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome, dest))
     usual_mode(dest)  # safetensors writes 0600: the weights get the user's umask like every other file
     return info
 
@@ -180,9 +182,11 @@ def loss_line(info: dict[str, Any]) -> str:
     """The predicted loss with its calibrated interval and where the calibration came from (or why none)."""
     m, iv = info["metrics"], info.get("loss_interval") or {}
     mu, lo, hi = (m.get(k) for k in ("mu", "loss_lo", "loss_hi"))
+    real = info.get("measured_loss")
+    said = (f"Measured loss: {real:.4f} (these weights, trained by `forge-verify`; its verify.json). Predicted before "
+            "training: " if isinstance(real, float) else "Predicted loss: ")
     if not all(isinstance(x, (int, float)) for x in (mu, lo, hi)):
-        why = md_text(iv.get("source", "the run recorded none"))
-        return f"Predicted loss: {md_text(mu)} (no calibrated interval: {why})."
+        return f"{said}{md_text(mu)} (no calibrated interval: {md_text(iv.get('source', 'the run recorded none'))})."
     src = iv.get("source")
     if isinstance(src, dict):
         src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
@@ -190,18 +194,18 @@ def loss_line(info: dict[str, Any]) -> str:
     level = iv.get("level") if isinstance(iv.get("level"), (int, float)) else 0.9
     blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: {md_text(BLIND_WHY)} (run with "
              "evaluator.allow_blind)." if iv.get("blind_to") else "")
-    return (f"Predicted loss: {mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] "
-            f"({md_text(iv.get('method'))}; {md_text(src)}). A prediction, not a measurement: `forge-verify` "
-            "trains it." + blind)
+    return (f"{said}{mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] ({md_text(iv.get('method'))}; {md_text(src)})."
+            + ("" if isinstance(real, float) else " A prediction, not a measurement: `forge-verify` trains it.") + blind)
 
 
-def model_card(info: dict[str, Any], genome: Genome) -> str:
+def model_card(info: dict[str, Any], genome: Genome, folder: Path | None = None) -> str:
     metrics = "\n".join(f"| {md_text(k)} | {md_text(v)} |" for k, v in sorted(info["metrics"].items()))
     cols = genome.shown_genes()
     cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else str(g.get(k))  # noqa: E731
     layers = "\n".join(f"| {i} | " + " | ".join(cell(g, k) for k in cols) + f" | {'yes' if g.attn else 'identity'} |"
                        for i, g in enumerate(genome.active_layers))
-    return f"""# Forge-DSE export {info['id']}
+    where = json.dumps(str(folder.resolve()) if folder else info["id"])  # a full path: the snippet runs from anywhere
+    return f"""# Forge export {info['id']}: an IHA decoder
 
 IHA decoder found by forge-search (run `{md_code(info.get('run'))}`, generation {md_text(info.get('generation'))}).
 Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
@@ -231,7 +235,7 @@ Objectives: {md_text(', '.join(map(str, info.get('objectives') or ['not recorded
 ## Load
 ```python
 from search.export import load_exported
-genome, model = load_exported("{info['id']}")
+genome, model = load_exported({where})
 ```
 """
 

@@ -122,6 +122,11 @@ def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: st
                    else f"No native transformers family fits this genome ({why}); it loads with its remote code.")
     lo, hi = m.get("loss_lo"), m.get("loss_hi")
     interval = f", interval [{lo:.4f}, {hi:.4f}]" if isinstance(lo, float) and isinstance(hi, float) else ""
+    real = info.get("measured_loss")
+    pred = f"{_fmt(m.get('val_loss'))}{interval}"
+    loss = (f"{real:.4f}: measured on these weights by `forge-verify` (its verify.json; predicted before training by "
+            f"the search's loss predictor{_predictor(info)}: {pred})" if isinstance(real, float) else
+            f"{pred}: predicted by the search's loss predictor{_predictor(info)}, not measured on these weights")
     return f"""{front_matter(info, dataset)}
 # Forge export {info['id']}
 
@@ -131,8 +136,8 @@ vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's ar
 (space `{md_code(info.get('space'))}`, generation {md_text(info.get('generation'))}). Weights: {md_text(weights)}.
 
 ## What the numbers are
-- **Loss** {_fmt(m.get('val_loss'))}{interval}: predicted by the search's loss predictor{_predictor(info)}, not measured
-  on these weights. It refers to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
+- **Loss** {loss}. It refers
+  to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
 - **Costs** (latency, energy, area): estimates of the `{md_code(_name(bname))}` hardware backend for the workload
   `{md_code(json.dumps(info.get('workload')))}`, not measurements.
 

@@ -21,7 +21,7 @@ from forge.genes import BUILTIN, attention_genes, extra_globals
 from forge.genome import Genome
 from search.errors import HFExportError
 
-EXTRA = "pip install 'forge-nas[export]'"
+EXTRA = "pip install -e '.[export]' in the Forge clone"
 MODELING_FILE = "modeling_forge.py"
 AUTO_MAP = {"AutoConfig": "modeling_forge.ForgeConfig", "AutoModelForCausalLM": "modeling_forge.ForgeForCausalLM"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 SHORT = {"val_loss": "loss", "ttft_ms": "ttft", "tpot_ms": "tpot", "energy_per_token_uj": "E/tok"}
@@ -12,11 +13,17 @@ SHORT = {"val_loss": "loss", "ttft_ms": "ttft", "tpot_ms": "tpot", "energy_per_t
 class SearchProgress:
     """A context manager; `update(search)` after each generation. Disabled = no output at all."""
 
-    def __init__(self, generations: int, enabled: bool = True):
+    def __init__(self, generations: int, enabled: bool = True, console: Console | None = None):
         self.enabled, self.total = enabled, generations + 1  # generation 0 is the initial population
-        self.bar = Progress(TextColumn("[bold]gen"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-                            TextColumn("{task.description}"), console=Console(stderr=True),
-                            disable=not enabled, transient=False)
+        # on a narrow terminal the text shrinks (cut with …), never "gen n/N" or the time
+        whole = {"no_wrap": True, "overflow": "ignore"}
+        self.bar = Progress(TextColumn("[bold]gen", table_column=Column(**whole)),
+                            MofNCompleteColumn(table_column=Column(**whole, min_width=2 * len(str(self.total)) + 1)),
+                            BarColumn(bar_width=20), TimeElapsedColumn(table_column=Column(**whole, min_width=7)),
+                            TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True,
+                                                                                  overflow="ellipsis")),
+                            console=console or Console(stderr=True), disable=not enabled, transient=False,
+                            expand=True)
         self.task = None
 
     def __enter__(self) -> "SearchProgress":

@@ -24,7 +24,7 @@ import numpy as np
 from forge.io import as_float as _f
 from forge.genes import LAYER_GENES, attention_genes
 from forge.io import atomic_write_json, atomic_write_text, check_writable
-from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings
+from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings, tier_note
 from search.state import read_jsonl, read_summary, require_complete
 from search.errors import ReportError
 
@@ -207,10 +207,12 @@ def _figure(path: Path) -> dict[str, str]:
     return {"data": base64.b64encode(path.read_bytes()).decode(), "caption": caption}
 
 
-def _indistinct(iv: dict[str, Any]) -> str:
-    """The '≈best loss' cell: how many front members tie the best on loss, and any gene the loss is blind to."""
+def _indistinct(iv: dict[str, Any], front: Any) -> str:
+    """The 'tier 1' cell: how many front members the predictor cannot tell from the best on loss, of how many,
+    and any gene the loss is blind to."""
     blind = f" (loss blind to {', '.join(iv['blind_to'])})" if iv.get("blind_to") else ""
-    return f"{iv.get('n_indistinguishable', '–')}{blind}"
+    n = iv.get("n_indistinguishable")
+    return (f"{n} of {front} members" if n is not None else "– (no interval)") + blind
 
 
 def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], max_fronts: int = 12) -> str:
@@ -219,13 +221,13 @@ def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str,
     from jinja2 import Environment, PackageLoader
 
     env = Environment(loader=PackageLoader("search", "templates"), autoescape=True)
-    head = ["run", "recipe", "seed", "generations", "evaluations", "archive", "≈best loss", "HV", "HV(loss,params)",
-            "wall s"]
+    head = ["run", "recipe", "seed", "generations", "evaluations", "front", "tier 1 (tied with the best on loss)", "HV",
+            "HV(loss,params)", "wall s"]
     rows = []
     for r in runs:
         s = r["summary"]
         rows.append([r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                     s.get("archive_size"), _indistinct(s.get("loss_interval") or {}),
+                     s.get("archive_size"), _indistinct(s.get("loss_interval") or {}, s.get("archive_size", "?")),
                      _num(s.get("hypervolume", 0)), _num(s.get("hypervolume_loss_params", 0)),
                      _num(s.get("wall_s", 0), 1)])
     hvp = stats.get("hv_loss_params", {})
@@ -248,10 +250,10 @@ def run_section(r: dict[str, Any], i: int) -> dict[str, Any]:
     from search.console import _knee, front_rows
     from search.suggest import rel
 
-    s, rows = r["summary"], front_rows(r["dir"])
+    s, rows, cfg = r["summary"], front_rows(r["dir"]), run_config(r["dir"])
     knee = _knee(rows, s.get("objectives") or [], s.get("maximize") or [])
-    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee,
-            "settings": settings(r["dir"], s, run_config(r["dir"])), "table": front_table(r["dir"], rows, s, knee),
+    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee, "tiers": tier_note(r["dir"], rows, cfg),
+            "settings": settings(r["dir"], s, cfg), "table": front_table(r["dir"], rows, s, knee),
             "figure": pareto_figure(r, plot_columns(s), knee) if rows else None}
 
 

@@ -68,10 +68,14 @@ def genome_line(genome: Mapping[str, Any]) -> str:
 
 def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str, Any], knee: str | None,
                 limit: int = 60) -> dict[str, Any]:
-    """Header and rows of one run's front, lowest predicted loss first; each row carries its export command."""
+    """Header and rows of one run's front, lowest predicted loss first; each row carries its tier, its raw values
+    (the page sorts and filters on them) and its export command."""
+    from search.tiers import loss_tiers
+
     objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
     cols = [*objs, *(c for c in KEY_COLUMNS if c not in objs)]
-    head = ["#", "", "id", "loss μ", "loss interval [lo, hi]", *cols, "export"]
+    head = ["#", "tier", "", "id", "loss μ", "loss interval [lo, hi]", *cols, "export"]
+    tiers = loss_tiers(rows)
     out = []
     for j, r in enumerate(rows):
         if j >= limit and r["id"] != knee:
@@ -79,11 +83,31 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
         m = r.get("metrics") or {}
         lo, hi = _f(m.get("loss_lo")), _f(m.get("loss_hi"))
         out.append({"n": j + 1, "knee": r["id"] == knee, "id": r["id"], "short": r["id"][:8],
-                    "mu": _fmt(m.get("mu", m.get("val_loss"))),
+                    "tier": int(tiers[j]) if tiers is not None else "–",
+                    "mu": _fmt(m.get("mu", m.get("val_loss"))), "mu_v": _raw(m.get("mu", m.get("val_loss"))),
                     "interval": f"[{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else "–",
-                    "cells": [_fmt(m.get(c)) for c in cols],
+                    "cells": [(_fmt(m.get(c)), _raw(m.get(c))) for c in cols], "select": f"id:{r['id'][:12]}",
                     "export": export_command(run_dir, select=f"id:{r['id'][:12]}")})
-    return {"head": head, "rows": out, "more": max(len(rows) - len(out), 0)}
+    return {"head": head, "cols": cols, "rows": out, "more": max(len(rows) - len(out), 0)}
+
+
+def _raw(x: Any) -> str:
+    """A cell's value for sorting and the budget filter (a number as text; '' when there is none)."""
+    v = _f(x)
+    return repr(v) if v == v and abs(v) != float("inf") else ""
+
+
+def tier_note(run_dir: Path, rows: list[dict[str, Any]], config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Tier sizes and the plain statement + `forge-verify ... tier=` command for the first tier of several."""
+    from search.tiers import decide_lines, loss_tiers, tier_sizes
+
+    tiers = loss_tiers(rows)
+    if tiers is None:
+        return None
+    lines = decide_lines(run_dir, rows, tiers, config.get("protocol"))
+    say = lines[0].lstrip("# ").rstrip(":") if lines else ""
+    return {"sizes": tier_sizes(tiers), "say": say[:1].upper() + say[1:],
+            "command": lines[1] if lines else ""}
 
 
 def hover(r: Mapping[str, Any], cols: Sequence[str]) -> str:
@@ -102,8 +126,9 @@ def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None)
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
-    archive = [r for r in run["archive"] if r.get("feasible")]
     front = run["pareto"]
+    on_front = {r["id"] for r in front}  # a front member is drawn once, on top: its click is never the archive's
+    archive = [r for r in run["archive"] if r.get("feasible") and r["id"] not in on_front]
     fig = make_subplots(rows=1, cols=len(cols), shared_yaxes=True, horizontal_spacing=0.04)
     for k, c in enumerate(cols, start=1):
         fig.add_trace(go.Scatter(
@@ -112,16 +137,17 @@ def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None)
             marker={"size": 5, "color": [r.get("generation", 0) for r in archive], "colorscale": "Viridis",
                     "opacity": 0.55, "showscale": k == len(cols), "colorbar": {"title": "generation"}},
             hovertext=[hover(r, cols) for r in archive], hoverinfo="text"), row=1, col=k)
+        fig.update_xaxes(title_text=c, row=1, col=k)
+    for k, c in enumerate(cols, start=1):  # after every archive trace: the front is the top layer everywhere
         fig.add_trace(go.Scatter(
             x=[_f(r["metrics"].get(c)) for r in front], y=[_f(r["metrics"].get("val_loss")) for r in front],
             mode="markers", name="Pareto front (click: export command)", legendgroup="front", showlegend=k == 1,
-            marker={"size": [13 if r["id"] == knee else 8 for r in front], "color": "rgba(0,0,0,0)",
+            marker={"size": [13 if r["id"] == knee else 9 for r in front], "color": "rgba(220,20,60,0.12)",
                     "line": {"color": "crimson", "width": 1.5},
                     "symbol": ["star" if r["id"] == knee else "circle" for r in front]},
             hovertext=[hover(r, cols) + ("<br><b>knee</b>" if r["id"] == knee else "") for r in front],
             hoverinfo="text", customdata=[export_command(run["dir"], select=f"id:{r['id'][:12]}") for r in front]),
             row=1, col=k)
-        fig.update_xaxes(title_text=c, row=1, col=k)
     fig.update_yaxes(title_text="val_loss (predicted)", row=1, col=1)
     fig.update_layout(height=420, margin={"l": 60, "r": 20, "t": 30, "b": 50}, hovermode="closest",
                       legend={"orientation": "h", "y": 1.12}, template="plotly_white")

@@ -197,3 +197,18 @@ def brief(out: dict[str, Any]) -> dict[str, Any]:
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
             "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
 
+
+
+def measured_loss(verify_dir: Path, gid: str) -> float | None:
+    """The real loss `forge-verify` trained genome `gid` to, from the verify.json beside its weights folder (the
+    export of verified weights states it); None when that file holds no finite loss for it. Read as data only."""
+    import json
+
+    try:
+        d = json.loads((Path(verify_dir) / "verify.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    rows = [*(d.get("picks") or []), *(d.get("control") or [])] if isinstance(d, dict) else []
+    real = [r.get("real_loss") for r in rows if isinstance(r, dict) and r.get("id") == gid]
+    ok = [float(x) for x in real if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
+    return ok[0] if ok else None

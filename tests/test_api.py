@@ -52,7 +52,7 @@ def test_bad_input_and_missing_pandas_say_what_is_allowed(tmp_path, monkeypatch)
     with pytest.raises(UserError, match="no summary.json"):
         forge.load(tmp_path / "nothing")
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(UserError, match=r"pip install 'forge-nas\[api\]'"):
+    with pytest.raises(UserError, match=r"pip install -e '\.\[api\]' in the Forge clone"):
         forge.cost(["gpt2"])
 
 

@@ -96,6 +96,16 @@ def test_a_non_ascii_unquoted_path_says_how_to_quote_it(tmp_path, monkeypatch, c
     _one_line(err, "forge-search", "quote a value holding spaces or non-ASCII characters")
 
 
+def test_a_misspelled_key_names_the_closest_valid_key_not_hydras_plus(tmp_path, monkeypatch, capsys):
+    """Issue 44 §5: `+searh.pop_size=4` would add a key nothing reads; the closest valid key is the fix."""
+    code, err = cli("forge-search", ["searh.pop_size=4"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and "+searh" not in err
+    _one_line(err, "forge-search", "searh.pop_size is not a setting", "did you mean search.pop_size=4?")
+    code, err = cli("forge-search", ["zzzqqq=1"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    _one_line(err, "forge-search", "zzzqqq is not a setting", "forge-search --cfg job")
+
+
 def test_an_unknown_group_choice_lists_the_choices(tmp_path, monkeypatch, capsys):
     code, err = cli("forge-search", ["space=nope"], tmp_path, monkeypatch, capsys)
     assert code == 2

@@ -156,7 +156,7 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
     by = {s: [lab for lab in new if lab.status == s] for s in ("diverged", "failed")}
     return {"requested": len(genomes), "trained": len(new), "skipped_done": len(genomes) - len(new),
             "finite": len(fin), "inf": len(new) - len(fin), "diverged": len(by["diverged"]),
-            "failed": len(by["failed"]), "store": str(store), "store_size": len(store),
+            "failed": len(by["failed"]), "store": where(store), "store_size": len(store),
             "wall_s": round(wall, 2), "median_label_wall_s": statistics.median(walls) if walls else None,
             "median_tokens_per_s": statistics.median(tps) if tps else None,
             "protocol": OmegaConf.select(cfg, "protocol.name"), "protocol_fp": fp, "seed": int(cfg.seed),
@@ -169,6 +169,20 @@ def _hydra_main(cfg: DictConfig) -> None:
     print(json.dumps(summary, indent=2) if cfg.get("json") or "requested" not in summary else human(summary))
     if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
         raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
+
+
+def where(store: LabelStore) -> str:
+    """The store as a user types it: a SQLite file relative to the working folder (when under it), else the
+    file's path, else the URL with its password masked."""
+    from forge.redact import mask
+
+    if not store.url.startswith("sqlite:///"):
+        return mask(store.url)
+    path = Path(store.url[len("sqlite:///"):])
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def human(s: dict[str, Any]) -> str:

@@ -152,7 +152,7 @@ def hf_corpus(name: str = "JeanKaddour/minipile", split: str = "train", val_spli
     try:
         import datasets
     except ImportError:
-        raise CorpusError("corpus=hf needs the optional package `datasets`: pip install 'forge-nas[data]' "
+        raise CorpusError("corpus=hf needs the optional package `datasets`: pip install -e '.[data]' in the Forge clone "
                           "(or use corpus=stdlib / corpus=text path=...)") from None
     key = ("hf", name, split, val_split, text_field, tokenizer, max_docs)
     if key in _CACHE:

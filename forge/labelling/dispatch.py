@@ -147,7 +147,8 @@ class RayTrainer(_Base):
             import ray
             from ray.exceptions import GetTimeoutError, RayError
         except ImportError:
-            raise DispatchError("dispatch=ray needs the optional package ray: pip install 'forge-nas[ray]'") from None
+            raise DispatchError("dispatch=ray needs the optional package ray: pip install -e '.[ray]' in the Forge "
+                                "clone") from None
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False, **dict(self.init_kwargs))
         remote = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus, max_retries=self.retries)(train_one)
@@ -184,7 +185,7 @@ class SubmititTrainer(_Base):
             import submitit
         except ImportError:
             raise DispatchError("dispatch=submitit needs the optional package submitit: "
-                                "pip install 'forge-nas[slurm]'") from None
+                                "pip install -e '.[slurm]' in the Forge clone") from None
         ex = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
         ex.update_parameters(timeout_min=max(1, int(self.timeout_s // 60) + 1), **dict(self.parameters))
         return ex

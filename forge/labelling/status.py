@@ -54,7 +54,9 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{store!r}")
+    from forge.labelling.cli import where
+
+    table = Table(title=f"label store {where(store)}")
     for col in ("protocol", "fingerprint", "done", "diverged", "failed", "running", "lapsed", "attempts"):
         table.add_column(col, justify="left" if col in ("protocol", "fingerprint") else "right", no_wrap=True)
     for r in rows:

@@ -101,7 +101,7 @@ def _make_engine(url: str, timeout_s: float) -> Engine:
         return create_engine(u, connect_args={"connect_timeout": int(timeout_s)}, pool_pre_ping=True)
     except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
         raise StoreError(f"store URL {mask(url)!r}: its database driver is missing ({e}); for "
-                         "PostgreSQL install the extra: pip install 'forge-nas[postgres]'") from None
+                         "PostgreSQL install the extra: pip install -e '.[postgres]' in the Forge clone") from None
 
 
 def _insert(dialect: str):

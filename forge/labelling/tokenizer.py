@@ -44,7 +44,7 @@ class GPT2Tokenizer:
             import tiktoken
         except ImportError:
             raise TokenizerError("tokenizer=gpt2 needs the optional package tiktoken: "
-                                 "pip install 'forge-nas[data]' (or use tokenizer=byte)") from None
+                                 "pip install -e '.[data]' in the Forge clone (or use tokenizer=byte)") from None
         try:
             self._enc = tiktoken.get_encoding("gpt2")
         except Exception as e:  # offline without a cached BPE file

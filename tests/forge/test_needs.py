@@ -27,7 +27,7 @@ def test_paper_protocol_without_a_gpu_names_the_gpu_and_the_cpu_recipe(monkeypat
 def test_hf_corpus_without_datasets_names_the_data_extra(monkeypatch):
     monkeypatch.setattr(needs.importlib.util, "find_spec", _spec_without("datasets", "tiktoken"))
     missing = needs.training_needs(group_yaml("protocol", "cpu-proxy"), group_yaml("corpus", "hf"))
-    assert len(missing) == 2 and all("forge-nas[data]" in m for m in missing)
+    assert len(missing) == 2 and all("install -e '.[data]'" in m for m in missing)
     assert needs.training_needs(group_yaml("protocol", "cpu-proxy"), group_yaml("corpus", "stdlib")) == []
 
 

@@ -177,3 +177,43 @@ def test_unwritable_output_is_refused_before_the_work(two_runs, tmp_path):
         run_export({"run": str(two_runs / "0"), "out": str(tmp_path / "afile" / "out")})
     with pytest.raises(OSError, match="afile"):
         run_report({"runs": [str(two_runs)], "out": str(tmp_path / "afile" / "rep")})
+
+
+def test_a_verified_export_states_its_measured_loss_and_its_card_loads_from_anywhere(two_runs, tmp_path, monkeypatch):
+    """Issue 44 §5: weights forge-verify trained (verify/weights/<id>.safetensors beside verify/verify.json) give a
+    card that states the measured loss; the card's load snippet runs from another folder; the CLI says what it
+    wrote (not only JSON)."""
+    import re
+
+    from safetensors.torch import save_model
+
+    from forge.genome import genome_from_dict
+    from forge.model import build_model
+    from search.cli import export_lines
+
+    row = read_jsonl(two_runs / "0" / "pareto.jsonl")[0]
+    gid, verify = row["id"], tmp_path / "verify"
+    (verify / "weights").mkdir(parents=True)
+    save_model(build_model(genome_from_dict(row["genome"]), seed=3), str(verify / "weights" / f"{gid}.safetensors"))
+    (verify / "verify.json").write_text(json.dumps({"picks": [{"id": gid, "role": "pick knee", "real_loss": 3.1234}]}))
+    s = run_export({"run": str(two_runs / "0"), "select": f"id:{gid}", "out": str(tmp_path / "exp"),
+                    "weights": str(verify / "weights")})
+    card = (tmp_path / "exp" / gid / "MODEL_CARD.md").read_text()
+    assert "Measured loss: 3.1234" in card and "A prediction, not a measurement" not in card
+    assert card.startswith(f"# Forge export {gid}") and "Forge-DSE" not in card
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    monkeypatch.chdir(tmp_path / "verify")  # not the export folder
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 (the card's own two lines)
+    assert scope["genome"].id == gid
+    lines = export_lines(s)
+    assert lines[0].startswith("exported 1 genome(s) of ") and "select=id:" in lines[0] and "safetensors" in lines[0]
+    assert gid in lines[1] and "weights trained" in lines[1] and "load_exported(" in lines[-1]
+
+
+def test_a_stopped_search_says_how_to_resume_with_a_relative_path(tmp_path, monkeypatch, capsys):
+    """Issue 44 §5: the `resume=` it prints is relative to where the user ran it, as the `next:` lines are."""
+    monkeypatch.chdir(tmp_path)
+    run(_cfg("runs/a", "stop_after=1"))
+    err = capsys.readouterr().err
+    assert "continue with: forge-search resume=runs/a" in err and str(tmp_path) not in err

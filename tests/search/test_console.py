@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -78,7 +79,7 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     rows = front_rows(run_dir)
     t = front_table(rows, s)
     heads = [c.header for c in t.columns]
-    assert heads == ["#", "", "id", "loss μ [90% interval]", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
+    assert heads == ["#", "", "tier", "id", "loss μ [90%]", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
     losses = [r["metrics"]["val_loss"] for r in rows]
     assert losses == sorted(losses)  # best first
     text = _text(t)
@@ -87,9 +88,9 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     assert "knee" in knee_line and sum("knee" in line for line in text.splitlines()) == 1
     m0 = rows[0]["metrics"]
     assert f"{m0['mu']:.3f} [{m0['loss_lo']:.3f}, {m0['loss_hi']:.3f}]" in text and " ± " not in text
-    marked = sum(" ≈ " in line or "knee ≈" in line for line in text.splitlines() if line.strip()[:1].isdigit())
-    assert marked == s["loss_interval"]["n_indistinguishable"]
-    assert f"{marked} of {len(rows)} front members" in text
+    tier1 = sum(bool(re.match(r"\s*\d+\s+(knee\s+)?1\s", line)) for line in text.splitlines())
+    assert tier1 == s["loss_interval"]["n_indistinguishable"]  # tier 1: those the best cannot be told from
+    assert "cannot tell members apart on loss" in text
 
 
 def test_long_front_shows_the_best_rows_and_the_knee(run_dir):
@@ -191,3 +192,54 @@ def test_an_interrupted_search_ends_without_the_front_or_next_lines(run_dir, cap
     assert capsys.readouterr().out == ""
     end_screen(s, as_json=False)
     assert "next:" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def main_job_dir(tmp_path_factory):
+    """The default main job's run folder (`forge-search`, no arguments), made once."""
+    from hydra import compose, initialize_config_module
+
+    from search.cli import run
+
+    out = tmp_path_factory.mktemp("main-job")
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        run(compose("forge-search", overrides=["progress=false", f"out_dir={out}"]))
+    return out
+
+
+def test_main_job_table_at_80_columns_cuts_nothing_and_every_row_has_a_handle(main_job_dir, monkeypatch):
+    """Issue 44 §4: at 80 columns the id, the interval's bounds, TTFT and the knee mark show whole, and the id
+    on every row is a handle `forge-export select=id:<handle>` resolves to that very member."""
+    from search.console import _fmt
+
+    monkeypatch.setenv("COLUMNS", "80")
+    s = json.loads((main_job_dir / "summary.json").read_text())
+    con = Console(record=True, width=80, force_terminal=True)
+    show_end(s, console=con)
+    text = con.export_text()
+    table = text[:text.index("hypervolume")]
+    assert "…" not in table and max(len(line.rstrip()) for line in table.splitlines()) <= 80
+    pareto, lines = front_rows(main_job_dir), [ln for ln in table.splitlines() if re.match(r"\s+\d+\s", ln)]
+    assert len(lines) >= min(len(pareto), 30)
+    knee = select(pareto, "knee", s["objectives"])[0]["id"]
+    for line in lines:
+        handle = re.search(r"\b[0-9a-f]{8,16}\b", line).group(0)
+        (row,) = select(pareto, f"id:{handle}", s["objectives"])  # accepted, and names one member
+        m = row["metrics"]
+        assert f"{m['mu']:.3f} [{m['loss_lo']:.3f}, {m['loss_hi']:.3f}]" in line
+        assert f" {_fmt(m['ttft_ms'], 'sig')} " in line + " "
+        assert ("knee" in line) == (row["id"] == knee)
+    assert any(knee[:8] in line for line in lines)
+    assert "forge-verify run=" in text and " tier=1 k=" in text  # how to decide inside the first tier
+
+
+def test_progress_keeps_gen_n_of_n_at_80_columns():
+    from types import SimpleNamespace
+
+    from search.progress import SearchProgress
+
+    con = Console(record=True, width=80, force_terminal=True)
+    with SearchProgress(40, console=con) as p:
+        p.update(SimpleNamespace(history=[{"generation": 12, "archive_size": 64, "hv": 7.0123, "best": {
+            "val_loss": 2.5661, "ttft_ms": 0.2081, "tpot_ms": 0.176, "energy_per_token_uj": 6614.0}}]))
+    assert "gen 13/41" in con.export_text()

@@ -207,7 +207,7 @@ def test_forge_export_format_hf_writes_a_loadable_folder_with_a_model_card(tmp_p
 
 def test_missing_transformers_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
-    with pytest.raises(HFExportError, match=r"needs the optional package transformers.*forge-nas\[export\]"):
+    with pytest.raises(HFExportError, match=r"optional package transformers.*pip install -e '\.\[export\]' in the Forge clone"):
         require_transformers()
     with pytest.raises(HFExportError) as e:
         run_export({"run": str(_tiny_run(tmp_path / "run")), "format": "hf", "out": str(tmp_path / "o")})

@@ -21,7 +21,7 @@ from forge import numeric
 from search.cli import run
 
 RUN_FILES = ("pareto.jsonl", "archive.jsonl", "history.jsonl")
-MAIN_JOB = ["evaluator.predictor=forgeformer-iha-paper", "progress=false"]  # the pinned default job
+MAIN_JOB = ["progress=false"]  # the default job (`forge-search`, no arguments), pinned in test_main_job_pin.py
 SMALL = [*MAIN_JOB, "search.generations=6"]  # 312 evaluations: every decision kind, a few seconds
 PERTURB = 1e-12
 

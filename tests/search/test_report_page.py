@@ -41,13 +41,26 @@ def test_front_table_marks_the_knee_and_gives_each_member_its_export_command(rep
     knee = _knee(rows, s["objectives"])
     table = re.search(r'<table class="front" id="front-table-0">(.*?)</table>', page, re.S).group(1)
     assert table.count("<tr class=") == len(rows)
-    assert re.search(rf'<tr class="knee" data-id="{knee}">', table) and table.count('class="knee"') == 1
-    for h in ("loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
+    assert re.search(rf'<tr class="knee" data-id="{knee}"', table) and table.count('class="knee"') == 1
+    for h in ("tier", "loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
         assert f">{h}</th>" in table
     first = rows[0]
     lo, hi = first["metrics"]["loss_lo"], first["metrics"]["loss_hi"]
     assert f"[{float(lo):.3f}, {float(hi):.3f}]" in table
     assert f"forge-export run={d} select=id:{first['id'][:12]}" in table
+
+
+def test_tiers_are_named_and_the_runs_table_says_what_its_count_is(report):
+    from search.tiers import loss_tiers, tier_sizes
+
+    d, _, page = report
+    s = json.loads((d / "summary.json").read_text())
+    sizes = tier_sizes(loss_tiers([json.loads(x) for x in (d / "pareto.jsonl").read_text().splitlines()]))
+    assert f"Tier sizes: {', '.join(map(str, sizes))}." in page and "cannot tell members" in page
+    if max(sizes) > 1:
+        assert f"forge-verify run={d} tier=" in page
+    n = s["loss_interval"]["n_indistinguishable"]
+    assert ">tier 1 (tied with the best on loss)</th>" in page and f">{n} of {s['archive_size']} members</td>" in page
 
 
 def test_the_exported_command_selects_that_member(report):

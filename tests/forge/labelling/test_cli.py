@@ -140,3 +140,16 @@ def test_multirun_writes_one_store(tmp_path):
     labs = list(LabelStore(db).labels())
     summaries = [json.loads(f.read_text()) for f in sorted((tmp_path / "sweep").glob("*/label_summary.json"))]
     assert len(summaries) == 2 and len(labs) == sum(s["trained"] for s in summaries) >= 3
+
+
+def test_the_store_is_shown_as_typed_relative_to_the_working_folder(tmp_path, monkeypatch):
+    """Issue 44 §5: forge-label's last lines name the store relative to where it ran, not by absolute path."""
+    from forge.labelling.cli import where
+    from forge.labelling.store import LabelStore
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    assert where(LabelStore("sub/l.db")) == "sub/l.db"
+    monkeypatch.chdir(tmp_path / "sub")
+    assert where(LabelStore(str(tmp_path / "other.db"))) == str((tmp_path / "other.db").resolve())
+    assert where(LabelStore("postgresql+psycopg://u:secret@host/db")) == "postgresql+psycopg://u:***@host/db"

@@ -64,7 +64,7 @@ def test_text_corpus_errors(tmp_path):
 
 def test_hf_corpus_without_the_extra_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails as when the extra is absent
-    with pytest.raises(C.CorpusError, match=r"optional package `datasets`.*forge-nas\[data\]"):
+    with pytest.raises(C.CorpusError, match=r"optional package `datasets`.*pip install -e '\.\[data\]' in the Forge clone"):
         C.hf_corpus()
 
 

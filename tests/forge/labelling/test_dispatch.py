@@ -73,7 +73,7 @@ def test_make_trainer_rejects_unknown_and_bad_options():
 
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest-xdist (--dist loadgroup)
 def test_ray_local_instance(tmp_path):
-    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install 'forge-nas[ray]')")
+    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
     gs = tiny_genomes(2)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
              runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
@@ -89,7 +89,7 @@ def test_ray_local_instance(tmp_path):
 
 
 def test_submitit_local_executor(tmp_path):
-    pytest.importorskip("submitit", reason="submitit is an optional extra (pip install 'forge-nas[slurm]')")
+    pytest.importorskip("submitit", reason="submitit is an optional extra (pip install -e '.[slurm]' in the Forge clone)")
     g = tiny_genomes(1)[0]
     trainer = make_trainer("submitit", FAST, TINY_CORPUS, folder=str(tmp_path / "%j"), cluster="local",
                            timeout_s=300, retries=1, poll_s=0.5, fault={"kind": "die_once", "ids": [g.id],
