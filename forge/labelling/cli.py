@@ -30,6 +30,7 @@ from forge.labels import Label
 from forge.signals import term_as_interrupt
 from forge.steps import Steps, clock
 from forge.space import space_from_config
+from forge.labelling.status import where
 from forge.labelling.store import LabelStore
 
 
@@ -170,19 +171,6 @@ def _hydra_main(cfg: DictConfig) -> None:
     if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
         raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
 
-
-def where(store: LabelStore) -> str:
-    """The store as a user types it: a SQLite file relative to the working folder (when under it), else the
-    file's path, else the URL with its password masked."""
-    from forge.redact import mask
-
-    if not store.url.startswith("sqlite:///"):
-        return mask(store.url)
-    path = Path(store.url[len("sqlite:///"):])
-    try:
-        return str(path.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def human(s: dict[str, Any]) -> str:

@@ -54,8 +54,6 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from forge.labelling.cli import where
-
     table = Table(title=f"label store {where(store)}")
     for col in ("protocol", "fingerprint", "done", "diverged", "failed", "running", "lapsed", "attempts"):
         table.add_column(col, justify="left" if col in ("protocol", "fingerprint") else "right", no_wrap=True)
@@ -70,3 +68,17 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
             console.print(f"failed {r['name']}/{f['genome_id']} after {f['attempts']} attempt(s): {f['reason']}")
     if any(r["failed"] for r in rows):
         console.print("failed genomes are trained again by the next forge-label run (retry=failed, the default)")
+
+
+def where(store: LabelStore) -> str:
+    """The store as a user types it: a SQLite file relative to the working folder (when under it), else the
+    file's path, else the URL with its password masked."""
+    from forge.redact import mask
+
+    if not store.url.startswith("sqlite:///"):
+        return mask(store.url)
+    path = Path(store.url[len("sqlite:///"):])
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
