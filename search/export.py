@@ -14,7 +14,6 @@ which then replaces each exported genome's folder whole (never a mix of two expo
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -22,16 +21,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.genes import LAYER_GENES
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
 from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, usual_mode
 from forge.numeric import argmin_by_id
-from search.markdown import md_code, md_text
+from search.export_card import model_card
 from search.state import read_jsonl, require_complete
-from search.summary import predictor_label
 from search.errors import ExportError
-from surrogate.checkpoints import BLIND_WHY
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
@@ -176,68 +172,6 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
 def _directed(objectives: Sequence[str], maximize: Sequence[str]) -> list[str]:
     """Objective names with their direction, as the card lists them."""
     return [f"{o} ({'max' if o in maximize else 'min'})" for o in objectives]
-
-
-def loss_line(info: dict[str, Any]) -> str:
-    """The predicted loss with its calibrated interval and where the calibration came from (or why none)."""
-    m, iv = info["metrics"], info.get("loss_interval") or {}
-    mu, lo, hi = (m.get(k) for k in ("mu", "loss_lo", "loss_hi"))
-    real = info.get("measured_loss")
-    said = (f"Measured loss: {real:.4f} (these weights, trained by `forge-verify`; its verify.json). Predicted before "
-            "training: " if isinstance(real, float) else "Predicted loss: ")
-    if not all(isinstance(x, (int, float)) for x in (mu, lo, hi)):
-        return f"{said}{md_text(mu)} (no calibrated interval: {md_text(iv.get('source', 'the run recorded none'))})."
-    src = iv.get("source")
-    if isinstance(src, dict):
-        src = (f"calibrated on {src.get('n_rows')} held-out rows of {src.get('data')}, {src.get('split')}"
-               if "split" in src else f"calibrated on {src.get('n_rows')} {src.get('rows')}")
-    level = iv.get("level") if isinstance(iv.get("level"), (int, float)) else 0.9
-    blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: {md_text(BLIND_WHY)} (run with "
-             "evaluator.allow_blind)." if iv.get("blind_to") else "")
-    return (f"{said}{mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] ({md_text(iv.get('method'))}; {md_text(src)})."
-            + ("" if isinstance(real, float) else " A prediction, not a measurement: `forge-verify` trains it.") + blind)
-
-
-def model_card(info: dict[str, Any], genome: Genome, folder: Path | None = None) -> str:
-    metrics = "\n".join(f"| {md_text(k)} | {md_text(v)} |" for k, v in sorted(info["metrics"].items()))
-    cols = genome.shown_genes()
-    cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else str(g.get(k))  # noqa: E731
-    layers = "\n".join(f"| {i} | " + " | ".join(cell(g, k) for k in cols) + f" | {'yes' if g.attn else 'identity'} |"
-                       for i, g in enumerate(genome.active_layers))
-    where = json.dumps(str(folder.resolve()) if folder else info["id"])  # a full path: the snippet runs from anywhere
-    return f"""# Forge export {info['id']}: an IHA decoder
-
-IHA decoder found by forge-search (run `{md_code(info.get('run'))}`, generation {md_text(info.get('generation'))}).
-Weights: {info['weights']}. Parameters: {info['params']:,}. Active layers: {info['n_layers']}.
-
-## Objectives and metrics (as evaluated during the search)
-Objectives: {md_text(', '.join(map(str, info.get('objectives') or ['not recorded'])))}.
-{loss_line(info)}
-
-| metric | value |
-| --- | --- |
-{metrics}
-
-## Hardware / evaluation setting
-- precision (weights/acts/kv): {genome.precision or 'the workload default'}
-- design chosen by the backend: `{md_code(json.dumps(info.get('design')))}`
-- backend: `{md_code(json.dumps(info.get('backend')))}`
-- workload: `{md_code(json.dumps(info.get('workload')))}`
-- evaluator: `{md_code(json.dumps(info.get('evaluator')))}`
-- loss predictor: `{md_code(predictor_label(info.get('loss_predictor')) or 'not recorded')}`
-- space: {md_text(info.get('space'))}
-
-## Architecture ({genome.describe()})
-| layer | {' | '.join(cols)} | attention |
-| --- | {'--- | ' * len(cols)}--- |
-{layers}
-
-## Load
-```python
-from search.export import load_exported
-genome, model = load_exported({where})
-```
-"""
 
 
 def load_exported(folder: str | Path) -> tuple[Genome, Any]:

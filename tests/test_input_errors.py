@@ -148,7 +148,7 @@ def test_a_failing_resume_rewrites_no_file(make_search, tmp_path, where):
 def test_the_model_card_escapes_html_from_run_data():
     from forge.importers import load_genome
     from forge.config import data_dir
-    from search.export import model_card
+    from search.export_card import model_card
 
     genome = load_genome(data_dir() / "archs" / "gpt2.yaml")
     evil = "<img src=x onerror=alert(1)>"

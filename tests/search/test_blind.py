@@ -58,7 +58,7 @@ def test_search_refuses_a_blind_gene_and_an_opted_in_run_marks_its_loss_blind(tm
     rows = list(csv.DictReader(open(tmp_path / "b" / "front.csv")))
     assert rows and all(r["loss_blind_to"] == "window" for r in rows)
     from search.console import front_rows, front_table
-    from search.export import loss_line
+    from search.export_card import loss_line
 
     assert "LOSS BLIND TO window" in front_table(front_rows(tmp_path / "b"), s).caption
     assert "Blind to gene(s) window" in loss_line({"metrics": {"mu": 3.0, "loss_lo": 2.9, "loss_hi": 3.2},
