@@ -23,6 +23,7 @@ from forge.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import resume_state
+from search.run_files import check_run_files
 from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
@@ -63,6 +64,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def resumed_config(c: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built."""
+    check_run_files(run_dir)  # every run file read and checked now, none late (config.yaml for the end screen)
     if (run_dir / CHECKPOINT).exists():
         saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
     else:

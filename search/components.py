@@ -111,7 +111,7 @@ def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None
 def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None = None) -> Any:
     """A Trainer: an explicit `_target_` node, else conf/dispatch (`dispatch`) with `protocol` and `corpus`."""
     if isinstance(node, Mapping) and "_target_" in node:
-        return _instantiate("dispatch", node, _convert_="all")
+        return _checked(_instantiate("dispatch", node, _partial_=True, _convert_="all"), "trainer", ())()
     disp = node if isinstance(node, str) else cfg.get("dispatch")
     if isinstance(disp, str):
         disp = _group_yaml("dispatch", disp)
@@ -119,9 +119,18 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
         raise SearchConfigError("training needs dispatch, protocol and corpus configs; allowed: dispatch="
                                 f"{_group_names('dispatch')}, protocol={_group_names('protocol')}, "
                                 f"corpus={_group_names('corpus')}")
-    factory = _instantiate("dispatch", disp, _partial_=True, _convert_="all")
+    factory = _checked(_instantiate("dispatch", disp, _partial_=True, _convert_="all"), "dispatch")
     return factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
                    store=str(store) if store is not None else None)
+
+
+def _checked(factory: Any, where: str, supplied: tuple[str, ...] = ("protocol", "corpus", "store")) -> Any:
+    from forge.labelling.dispatch import DispatchError, checked_factory
+
+    try:
+        return checked_factory(factory, where, supplied)
+    except DispatchError as e:
+        raise SearchConfigError(str(e)) from None
 
 
 def _group_yaml(group: str, name: str) -> dict[str, Any]:

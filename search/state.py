@@ -140,6 +140,9 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     if not isinstance(s, dict):
         raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
                           "summary.json forge-search wrote")
+    from search.run_files import check_summary
+
+    check_summary(s, path)
     return s
 
 
