@@ -44,9 +44,14 @@ def build_backend(cfg: Mapping[str, Any]) -> Any:
 
     node = cfg.get("backend", "roofline")
     try:
-        return registry_build(node if isinstance(node, str) else dict(node))
+        backend = registry_build(node if isinstance(node, str) else dict(node))
     except BackendError as e:
         raise SearchConfigError(f"backend: {e}") from None
+    if not callable(getattr(backend, "evaluate", None)):  # a user's `_target_` class: its interface, checked here
+        raise SearchConfigError(f"backend: {type(backend).__name__} is not a backend: it has no evaluate(genomes, "
+                                "workload); allowed: a class with evaluate() returning a CostTable "
+                                "(backends.interface.Backend)")
+    return backend
 
 
 def build_workload(cfg: Mapping[str, Any], backend: Any = None) -> Workload:

@@ -171,6 +171,11 @@ def _hydra_main(cfg: DictConfig) -> None:
     summary = run(cfg)
     print(json.dumps(summary, indent=2) if cfg.get("json") or "requested" not in summary else human(summary))
     if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
+        import sys
+
+        print(f"forge-label: stopped by {summary.get('interrupted_by', 'SIGINT')} after {summary.get('trained', 0)} of "
+              f"{summary.get('requested', '?')} genomes (kept in {summary.get('store')}); run the same command again "
+              "to continue", file=sys.stderr)
         raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
 
 

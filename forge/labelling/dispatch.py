@@ -248,4 +248,7 @@ def checked_factory(factory: Any, where: str, supplied: tuple[str, ...] = ("prot
     if bad:
         raise DispatchError(f"{where}: {', '.join(bad)} is not an option of {func.__name__}; allowed: "
                             f"{', '.join(named) or 'no options'} (named, no _args_)")
+    missing = [n for n in named if params[n].default is params[n].empty and n not in given]
+    if missing:
+        raise DispatchError(f"{where}: {func.__name__} needs {', '.join(missing)}; allowed: {', '.join(named)}")
     return factory
