@@ -130,11 +130,9 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
 
 
 def _checked(factory: Any, where: str, supplied: tuple[str, ...] = ("protocol", "corpus", "store")) -> Any:
-    from forge.labelling.dispatch import DispatchError, checked_factory
-
     try:
-        return checked_factory(factory, where, supplied)
-    except DispatchError as e:
+        return plugins.checked_factory(factory, where, supplied)
+    except plugins.PluginError as e:
         raise SearchConfigError(str(e)) from None
 
 

@@ -8,11 +8,14 @@ line naming the file and what is allowed.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from search.errors import ResumeError
+
+SUMMARY = "summary.json"
 
 # what a search writes in its folder (checked when present)
 RUN_FILES = ("config.yaml", "summary.json", "cli.log", "plugins.json", "archive.jsonl", "pareto.jsonl",
@@ -43,7 +46,6 @@ def check_run_files(run_dir: Path) -> None:
     """Every run file present is a regular file (not a link, FIFO or folder), config.yaml is plain YAML data and
     summary.json matches its schema; else ResumeError (or forge.files' UserError) in one line."""
     from forge.files import read_yaml_file
-    from search.state import read_summary
 
     run_dir = Path(run_dir)
     for name in RUN_FILES:
@@ -57,6 +59,26 @@ def check_run_files(run_dir: Path) -> None:
             raise ResumeError(f"{run_dir / 'config.yaml'}: a YAML {type(cfg).__name__}, not a mapping; allowed: the "
                               "config.yaml forge-search wrote")
     read_summary(run_dir)
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return {}
+    if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
+        raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
+                          "forge-search wrote")
+    try:
+        s = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
+                          "wrote") from None
+    if not isinstance(s, dict):
+        raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
+                          "summary.json forge-search wrote")
+    check_summary(s, path)
+    return s
 
 
 def check_summary(s: Mapping[str, Any], path: Path) -> None:

@@ -20,9 +20,10 @@ from typing import Any, Iterable
 
 from forge.io import atomic_write_bytes, atomic_write_text, json_default, json_line
 from search.errors import ResumeError
+from search.run_files import SUMMARY, read_summary  # noqa: F401  (read_summary: the readers import it from here)
 
 CHECKPOINT = "state/checkpoint.json"
-CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
+CONFIG, HYDRA_CONFIG = "config.yaml", ".hydra/config.yaml"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
 
@@ -122,28 +123,6 @@ def check_resumable(run_dir: Path) -> None:
     if done:
         raise ResumeError(f"resume={run_dir}: {CHECKPOINT} is missing but history.jsonl records {len(rows)} generation(s); "
                           "allowed: restore the checkpoint, or start a new run (nothing was changed)")
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
-    path = Path(run_dir) / SUMMARY
-    if not path.exists():
-        return {}
-    if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
-        raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
-                          "forge-search wrote")
-    try:
-        s = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
-        raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
-                          "wrote") from None
-    if not isinstance(s, dict):
-        raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
-                          "summary.json forge-search wrote")
-    from search.run_files import check_summary
-
-    check_summary(s, path)
-    return s
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
