@@ -30,6 +30,7 @@ import numpy as np
 FILES = ("state/checkpoint.json", "archive.jsonl", "state/loss_cache.jsonl", "history.jsonl")
 DAMAGES = ("cut", "flip", "zero-tail")
 COMPARED = ("pareto.jsonl", "archive.jsonl", "history.jsonl")
+REFUSALS: list[str] = []  # each refusal's message, for the record
 
 
 def _cfg(out: Path) -> dict:
@@ -78,6 +79,7 @@ def trial(full: Path, part: Path, where: Path, name: str, how: str, rng: np.rand
         with contextlib.redirect_stderr(err):
             _run({**_cfg(where), "resume": str(where), "stop_after": None})
     except ForgeError as e:
+        REFUSALS.append(f"{name} {how}: {str(e)[:240]}")
         return "refused" if "\n" not in str(e) else "refused (several lines)"
     except Exception:  # noqa: BLE001  (what the trial counts)
         return "crash"
@@ -101,7 +103,8 @@ def main() -> None:
             outcome = trial(full, part, Path(d) / f"t{i}", name, how, rng)
             counts[outcome] += 1
             by[f"{name} {how}"][outcome] += 1
-    out = {"trials": args.trials, "outcomes": dict(counts), "by_damage": {k: dict(v) for k, v in sorted(by.items())}}
+    out = {"trials": args.trials, "outcomes": dict(counts), "by_damage": {k: dict(v) for k, v in sorted(by.items())},
+           "refusals": REFUSALS}
     print(json.dumps(out, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")

@@ -184,31 +184,45 @@ def short_archive(run_dir: Path, state: Mapping[str, Any]) -> str | None:
     return f"archive.jsonl holds {rows} of the {state['n_evaluated']} rows the checkpoint counts"
 
 
-def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -> str | None:
-    """The loss cache's text rebuilt from archive.jsonl when the cache does not hold what `state` covers (a pure
-    cache: damage to it is no reason to refuse; a loss the rebuild lacks is predicted again); None when intact."""
-    from forge.io import json_line
-    from search.state import read_jsonl
+def covered_text(run_dir: Path, name: str, logs: Any) -> str | None:
+    """The part of a log `logs` (a checkpoint's ledger) covers, when the log holds it intact; else None. What a
+    resume keeps of it: the rows after it are newer than the checkpoint, however damaged."""
+    want = logs.get(name) if isinstance(logs, Mapping) else None
+    if want is None or mismatch(run_dir, {name: want}) is not None:
+        return None
+    with (Path(run_dir) / name).open("rb") as f:
+        return f.read(want["bytes"]).decode()
 
-    path, gen = Path(run_dir) / LOSS_CACHE, int(state["generation"])
-    logs = state.get("logs")
+
+def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -> str | None:
+    """The loss cache a resume keeps: what `state` covers of it, else (a pure cache: damage to it is no reason to
+    refuse) rebuilt from archive.jsonl, said in one line (a loss the rebuild lacks is predicted again). None for
+    a checkpoint without a ledger whose cache reads whole."""
+    import json
+
+    from forge.io import json_line
+
+    path, gen, logs = Path(run_dir) / LOSS_CACHE, int(state["generation"]), state.get("logs")
     if isinstance(logs, Mapping) and LOSS_CACHE in logs:
+        kept = covered_text(run_dir, LOSS_CACHE, logs)
+        if kept is not None:
+            return kept
         why = mismatch(run_dir, {LOSS_CACHE: logs[LOSS_CACHE]})
     else:
         try:
             kept_jsonl(path, gen)
-            why = None
+            return None
         except ResumeError as e:
             why = str(e).split(": ", 1)[-1].split(";")[0]
-    if why is None:
-        return None
+    archive = covered_text(run_dir, "archive.jsonl", logs) or kept_jsonl(Path(run_dir) / "archive.jsonl", gen)
+    if archive is None:
+        archive = (Path(run_dir) / "archive.jsonl").read_text() if (Path(run_dir) / "archive.jsonl").is_file() else ""
     rows: dict[tuple, str] = {}
     try:
-        for r in read_jsonl(Path(run_dir) / "archive.jsonl", tolerate_torn_tail=True):
-            if int(r["generation"]) <= gen:
-                m, key = r["metrics"], (int(r["surrogate_version"]), str(r["id"]))
-                rows.setdefault(key, json_line({"generation": r["generation"], "id": key[1], "v": key[0],
-                                                "y": [m["val_loss"], m["mu"], m["sigma"]]}))
+        for r in map(json.loads, archive.splitlines()):
+            m, key = r["metrics"], (int(r["surrogate_version"]), str(r["id"]))
+            rows.setdefault(key, json_line({"generation": r["generation"], "id": key[1], "v": key[0],
+                                            "y": [m["val_loss"], m["mu"], m["sigma"]]}))
     except (KeyError, TypeError, ValueError) as e:  # archive.jsonl is data too
         raise ResumeError(f"resume={run_dir}: {LOSS_CACHE} is damaged ({why}) and archive.jsonl cannot rebuild it "
                           f"({type(e).__name__}); allowed: restore the run folder from a copy") from None
@@ -218,12 +232,22 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
     return "".join(line + "\n" for line in rows.values())
 
 
-def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any) -> None:
+def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any, logs: Any = None,
+                  kept: Mapping[str, str] | None = None) -> None:
     """Drop log lines newer than generation `gen` (and history.csv's rows), every log checked before any is
-    rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp."""
-    from forge.io import atomic_write_text
+    rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp.
+    A log the checkpoint's ledger `logs` covers keeps exactly the part covered; `kept`: logs' texts already
+    decided (a rebuilt loss cache)."""
+    from forge.io import atomic_write_text, read_text
 
-    texts = {name: kept_jsonl(Path(run_dir) / name, gen) for name in names}
+    texts = {name: covered_text(run_dir, name, logs) for name in names}
+    texts.update(kept or {})
+    for name, text in texts.items():
+        path = Path(run_dir) / name
+        if text is None:
+            texts[name] = kept_jsonl(path, gen)
+        elif path.is_file() and read_text(path, "log") == text:
+            texts[name] = None
     try:
         table_log.truncate(gen)
     except (KeyError, ValueError, TypeError) as e:  # history.csv is data: a corrupt one is named

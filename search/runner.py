@@ -228,10 +228,8 @@ class Search:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the checkpoint is data
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: corrupt checkpoint, cannot restore it "
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
-        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl" and (cache is None or
-                                               n != LOSS_CACHE)], self.table_log)
-        if cache is not None:
-            atomic_write_text(self.run_dir / LOSS_CACHE, cache)
+        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl"], self.table_log,
+                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))  # checkpoint's
         self._write_front(durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew

@@ -122,8 +122,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     caught: dict[str, str] = {}
     steps = Steps("forge-label", f"labelling under {OmegaConf.select(cfg, 'protocol.name')}", len(genomes),
                   enabled=bool(cfg.get("progress", True)))
-    factory = plugins.checked_factory(plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all"), "dispatch",
-                              ("protocol", "corpus", "store", "on_label", "retry", "logger"))
+    factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
+    factory = plugins.checked_factory(factory, "dispatch", ("protocol", "corpus", "store", "on_label", "retry", "logger"))
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
