@@ -238,7 +238,7 @@ def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any,
     rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp.
     A log the checkpoint's ledger `logs` covers keeps exactly the part covered; `kept`: logs' texts already
     decided (a rebuilt loss cache)."""
-    from forge.io import atomic_write_text, read_text
+    from forge.io import atomic_write_text
 
     texts = {name: covered_text(run_dir, name, logs) for name in names}
     texts.update(kept or {})
@@ -246,7 +246,7 @@ def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any,
         path = Path(run_dir) / name
         if text is None:
             texts[name] = kept_jsonl(path, gen)
-        elif path.is_file() and read_text(path, "log") == text:
+        elif path.is_file() and path.read_bytes() == text.encode():
             texts[name] = None
     try:
         table_log.truncate(gen)

@@ -133,3 +133,16 @@ def test_a_config_that_is_not_a_file_is_named_for_what_it_is(tmp_path, kind):
         (tmp_path / "config.yaml").mkdir()
     with pytest.raises((UserError, IsADirectoryError), match="FIFO" if kind == "fifo" else "folder"):
         saved_config(tmp_path)
+
+
+@pytest.mark.parametrize("log", ["archive.jsonl", LOSS_CACHE])
+def test_a_row_broken_after_what_the_durable_copy_covers_is_recomputed(make_search, crashed, log, capsys):
+    """Not the last line (a torn tail): a row in the middle of what only the lost checkpoint covered."""
+    full, part, covered = crashed
+    data = (part / log).read_bytes()
+    at = covered[log] + 10  # inside the first row after the durable copy's
+    (part / log).write_bytes(data[:at] + b"\xff{" + data[at + 2:])
+    _finish(make_search, part)
+    assert "continuing from generation 2" in capsys.readouterr().err
+    for f in FILES:
+        assert (full / f).read_bytes() == (part / f).read_bytes(), f
