@@ -282,7 +282,7 @@ def checked_factory(factory: Any, where: str, supplied: tuple[str, ...] = ("prot
         bad.insert(0, "_args_")
     if bad:
         raise PluginError(f"{where}: {', '.join(bad)} is not an option of {func.__name__}; allowed: "
-                            f"{', '.join(named) or 'no options'} (named, no _args_)")
+                          f"{', '.join(named) or 'no options'} (named, no _args_)")
     missing = [n for n in named if params[n].default is params[n].empty and n not in given]
     if missing:
         raise PluginError(f"{where}: {func.__name__} needs {', '.join(missing)}; allowed: {', '.join(named)}")

@@ -210,9 +210,11 @@ def _python_objects(space: Any, objectives: Sequence[Any] | None,
 @api_errors
 def load(run_dir: str | Path) -> SearchResult:
     """A SearchResult for an existing run folder, checked as forge-export and forge-verify check it."""
+    from search.run_files import refuse_odd
     from search.state import read_jsonl, read_summary
 
     d = check_path("run_dir", run_dir)
+    refuse_odd(d, ("summary.json", "pareto.jsonl"), UserError)  # a FIFO is named as one, not "not there"
     if not (d / "summary.json").is_file() or not (d / "pareto.jsonl").is_file():
         raise UserError(f"{run_dir}: no summary.json/pareto.jsonl there; allowed: a forge-search run folder")
     summary = read_summary(d)  # a JSON object, else one line naming the file

@@ -5,8 +5,11 @@ rows that never reached the disk. Each checkpoint records, per log, `{"rows", "b
 it covers; `state/checkpoint.durable.json` is a snapshot of it (a hard link) taken only once every log it
 covers was fsynced. A resume checks the newest checkpoint's prefixes; when one is short or different it continues
 from the durable snapshot (a resumed run writes what an uninterrupted one would, so this rebuilds the lost
-generations exactly), and when that too does not match it refuses in one line, naming the log. Hashing is incremental: each generation
-reads only the bytes appended since the last one (still in the page cache).
+generations exactly), and when that too does not match it refuses in one line, naming the log (and its first torn
+line). Hashing is incremental: each generation reads only the bytes appended since the last one (still in the page
+cache). A newest checkpoint that is itself damaged (its seal, `search.state.unsealed`, finds a flip or a cut) is
+replaced by the durable copy the same way; the loss cache, a pure cache, is rebuilt from archive.jsonl rather than
+refused; a resume keeps of each log exactly the part its checkpoint covers.
 """
 from __future__ import annotations
 
@@ -104,8 +107,8 @@ def torn_row(path: Path, size: int) -> str:
 def check_logs(run_dir: Path, state: Mapping[str, Any], durable: Mapping[str, Any] | None,
                note: bool = False) -> Mapping[str, Any]:
     """The checkpoint to resume from: `state` when the logs hold what it covers, else the durable copy when they
-    hold what that covers; else ResumeError in one line. A checkpoint without a `logs` record (written before
-    the ledger existed) is taken as is."""
+    hold what that covers (the loss cache aside, when only it differs: see `rebuilt_cache`); else ResumeError in one
+    line. A checkpoint without a `logs` record (an older Forge) is checked against its own count of evaluations."""
     logs = state.get("logs")
     if not isinstance(logs, Mapping):
         why = short_archive(run_dir, state)  # no ledger (an older Forge, or a damaged key): the row count

@@ -42,6 +42,23 @@ def what_is(path: Path) -> str:
     return next((name for test, name in _KINDS if test(path)), "not a regular file")
 
 
+def odd_run_file(run_dir: Path, names: tuple[str, ...]) -> str | None:
+    """'config.yaml is a FIFO' for the first of `names` under `run_dir` that is there but not a regular file (a
+    link, FIFO, folder): a command that needs it says what it is, not that it is missing."""
+    for name in names:
+        path = Path(run_dir) / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return f"{name} is {what_is(path)}, not a file"
+    return None
+
+
+def refuse_odd(run_dir: Path, names: tuple[str, ...], error: type[Exception] = ResumeError) -> None:
+    """`error` in one line when one of `names` is there but not a regular file (see `odd_run_file`)."""
+    odd = odd_run_file(run_dir, names)
+    if odd:
+        raise error(f"run={run_dir}: {odd}; allowed: the regular file forge-search wrote")
+
+
 def check_run_files(run_dir: Path) -> None:
     """Every run file present is a regular file (not a link, FIFO or folder), config.yaml is plain YAML data and
     summary.json matches its schema; else ResumeError (or forge.files' UserError) in one line."""

@@ -34,7 +34,8 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, lis
 
     `encoded`: list-valued keys whose items arrive already JSON-encoded (the runner encodes each immutable
     record once, not once per generation). `durable=False` replaces the file atomically without fsync (see
-    `sync_files`)."""
+    `sync_files`). The file ends with a seal, a SHA-256 of the rest (`unsealed`), so a flipped bit that still
+    parses as JSON is found, not resumed from."""
     text = compact_json(state)
     if encoded:
         tail = ",".join(f"{json.dumps(k)}:[{','.join(items)}]" for k, items in encoded.items())
