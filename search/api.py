@@ -245,6 +245,7 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
          overrides: Sequence[str] = (), **values: Any) -> Any:
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
+    from backends.interface import evaluated
     from forge import plugins
     from search.components import build_backend, build_workload
 
@@ -252,7 +253,7 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
     be = build_backend(c)
-    table = be.evaluate(gs, build_workload(c, be))
+    table = evaluated(be, gs, build_workload(c, be), len(gs))
     rows = []
     for i, g in enumerate(gs):
         ex = table.extras[i] if table.extras else {}

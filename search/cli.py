@@ -49,6 +49,8 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     if resume:
         search.load()  # refuses before it rewrites any file
         sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
+    else:
+        search.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 

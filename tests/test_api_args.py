@@ -125,11 +125,22 @@ class NoInterface:
         self.kwargs = kwargs
 
 
+class DictBackend(NoInterface):
+    """A caller's backend whose evaluate returns a dict, not a CostTable."""
+
+    def evaluate(self, genomes, workload):
+        return {"ttft_ms": [1.0] * len(genomes)}
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: forge.cost("gpt2", backend={"_target_": "tests.test_api_args.NoInterface"}),
      r"backend: NoInterface is not a backend: it has no evaluate"),
     (lambda: forge.search(space="iha-tiny", backend={"_target_": "tests.test_api_args.NoInterface"}, **SMALL),
      r"backend: NoInterface is not a backend: it has no evaluate"),
+    (lambda: forge.cost("gpt2", backend={"_target_": "tests.test_api_args.DictBackend"}),
+     r"backend: DictBackend.evaluate returned a dict; allowed: a backends.interface.CostTable"),
+    (lambda: forge.search(space="iha-tiny", backend={"_target_": "tests.test_api_args.DictBackend"}, **SMALL),
+     r"backend: DictBackend.evaluate returned a dict"),
     (lambda: forge.predict("gpt2", nmc=2), r"forge.predict: nmc=2 is not an argument \(did you mean n_mc\?\)"),
     (lambda: forge.cost("gpt2", bakend="roofline"), r"^forge.cost: unknown option bakend"),
     (lambda: forge.cost("gpt2", workload="nope"), r"^forge.cost: Could not find 'workload/nope'"),
@@ -139,3 +150,4 @@ def test_a_callers_own_mistake_is_one_line_in_the_calls_own_name(call, match, tm
     monkeypatch.chdir(tmp_path)
     e = _refused(call, match)
     assert "forge-search" not in str(e)
+    assert list(tmp_path.iterdir()) == []  # no run folder, no config.yaml
