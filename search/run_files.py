@@ -65,11 +65,10 @@ def check_run_files(run_dir: Path) -> None:
     from forge.files import read_yaml_file
 
     run_dir = Path(run_dir)
-    for name in RUN_FILES:
-        path = run_dir / name
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            raise ResumeError(f"{path}: {what_is(path)}, not a file; allowed: the regular file forge-search wrote "
-                              "(nothing in a run folder is read or written through a link)")
+    odd = odd_run_file(run_dir, RUN_FILES)
+    if odd:
+        raise ResumeError(f"resume={run_dir}: {odd}; allowed: the regular file forge-search wrote (nothing in a run "
+                          "folder is read or written through a link)")
     if (run_dir / "config.yaml").is_file():
         cfg = read_yaml_file(run_dir / "config.yaml", "run config")  # a !!python tag: refused, naming the line
         if not isinstance(cfg, Mapping):

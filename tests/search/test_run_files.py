@@ -51,7 +51,7 @@ DAMAGED = [
             _replace("config.yaml", os.mkfifo)),
     Variant("resume-cli-log-dangling", "forge-search", ("resume={r}",), "a link to",
             _replace("cli.log", lambda p: p.symlink_to("/nonexistent/forge/cli.log"))),
-    Variant("resume-archive-folder", "forge-search", ("resume={r}",), "archive.jsonl: a folder, not a file",
+    Variant("resume-archive-folder", "forge-search", ("resume={r}",), "archive.jsonl is a folder, not a file",
             _replace("archive.jsonl", Path.mkdir)),
     Variant("report-summary-target", "forge-report", ("runs=[{r}]", "out={c}/rep"), "mistyped backend",
             _summary(backend=TARGET)),
