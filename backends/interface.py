@@ -133,6 +133,17 @@ class Backend(Protocol):
     def evaluate(self, genomes: Sequence[Genome], workload: Workload) -> CostTable: ...
 
 
+def evaluated(backend: Any, genomes: Any, workload: Workload, n: int) -> CostTable:
+    """`backend.evaluate(genomes, workload)`, checked to be a CostTable of `n` rows: a user's `_target_` backend
+    that returns anything else is refused in one line naming its class, not an AttributeError later."""
+    table = backend.evaluate(genomes, workload)
+    if isinstance(table, CostTable) and len(table) == n:
+        return table
+    got = f"{len(table)} rows" if isinstance(table, CostTable) else f"a {type(table).__name__}"
+    raise BackendError(f"backend: {type(backend).__name__}.evaluate returned {got}; allowed: a "
+                       f"backends.interface.CostTable with one row per genome ({n})")
+
+
 def as_population(genomes: Any) -> "PopArrays":
     """A list of Genomes or an already-built PopArrays (the fast path) → PopArrays."""
     from forge.arrays import PopArrays

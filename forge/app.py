@@ -131,6 +131,7 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    e = _log_setup_cause(e)
     if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
         job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
         before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
@@ -147,6 +148,19 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
         return None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return _hint("; ".join(lines), app) or type(e).__name__
+
+
+def _log_setup_cause(e: BaseException) -> BaseException:
+    """Hydra's log set-up that could not open the run's log (`cli.log` a link pointing nowhere, a folder): the
+    OSError naming the file, said of a link as such; any other error as it is."""
+    cause = e.__cause__
+    if not (isinstance(e, ValueError) and str(e).startswith("Unable to configure handler") and
+            isinstance(cause, OSError) and cause.filename):
+        return e
+    if os.path.islink(cause.filename):
+        return ForgeError(f"{cause.filename}: a link to {os.readlink(cause.filename)} that cannot be opened "
+                          f"({cause.strerror}); allowed: a regular file (remove the link)")
+    return cause
 
 
 def _hint(text: str, app: str | None = None) -> str:
@@ -236,7 +250,7 @@ class RunDirGuard:
             for name, snap in self.saved.items():
                 _restore(d / name, snap)
             for log in d.glob("*.log"):  # a job log Hydra opened for this command
-                if log.name not in self.saved and log.stat().st_size == 0:
+                if log.name not in self.saved and not log.is_symlink() and log.stat().st_size == 0:
                     log.unlink()
             return
         if self.run_dir is not None and _only_setup_files(d):  # named, absent before, and no work written yet
@@ -245,7 +259,7 @@ class RunDirGuard:
         for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
             (d / name).unlink(missing_ok=True)
         for log in d.glob("*.log"):
-            if log.stat().st_size == 0:
+            if not log.is_symlink() and log.stat().st_size == 0:
                 log.unlink()
         if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
             (d / ".hydra").rmdir()
@@ -263,13 +277,20 @@ def _only_setup_files(d: Path) -> bool:
     return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
 
 
+_LINK = (None, -1)  # a link in the run folder: never written through, removed or followed by the guard
+
+
 def _snapshot(path: Path) -> tuple[bytes | None, int] | None:
+    if path.is_symlink():
+        return _LINK
     if path.is_dir():
         return (None, path.stat().st_mtime_ns)
     return (path.read_bytes(), path.stat().st_mtime_ns) if path.is_file() else None
 
 
 def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
+    if snap == _LINK or path.is_symlink():
+        return
     if snap is None:  # Hydra made it
         if path.is_dir():
             if not any(path.iterdir()):

@@ -260,3 +260,30 @@ def instantiate(kind: str, node: Mapping[str, Any], **kwargs: Any) -> Any:
         if not _in_plugin_module(_norm(t)) and not any(_norm(t) in allowed(k) for k in {*kinds(), kind}):
             check(kind, t)  # raises, naming the nested path
     return hydra_instantiate(node, **kwargs)
+
+
+def checked_factory(factory: Any, where: str, supplied: tuple[str, ...] = ("protocol", "corpus", "store")) -> Any:
+    """A dispatch node instantiated as a partial (`_partial_=True`), its options checked against the class's
+    signature before it is called: an unknown key, `_args_` or an option the caller supplies itself (`protocol`,
+    ...) in a config, a saved one included, is bad input named in one line, not a TypeError from its __init__."""
+    import inspect
+
+    func, given = getattr(factory, "func", None), dict(getattr(factory, "keywords", None) or {})
+    if func is None:
+        return factory
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check against
+        return factory
+    open_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in supplied]
+    bad = [k for k in given if k in supplied or (k not in params and not open_kw)]
+    if getattr(factory, "args", ()):
+        bad.insert(0, "_args_")
+    if bad:
+        raise PluginError(f"{where}: {', '.join(bad)} is not an option of {func.__name__}; allowed: "
+                          f"{', '.join(named) or 'no options'} (named, no _args_)")
+    missing = [n for n in named if params[n].default is params[n].empty and n not in given]
+    if missing:
+        raise PluginError(f"{where}: {func.__name__} needs {', '.join(missing)}; allowed: {', '.join(named)}")
+    return factory

@@ -209,9 +209,11 @@ def _python_objects(space: Any, objectives: Sequence[Any] | None,
 @api_errors
 def load(run_dir: str | Path) -> SearchResult:
     """A SearchResult for an existing run folder, checked as forge-export and forge-verify check it."""
+    from search.run_files import refuse_odd
     from search.state import read_jsonl, read_summary
 
     d = check_path("run_dir", run_dir)
+    refuse_odd(d, ("summary.json", "pareto.jsonl"), UserError)  # a FIFO is named as one, not "not there"
     if not (d / "summary.json").is_file() or not (d / "pareto.jsonl").is_file():
         raise UserError(f"{run_dir}: no summary.json/pareto.jsonl there; allowed: a forge-search run folder")
     summary = read_summary(d)  # a JSON object, else one line naming the file
@@ -242,6 +244,7 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
          overrides: Sequence[str] = (), **values: Any) -> Any:
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
+    from backends.interface import evaluated
     from forge import plugins
     from search.components import backend_of, build_workload
 
@@ -249,7 +252,7 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
     be = backend_of(c)
-    table = be.evaluate(gs, build_workload(c, be))
+    table = evaluated(be, gs, build_workload(c, be), len(gs))
     rows = []
     for i, g in enumerate(gs):
         ex = table.extras[i] if table.extras else {}

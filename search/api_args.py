@@ -31,18 +31,50 @@ def api_errors(fn: F) -> F:
     UserError the CLI prints for it; the ForgeError family passes through; anything else is a bug, unchanged."""
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        check_arguments(fn, args, kwargs)
         try:
             return fn(*args, **kwargs)
-        except ForgeError:
-            raise
+        except ForgeError as e:
+            said = _in_callers_words(str(e), fn.__name__)
+            if said == str(e):
+                raise
+            raise UserError(said) from None
         except Exception as e:
             from hydra.errors import HydraException
             from omegaconf.errors import OmegaConfBaseException
 
             if isinstance(e, (HydraException, OmegaConfBaseException)) or (isinstance(e, OSError) and e.filename):
-                raise UserError(describe_error(e) or type(e).__name__) from None
+                raise UserError(_in_callers_words(describe_error(e) or type(e).__name__, fn.__name__)) from None
             raise
     return call  # type: ignore[return-value]
+
+
+def _in_callers_words(msg: str, name: str) -> str:
+    """A message composed for `forge-search`'s config (which forge.cost composes too) names the call made:
+    `forge.cost: ...`, not `forge-search: ...`."""
+    if name == "search":
+        return msg
+    for prefix in ("forge-search: ", "In 'forge-search': "):
+        if msg.startswith(prefix):
+            return f"forge.{name}: {msg[len(prefix):]}"
+    return msg
+
+
+def check_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """The call's arguments bind to `fn`'s signature, else one line naming the argument and the closest valid one
+    (`forge.predict(nmc=2)`: "nmc ... did you mean n_mc"), not Python's TypeError."""
+    import inspect
+
+    sig = inspect.signature(fn)
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        names = [n for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        unknown = [k for k in kwargs if k not in sig.parameters]
+        close = difflib.get_close_matches(unknown[0], names, n=1) if unknown else []
+        what = f"{unknown[0]}={kwargs[unknown[0]]!r} is not an argument" if unknown else str(e)
+        raise UserError(f"forge.{fn.__name__}: {what}"
+                        f"{f' (did you mean {close[0]}?)' if close else ''}; allowed: {', '.join(names)}") from None
 
 
 def as_list(key: str, value: Any) -> list[Any] | None:

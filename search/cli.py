@@ -24,6 +24,7 @@ from forge.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import resume_state
+from search.run_files import check_run_files
 from search.suggest import quote, rel
 from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
@@ -51,6 +52,8 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     if resume:
         search.load()  # refuses before it rewrites any file
         sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
+    else:
+        search.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 
@@ -66,6 +69,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def resumed_config(c: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built."""
+    check_run_files(run_dir)  # every run file read and checked now, none late (config.yaml for the end screen)
     if (run_dir / CHECKPOINT).exists():
         saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
     else:

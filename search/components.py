@@ -48,9 +48,14 @@ def backend_of(cfg: Mapping[str, Any]) -> Any:
 
     node = cfg.get("backend", "roofline")
     try:
-        return build_backend(node if isinstance(node, str) else dict(node))
+        backend = build_backend(node if isinstance(node, str) else dict(node))
     except BackendError as e:
         raise SearchConfigError(f"backend: {e}") from None
+    if not callable(getattr(backend, "evaluate", None)):  # a user's `_target_` class: its interface, checked here
+        raise SearchConfigError(f"backend: {type(backend).__name__} is not a backend: it has no evaluate(genomes, "
+                                "workload); allowed: a class with evaluate() returning a CostTable "
+                                "(backends.interface.Backend)")
+    return backend
 
 
 def build_workload(cfg: Mapping[str, Any], backend: Any = None) -> Workload:
@@ -133,7 +138,7 @@ def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None
 def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None = None) -> Any:
     """A Trainer: an explicit `_target_` node, else conf/dispatch (`dispatch`) with `protocol` and `corpus`."""
     if isinstance(node, Mapping) and "_target_" in node:
-        return _instantiate("dispatch", node, _convert_="all")
+        return _checked(_instantiate("dispatch", node, _partial_=True, _convert_="all"), "trainer", ())()
     disp = node if isinstance(node, str) else cfg.get("dispatch")
     if isinstance(disp, str):
         disp = _group_yaml("dispatch", disp)
@@ -141,9 +146,16 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
         raise SearchConfigError("training needs dispatch, protocol and corpus configs; allowed: dispatch="
                                 f"{_group_names('dispatch')}, protocol={_group_names('protocol')}, "
                                 f"corpus={_group_names('corpus')}")
-    factory = _instantiate("dispatch", disp, _partial_=True, _convert_="all")
+    factory = _checked(_instantiate("dispatch", disp, _partial_=True, _convert_="all"), "dispatch")
     return factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
                    store=str(store) if store is not None else None)
+
+
+def _checked(factory: Any, where: str, supplied: tuple[str, ...] = ("protocol", "corpus", "store")) -> Any:
+    try:
+        return plugins.checked_factory(factory, where, supplied)
+    except plugins.PluginError as e:
+        raise SearchConfigError(str(e)) from None
 
 
 def _group_yaml(group: str, name: str) -> dict[str, Any]:

@@ -214,7 +214,7 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
 
 
 def _run_config(run_dir: str | Path) -> dict[str, Any]:
-    import yaml
+    from forge.files import read_yaml_file
 
     p = Path(run_dir) / "config.yaml"
-    return (yaml.safe_load(p.read_text()) or {}) if p.is_file() else {}
+    return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}  # the one safe loader

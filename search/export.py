@@ -26,6 +26,7 @@ from forge.importers import load_genome
 from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, usual_mode
 from forge.numeric import argmin_by_id
 from search.export_card import model_card
+from search.run_files import refuse_odd
 from search.state import read_jsonl, require_complete
 from search.errors import ExportError
 
@@ -202,6 +203,7 @@ def run(cfg: Any) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)
     run_dir = Path(str(c.get("run") or ""))
+    refuse_odd(run_dir, ("pareto.jsonl", "config.yaml", "summary.json"), ExportError)  # a FIFO: named as one
     if not (run_dir / "pareto.jsonl").is_file():
         raise ExportError(f"run={c.get('run')!r}: no pareto.jsonl there; allowed: a forge-search run directory")
     plugins.require(run_dir)

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from pymoo.core.problem import Problem
 
-from backends.interface import Backend, CostTable, Workload
+from backends.interface import Backend, Workload, evaluated
 from forge.arrays import GenomeBatch, PopArrays
 from forge.genes import attention_genes
 from forge.genome import Genome
@@ -225,7 +225,7 @@ class ForgeProblem(Problem):
         todo = list(dict.fromkeys(i for i in ids if i not in self._cost))
         if todo:
             t0 = time.perf_counter()
-            table: CostTable = self.backend.evaluate(_batch(genomes, ids, todo, arrays), self.workload)
+            table = evaluated(self.backend, _batch(genomes, ids, todo, arrays), self.workload, len(todo))
             names = [n for n in dict.fromkeys([*CORE_COST, *self.objectives, *(c.name for c in self.constraints)])
                      if n not in (*NOT_BACKEND, *self.user)]
             cols = {n: settle(table.objective(n)) for n in names}

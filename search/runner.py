@@ -8,6 +8,7 @@ resumed run writes exactly what an uninterrupted one would. Ctrl-C keeps the las
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -22,7 +23,7 @@ from forge.signals import term_as_interrupt
 from search.algorithms import pop_column, pop_state, restore
 from search.archive import Anchor, Hypervolume, ParetoArchive
 from search.coevolution import Survivors
-from search.ledger import LogLedger, resume_state, snapshot_durable, truncate_logs
+from search.ledger import LOSS_CACHE, LogLedger, rebuilt_cache, resume_state, snapshot_durable, truncate_logs
 from search.objectives import LOSS
 from search.problem import ForgeProblem
 from search.settings import Plan
@@ -31,7 +32,6 @@ from search.state import (CHECKPOINT, ResumeError, append_jsonl, append_lines, c
                           save_checkpoint, sync_files)
 from search.tables import GenerationLog, genome_row, write_tables
 
-LOSS_CACHE = "state/loss_cache.jsonl"
 DURABLE_EVERY_S = 5.0  # fsync the logs and the checkpoint at most this often (and when the loop ends)
 LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
 COVERED = ("archive.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)  # the checkpoint records their prefixes
@@ -218,21 +218,23 @@ class Search:
             truncate_logs(self.run_dir, -1, LOGS, self.table_log)
             return
         st = dict(resume_state(self.run_dir, note=True))  # the newest checkpoint whose logs are intact, else refused
+        cache = rebuilt_cache(self.run_dir, st, note=True)  # None: the loss cache is intact
         self._table_rows = None  # archive.csv is rebuilt from archive.jsonl, which holds earlier rows
         self.hypervolumes()  # the anchor is scored by the run's first surrogate, as the uninterrupted run did
         try:
-            self._restore(st)
+            self._restore(st, cache)
         except ResumeError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the checkpoint is data
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: corrupt checkpoint, cannot restore it "
                               f"({type(e).__name__}: {str(e)[:80]}); allowed: the checkpoint forge-search wrote") from None
-        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl"], self.table_log)
+        truncate_logs(self.run_dir, self.gen, [n for n in LOGS if n != "history.jsonl"], self.table_log,
+                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))  # checkpoint's
         self._write_front(durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew
 
-    def _restore(self, st: dict[str, Any]) -> None:
+    def _restore(self, st: dict[str, Any], cache: str | None = None) -> None:
         self.gen, self.history = int(st["generation"]), list(st["history"])
         self._history_lines = [json_line(r) for r in self.history]
         n_var = np.asarray(st["pop"].get("X") or [[0] * self.space.n_var]).shape[-1]
@@ -244,7 +246,8 @@ class Search:
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
-        cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in read_jsonl(self.run_dir / LOSS_CACHE, True)
+        rows = read_jsonl(self.run_dir / LOSS_CACHE, True) if cache is None else map(json.loads, cache.splitlines())
+        cached = {(int(r["v"]), r["id"]): tuple(r["y"]) for r in rows
                   if int(r.get("generation", -1)) <= self.gen}  # newer lines are dropped below
         self.problem.preload_losses(cached)
         if self.coevo is not None and st.get("coevolution"):

@@ -11,16 +11,19 @@ nothing the OS already holds, so the runner fsyncs (archive.jsonl, then the chec
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 
-from forge.io import atomic_write_text, json_default, json_line
+from forge.io import atomic_write_bytes, atomic_write_text, json_default, json_line
 from search.errors import ResumeError
+from search.run_files import SUMMARY, read_summary  # noqa: F401  (read_summary: the readers import it from here)
 
 CHECKPOINT = "state/checkpoint.json"
-CONFIG, SUMMARY, HYDRA_CONFIG = "config.yaml", "summary.json", ".hydra/config.yaml"
+CONFIG, HYDRA_CONFIG = "config.yaml", ".hydra/config.yaml"
 # Keys that may differ between a run and its resume: they steer the process, not the search.
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
 
@@ -31,12 +34,15 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any], encoded: dict[str, lis
 
     `encoded`: list-valued keys whose items arrive already JSON-encoded (the runner encodes each immutable
     record once, not once per generation). `durable=False` replaces the file atomically without fsync (see
-    `sync_files`)."""
+    `sync_files`). The file ends with a seal, a SHA-256 of the rest (`unsealed`), so a flipped bit that still
+    parses as JSON is found, not resumed from."""
     text = compact_json(state)
     if encoded:
         tail = ",".join(f"{json.dumps(k)}:[{','.join(items)}]" for k, items in encoded.items())
         text = text[:-1] + ("," if state else "") + tail + "}"
-    atomic_write_text(Path(run_dir) / CHECKPOINT, text + "\n", durable)
+    data = text.encode()
+    seal = f'{"," if len(data) > 2 else ""}"checksum":"sha256:{hashlib.sha256(data).hexdigest()}"}}\n'.encode()
+    atomic_write_bytes(Path(run_dir) / CHECKPOINT, data[:-1] + seal, durable)
 
 
 def sync_files(paths: Iterable[Path]) -> None:
@@ -67,6 +73,22 @@ CHECKPOINT_KEYS = {"generation": int, "config": dict, "n_iter": int, "rng": dict
                    "archive": list, "history": list, "n_evaluated": int, "timers": dict, "wall_s": (int, float)}
 
 
+_SEAL = re.compile(rb',?"checksum":"sha256:([0-9a-f]{64})"\}\n?$')
+
+
+def unsealed(data: bytes) -> bytes:
+    """The checkpoint's JSON without its seal, checked: a bit flip or a cut anywhere is found here, not resumed
+    from. A checkpoint without the seal (an older Forge, or one rewritten by a tool) is read as it is."""
+    off = max(len(data) - 100, 0)
+    m = _SEAL.search(data, off)
+    if m is None:
+        return data
+    body = data[:m.start()] + b"}"
+    if hashlib.sha256(body).hexdigest().encode() != m.group(1):
+        raise ValueError("its checksum does not match its bytes")
+    return body
+
+
 def load_checkpoint(run_dir: Path, name: str = CHECKPOINT) -> dict[str, Any]:
     """The checkpoint, checked before anything is restored from it (a refused resume must change nothing)."""
     path = Path(run_dir) / name
@@ -75,9 +97,10 @@ def load_checkpoint(run_dir: Path, name: str = CHECKPOINT) -> dict[str, Any]:
     if not path.is_file():
         raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
     try:
-        st = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResumeError(f"{path}: corrupt checkpoint ({type(e).__name__}); allowed: the checkpoint forge-search "
+        st = json.loads(unsealed(path.read_bytes()))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
+        why = type(e).__name__ if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)) else str(e)
+        raise ResumeError(f"{path}: corrupt checkpoint ({why}); allowed: the checkpoint forge-search "
                           "wrote (start a new run if it is lost)") from None
     if not isinstance(st, dict):
         raise ResumeError(f"{path}: corrupt checkpoint (a JSON {type(st).__name__}, not an object); allowed: the "
@@ -103,25 +126,6 @@ def check_resumable(run_dir: Path) -> None:
                           "allowed: restore the checkpoint, or start a new run (nothing was changed)")
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
-    path = Path(run_dir) / SUMMARY
-    if not path.exists():
-        return {}
-    if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
-        raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
-                          "forge-search wrote")
-    try:
-        s = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
-        raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
-                          "wrote") from None
-    if not isinstance(s, dict):
-        raise ResumeError(f"{path}: corrupt summary (a JSON {type(s).__name__}, not an object); allowed: the "
-                          "summary.json forge-search wrote")
-    return s
-
-
 def saved_config(run_dir: Path) -> dict[str, Any]:
     """The config a run was started with: its checkpoint's, else its `config.yaml`, else the one Hydra wrote
     before the job began (`.hydra/config.yaml`): a run killed before its first checkpoint, which a resume then
@@ -130,7 +134,7 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
     if (run_dir / CHECKPOINT).is_file():
         return load_checkpoint(run_dir)["config"]
     for name in (CONFIG, HYDRA_CONFIG):
-        if (run_dir / name).is_file():
+        if (run_dir / name).exists() or (run_dir / name).is_symlink():  # a FIFO or a folder is named, not skipped
             cfg = _read_config(run_dir / name)
             if isinstance(cfg, dict) and "search" in cfg:
                 return {**cfg, "resume": None}

@@ -10,6 +10,7 @@ from forge.config import group_yaml
 from forge.files import read_yaml_file
 from search.components import backend_of
 from search.errors import SearchConfigError, VerifyError
+from search.run_files import refuse_odd
 from search.state import read_jsonl, read_summary
 
 MEASURED = ("cpu-measured", "gpu-measured")
@@ -18,6 +19,7 @@ GPU_HARDWARE = ("a100", "h100", "orin")
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(resolved config, pareto rows, summary) of a forge-search run directory."""
+    refuse_odd(run_dir, ("pareto.jsonl", "config.yaml"), VerifyError)  # a FIFO is named as one, not "not there"
     if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
         raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
     summary = read_summary(run_dir)

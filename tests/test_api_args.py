@@ -116,3 +116,38 @@ def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
     assert c.protocol.name == "cpu-proxy" and c.corpus["_target_"].endswith("stdlib_corpus")
     assert compose("forge-search", hardware="host-cpu").hardware.name == "host-cpu"  # as `+hardware=host-cpu`
     _refused(lambda: compose("forge-verify", run="x", kk=3), r"unknown option kk=3; did you mean 'k'\?")
+
+
+class NoInterface:
+    """A caller's own `_target_` class that implements nothing (issue 42 §5)."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class DictBackend(NoInterface):
+    """A caller's backend whose evaluate returns a dict, not a CostTable."""
+
+    def evaluate(self, genomes, workload):
+        return {"ttft_ms": [1.0] * len(genomes)}
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: forge.cost("gpt2", backend={"_target_": "tests.test_api_args.NoInterface"}),
+     r"backend: NoInterface is not a backend: it has no evaluate"),
+    (lambda: forge.search(space="iha-tiny", backend={"_target_": "tests.test_api_args.NoInterface"}, **SMALL),
+     r"backend: NoInterface is not a backend: it has no evaluate"),
+    (lambda: forge.cost("gpt2", backend={"_target_": "tests.test_api_args.DictBackend"}),
+     r"backend: DictBackend.evaluate returned a dict; allowed: a backends.interface.CostTable"),
+    (lambda: forge.search(space="iha-tiny", backend={"_target_": "tests.test_api_args.DictBackend"}, **SMALL),
+     r"backend: DictBackend.evaluate returned a dict"),
+    (lambda: forge.predict("gpt2", nmc=2), r"forge.predict: nmc=2 is not an argument \(did you mean n_mc\?\)"),
+    (lambda: forge.cost("gpt2", bakend="roofline"), r"^forge.cost: unknown option bakend"),
+    (lambda: forge.cost("gpt2", workload="nope"), r"^forge.cost: Could not find 'workload/nope'"),
+    (lambda: forge.predict(), r"forge.predict: missing a required argument: 'genomes'"),
+])
+def test_a_callers_own_mistake_is_one_line_in_the_calls_own_name(call, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    e = _refused(call, match)
+    assert "forge-search" not in str(e)
+    assert list(tmp_path.iterdir()) == []  # no run folder, no config.yaml

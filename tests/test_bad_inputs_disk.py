@@ -203,3 +203,4 @@ def test_forge_label_sigterm_releases_claims_and_writes_the_summary(tmp_path):
     con.close()
     s = json.loads((out / "label_summary.json").read_text())
     assert running == 0 and s["status"] == "interrupted" and s["interrupted_by"] == "SIGTERM"
+    assert "forge-label: stopped by SIGTERM after" in err  # a line on stderr, as forge-search says it (issue 42 §5)

@@ -18,6 +18,16 @@ def _write(rel: str, text: str) -> Callable[[Path], None]:
     return lambda r: (r / rel).write_text(text)
 
 
+def _ckpt(text: str) -> Callable[[Path], None]:
+    """The checkpoint and its durable copy damaged alike: in a run folder they are one file (a hard link, which a
+    copy of the folder splits); a damaged checkpoint beside an intact copy is rebuilt (tests/search/
+    test_ledger_fallback.py)."""
+    def damage(r: Path) -> None:
+        for name in ("checkpoint.json", "checkpoint.durable.json"):
+            (r / "state" / name).write_text(text)
+    return damage
+
+
 def _ckpt_dir(r: Path) -> None:
     (r / "state" / "checkpoint.json").unlink()
     (r / "state" / "checkpoint.json").mkdir()
@@ -29,10 +39,10 @@ def _ckpt_garbage_pop(r: Path) -> None:
 
 
 CORRUPT_STATE = [
-    Variant("search-ckpt-empty", "forge-search", ("resume={r}",), "corrupt checkpoint", _write("state/checkpoint.json", "")),
-    Variant("search-ckpt-list", "forge-search", ("resume={r}",), "a JSON list", _write("state/checkpoint.json", "[1, 2]")),
+    Variant("search-ckpt-empty", "forge-search", ("resume={r}",), "corrupt checkpoint", _ckpt("")),
+    Variant("search-ckpt-list", "forge-search", ("resume={r}",), "a JSON list", _ckpt("[1, 2]")),
     Variant("search-ckpt-missing-keys", "forge-search", ("resume={r}",), "missing or mistyped",
-            _write("state/checkpoint.json", '{"generation": 3, "config": {}}')),
+            _ckpt('{"generation": 3, "config": {}}')),
     Variant("search-ckpt-directory", "forge-search", ("resume={r}",), "not a file", _ckpt_dir),
     Variant("search-ckpt-deleted", "forge-search", ("resume={r}",), "is missing but history.jsonl records 4",
             lambda r: (r / "state" / "checkpoint.json").unlink()),

@@ -124,6 +124,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     steps = Steps("forge-label", f"labelling under {OmegaConf.select(cfg, 'protocol.name')}", len(genomes),
                   enabled=bool(cfg.get("progress", True)))
     factory = plugins.instantiate("dispatch", cfg.dispatch, _partial_=True, _convert_="all")
+    factory = plugins.checked_factory(factory, "dispatch", ("protocol", "corpus", "store", "on_label", "retry", "logger"))
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
@@ -169,6 +170,11 @@ def _hydra_main(cfg: DictConfig) -> None:
     summary = run(cfg)
     print(json.dumps(summary, indent=2) if cfg.get("json") or "requested" not in summary else human(summary))
     if summary.get("status") == "interrupted":  # 130 / 143 as forge-search: the shell's 128 + signal number
+        import sys
+
+        print(f"forge-label: stopped by {summary.get('interrupted_by', 'SIGINT')} after {summary.get('trained', 0)} of "
+              f"{summary.get('requested', '?')} genomes (kept in {summary.get('store')}); run the same command again "
+              "to continue", file=sys.stderr)
         raise SystemExit(EXIT_SIGTERM if summary.get("interrupted_by") == "SIGTERM" else EXIT_SIGINT)
 
 

@@ -226,3 +226,4 @@ def make_trainer(kind: str, protocol: Mapping[str, Any], corpus: Mapping[str, An
         return DISPATCHERS[kind](protocol=dict(protocol), corpus=dict(corpus), **options)
     except TypeError as e:
         raise DispatchError(f"dispatch={kind}: {e}") from None
+
