@@ -49,7 +49,7 @@ DAMAGED = [
             _replace("config.yaml", os.mkfifo)),
     Variant("export-config-fifo", "forge-export", ("run={r}", "out={c}/exp"), "config.yaml is a FIFO, not a file",
             _replace("config.yaml", os.mkfifo)),
-    Variant("resume-cli-log-dangling", "forge-search", ("resume={r}",), "a link to",
+    Variant("resume-cli-log-dangling", "forge-search", ("resume={r}",), "a link inside the run folder",
             _replace("cli.log", lambda p: p.symlink_to("/nonexistent/forge/cli.log"))),
     Variant("resume-archive-folder", "forge-search", ("resume={r}",), "archive.jsonl is a folder, not a file",
             _replace("archive.jsonl", Path.mkdir)),
