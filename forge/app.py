@@ -68,11 +68,15 @@ def user_errors(app: str) -> Iterator[None]:
 
 
 def _report_bug(app: str) -> None:
-    """A bug: the traceback, then one line saying it is a bug and how to report it; exit 1 (not 2)."""
+    """A bug: the traceback, then one line saying it is a bug and how to report it (a plug-in's: naming its module);
+    exit 1 (not 2)."""
     import traceback
 
+    from forge.blame import plugin_error_line
+
     traceback.print_exc()
-    print(f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    theirs = plugin_error_line(app, sys.exc_info()[1])  # raised inside a user's plug-in: name its module
+    print(theirs or f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
     raise SystemExit(EXIT_BUG) from None
 
 

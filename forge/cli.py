@@ -16,6 +16,7 @@ from forge.app import forge_main
 from forge.config import conf_dir, data_dir, output_dir, to_container
 from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
+from forge.hooks import check_agreement
 from forge.importers import load_genome
 from forge.io import atomic_write_json
 from forge.space import load_space
@@ -44,6 +45,7 @@ def arch_summary(genome: Genome) -> dict[str, Any]:
 def run_arch(cfg: Any) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's plug-in modules first: a gene of theirs in the genome file
     genome = resolve_arch(str(cfg["arch"]))
+    check_agreement([genome])  # plug-in hooks: the counts below are the model's, else one line
     s = arch_summary(genome)
     out = output_dir(cfg)
     atomic_write_json(out / "summary.json", s)

@@ -244,11 +244,13 @@ def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: 
     """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from forge import plugins
+    from forge.hooks import check_agreement
     from search.components import build_backend, build_workload
 
     c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
+    check_agreement(gs)  # plug-in hooks: the workload counts what the model builds, else one line
     be = build_backend(c)
     table = be.evaluate(gs, build_workload(c, be))
     rows = []
