@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from forge.config import CONFIG_PATH, check_override_types
+from forge.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import REPORT_BUG, ForgeError
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
@@ -101,6 +101,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
 
                 print(f"{app} (forge-nas) {__version__}")
                 return
+            sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
             with user_errors(app):
                 entry()
         return main

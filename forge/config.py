@@ -49,6 +49,15 @@ def group_yaml(group: str, name: str) -> dict[str, Any] | None:
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else None
 
 
+def as_choices(config: str, overrides: list[str]) -> list[str]:
+    """`+group=x` for a group the config's defaults list holds (forge-search's `hardware`, default none) is that
+    group's choice, as `group=x` is: Hydra would refuse it ("Multiple values"), the docs used to show it."""
+    top = group_yaml("", config) or {}
+    groups = {k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e}
+    return [o[1:] if isinstance(o, str) and o.startswith("+") and o[1:].split("=", 1)[0] in groups else o
+            for o in overrides]
+
+
 def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:
     """Hydra's run directory under @hydra.main; else cfg.out_dir (tests call run() directly); else fallback."""
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from search.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.config import CONFIG_PATH, check_override_types
+from forge.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import UserError, check_int
 from forge.genome import Genome
 
@@ -60,7 +60,7 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     groups = [f"{'+' * (k in plus)}{k}={v}" for k, v in values.items() if k in own + plus and isinstance(v, str)]
     own += plus
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
-        cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])],
+        cfg = hydra_compose(app, overrides=[*groups, *as_choices(app, as_list("overrides", overrides) or [])],
                             return_hydra_config=True)
     check_override_types(cfg.hydra)  # `overrides` typed and ranged as on the command line
     with open_dict(cfg):

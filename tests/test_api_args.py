@@ -116,3 +116,15 @@ def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
     assert c.protocol.name == "cpu-proxy" and c.corpus["_target_"].endswith("stdlib_corpus")
     assert compose("forge-search", hardware="host-cpu").hardware.name == "host-cpu"  # as `+hardware=host-cpu`
     _refused(lambda: compose("forge-verify", run="x", kk=3), r"unknown option kk=3; did you mean 'k'\?")
+
+
+@pytest.mark.parametrize("override", ["hardware=h100-sxm", "+hardware=h100-sxm"])
+def test_forge_search_takes_a_hardware_preset_as_forge_hw_does_and_as_the_docs_showed(override):
+    """`hardware` is a group of forge-search's defaults (none chosen): `hardware=x` works as in forge-hw, and the
+    `+hardware=x` the docs showed is the same choice (forge.config.as_choices), on the command line and here."""
+    from forge.config import as_choices
+    from search.api import compose
+
+    assert compose("forge-search", overrides=[override]).hardware.name == "h100-sxm"
+    assert as_choices("forge-search", [override, "+plugins.modules=[m]"]) == ["hardware=h100-sxm", "+plugins.modules=[m]"]
+    assert "hardware" not in compose("forge-search")  # none chosen: the backend's own default
