@@ -16,8 +16,14 @@ import textwrap
 import types
 from typing import Any, Callable, Iterable
 
+from forge.plugins import PluginError
+
 SHIPPED = ("torch", "numpy")  # packages an exported model may import besides the standard library
 CONSTANTS = (int, float, str, bool, bytes, type(None))
+
+
+class HookError(PluginError):
+    """Plug-in hooks that cannot run together, cannot be exported, or disagree between model and workload."""
 
 
 def _names(obj: Any) -> list[str]:
@@ -49,8 +55,6 @@ def _shippable_module(m: types.ModuleType) -> bool:
 def needs(fn: Callable) -> dict[str, str]:
     """name -> the source line(s) that define it in the export, for `fn` and everything it uses from its module,
     dependencies first (`fn` itself last). Raises HookError naming a name that cannot ship."""
-    from forge.hooks import HookError
-
     out: dict[str, str] = {}
     model = _model_names()
 
@@ -92,8 +96,6 @@ def needs(fn: Callable) -> dict[str, str]:
 def check_exportable(fn: Callable, others: Iterable[Callable]) -> None:
     """Refuse a model hook whose export would fail or clash: a name it cannot ship, or a helper of the same name
     as another hook's (or forge.model's) that is a different definition."""
-    from forge.hooks import HookError
-
     mine = needs(fn)
     model = _model_names()
     taken = {n: (src, h) for h in others for n, src in needs(h).items()}

@@ -21,18 +21,16 @@ no memory) for a sample of a run's genomes, only when a hook is registered: any 
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from forge.plugins import PluginError
+from forge.hook_export import HookError, check_exportable
 
+__all__ = ["HookError", "hook", "ordered", "check_agreement", "WORKLOAD_TERMS", "OPERATORS"]
 OPERATORS = ("attention", "mlp", "norm", "block")  # what a hook declares it changes
 WORKLOAD_TERMS = ("gemm", "elementwise", "scale", "f", "rows", "act", "d", "dm", "ball", "sw")  # a workload hook's `terms`
 SAMPLE = 16  # genomes check_agreement builds per run
-
-
-class HookError(PluginError):
-    """Plug-in hooks that cannot run together, cannot be exported, or disagree between model and workload."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,6 @@ def hook(operators: str | Sequence[str], model: Callable | None = None, workload
                             f"neither declares which runs first; allowed: hook(..., after=[{old.module!r}]) in "
                             f"{module} (or after=[{module!r}] in {old.module}), or load only one of them")
     if model is not None:
-        from forge.hook_export import check_exportable
-
         check_exportable(model, [h.model for h in _HOOKS if h.model is not None])
     _HOOKS.append(new)
     try:
@@ -113,16 +109,12 @@ def forget(prefix: str) -> None:
 
     drop = {f for h in gone for f in (h.model, h.workload) if f is not None}
     workload.OP_HOOKS[:] = [f for f in workload.OP_HOOKS if f not in drop]
-    import sys
-
     if "forge.model" in sys.modules:
         sys.modules["forge.model"].Block.hooks[:] = [f for f in sys.modules["forge.model"].Block.hooks if f not in drop]
 
 
 def active() -> bool:
     """Whether any plug-in hook changes the model or the workload in this process."""
-    import sys
-
     from forge import workload
 
     model = sys.modules.get("forge.model")
