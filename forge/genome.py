@@ -201,7 +201,7 @@ class Genome:
 
     def describe(self) -> str:
         """The architecture line of a card: each gene's `card` format, a registered gene off its default."""
-        parts = [g.card.format(self.get(g.name)) if g.card else f"{g.name} {self.get(g.name)}"
+        parts = [g.card.format(g.show(self.get(g.name))) if g.card else f"{g.name} {g.show(self.get(g.name))}"
                  for g in GLOBAL_GENES.values() if g.card or (not g.builtin and self.get(g.name) != g.default)]
         return ", ".join(parts)
 
