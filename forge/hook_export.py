@@ -89,7 +89,11 @@ def needs(fn: Callable) -> dict[str, str]:
                             f"numpy, the standard library, forge.model's names, and functions, classes and constants "
                             f"defined in {fn.__module__} before the hook is registered")
 
-    visit(fn, fn.__name__, f"{fn.__name__}")
+    try:
+        visit(fn, fn.__name__, f"{fn.__name__}")
+    except (OSError, TypeError) as e:  # no source: typed in a console, or a builtin/compiled callable
+        raise HookError(f"model hook {fn.__module__}.{fn.__qualname__} cannot be exported: its source is not "
+                        f"available ({e}); allowed: a hook defined in a module file") from None
     return out
 
 
