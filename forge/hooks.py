@@ -43,6 +43,7 @@ class Hook:
 
 
 _HOOKS: list[Hook] = []  # in registration order; `ordered()` is the order they run in
+_SEEN: set = set()  # every function ever registered here (a replaced one leaves the lists too)
 
 
 def hook(operators: str | Sequence[str], model: Callable | None = None, workload: Callable | None = None,
@@ -58,6 +59,7 @@ def hook(operators: str | Sequence[str], model: Callable | None = None, workload
     new = Hook(module, ops, model, workload, tuple(after))
     if new in _HOOKS:
         return new
+    _HOOKS[:] = [h for h in _HOOKS if _names(h) != _names(new)]  # the module imported again (a reload): replaced
     for old in _HOOKS:
         shared = sorted(set(old.operators) & set(ops))
         if old.module != module and shared and module not in old.after and old.module not in new.after:
@@ -73,6 +75,10 @@ def hook(operators: str | Sequence[str], model: Callable | None = None, workload
         _HOOKS.remove(new)
         raise
     return new
+
+
+def _names(h: Hook) -> tuple[str, ...]:
+    return (h.module, *(getattr(f, "__qualname__", "") for f in (h.model, h.workload)))
 
 
 def ordered() -> list[Hook]:
@@ -93,12 +99,12 @@ def _apply(hooks: list[Hook]) -> None:
     """forge.model.Block.hooks and forge.workload.OP_HOOKS in run order (a function put there directly stays first)."""
     from forge import workload
 
-    mine = {f for h in _HOOKS for f in (h.model, h.workload) if f is not None}
-    workload.OP_HOOKS[:] = [f for f in workload.OP_HOOKS if f not in mine] + [h.workload for h in hooks if h.workload]
+    _SEEN.update(f for h in _HOOKS for f in (h.model, h.workload) if f is not None)
+    workload.OP_HOOKS[:] = [f for f in workload.OP_HOOKS if f not in _SEEN] + [h.workload for h in hooks if h.workload]
     if any(h.model for h in _HOOKS):
         from forge.model import Block
 
-        Block.hooks[:] = [f for f in Block.hooks if f not in mine] + [h.model for h in hooks if h.model]
+        Block.hooks[:] = [f for f in Block.hooks if f not in _SEEN] + [h.model for h in hooks if h.model]
 
 
 def forget(prefix: str) -> None:

@@ -131,3 +131,10 @@ def test_an_error_raised_inside_a_plugin_is_that_plugins_naming_its_module(modul
     with pytest.raises(SystemExit), user_errors("forge-x"):
         register(object())  # Forge's own TypeError (a caller's bug inside forge.genes): still Forge's
     assert "bug in Forge" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_module_imported_again_replaces_its_hooks(modules):
+    mod = modules("again", "def again_ops(pop, t):\n    pass\nhook('mlp', workload=again_ops)\n")
+    importlib.reload(mod)
+    assert [h.module for h in hooks.ordered()].count("hk_again") == 1 and workload.OP_HOOKS.count(mod.again_ops) == 1
+    assert len([f for f in workload.OP_HOOKS if f.__module__ == "hk_again"]) == 1
