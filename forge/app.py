@@ -75,7 +75,10 @@ def _report_bug(app: str) -> None:
     from forge.blame import plugin_error_line
 
     traceback.print_exc()
-    theirs = plugin_error_line(app, sys.exc_info()[1])  # raised inside a user's plug-in: name its module
+    try:  # raised inside a user's plug-in: name its module (never let that question hide the report)
+        theirs = plugin_error_line(app, sys.exc_info()[1])
+    except Exception:  # noqa: BLE001
+        theirs = None
     print(theirs or f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
     raise SystemExit(EXIT_BUG) from None
 

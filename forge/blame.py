@@ -1,43 +1,41 @@
 """Whose code raised: an exception from inside a user's plug-in (a hook, a surrogate, an objective, a space class)
 is that plug-in's error, named by its module, not a bug in Forge.
 
-The traceback is read innermost frame first: installed libraries (torch, numpy, the standard library) are passed
-over, a Forge module (forge, search, surrogate, backends, forge_hf) means the bug is Forge's, and any other module
-(a plug-in module the command imported, the user's script, a package of theirs) is the one to blame.
+The traceback is read innermost frame first: a frame of a plug-in (a module the command imported as one, a module
+that registered hooks, or the module of a class or function the user named or handed over) is the one to blame; a
+Forge frame (forge, search, surrogate, backends, forge_hf) before any plug-in frame means the bug is Forge's; other
+frames (torch, numpy, the standard library) are passed over.
 """
 from __future__ import annotations
 
 import sys
-import sysconfig
 from types import TracebackType
 
 FORGE = ("forge", "search", "surrogate", "backends", "forge_hf")  # the project's own packages
 
 
-def _library(file: str) -> bool:
-    """An installed library's file (site-packages, the standard library) or code without a file (`<string>`)."""
-    stdlib = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
-    return file.startswith(("<", *stdlib)) or "/site-packages/" in file or "/dist-packages/" in file
+def _plugin_modules() -> set[str]:
+    """Modules whose code is the user's: plug-in modules, hook modules, and those of the paths they allowed."""
+    from forge import hooks, plugins
+
+    shipped = {p for paths in plugins.shipped().values() for p in paths}
+    named = {p for k in plugins.kinds() for p in plugins.allowed(k) if p not in shipped}
+    return {*plugins.used(), *(h.module for h in hooks.ordered()), *(p.rpartition(".")[0] for p in named)}
 
 
 def culprit(tb: TracebackType | None) -> tuple[str, str, int] | None:
-    """(module, file, line) of the plug-in (user) code that raised, or None when the error is Forge's own."""
-    from forge import plugins
-
+    """(module, file, line) of the plug-in code that raised, or None when the error is Forge's own."""
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
-    mine = set(plugins.used())
+    mine = _plugin_modules() - {""}
     for frame in reversed(frames):
         mod = str(frame.f_globals.get("__name__", ""))
-        where = (mod, frame.f_code.co_filename, frame.f_lineno)
         if mod in mine or any(mod.startswith(f"{m}.") for m in mine):
-            return where
+            return mod, frame.f_code.co_filename, frame.f_lineno
         if mod.split(".")[0] in FORGE or mod.startswith("forge_export_modeling_"):
             return None
-        if not _library(frame.f_code.co_filename):
-            return where
     return None
 
 
