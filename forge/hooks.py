@@ -29,7 +29,7 @@ from forge.hook_export import HookError, check_exportable
 
 __all__ = ["HookError", "hook", "ordered", "check_agreement", "WORKLOAD_TERMS", "OPERATORS"]
 OPERATORS = ("attention", "mlp", "norm", "block")  # what a hook declares it changes
-WORKLOAD_TERMS = ("gemm", "elementwise", "scale", "f", "rows", "act", "d", "dm", "ball", "sw")  # a workload hook's `terms`
+WORKLOAD_TERMS = ("gemm", "elementwise", "scale", "f", "rows", "act", "d", "dm", "ball", "sw")  # `terms`' keys
 SAMPLE = 16  # genomes check_agreement builds per run
 
 
@@ -85,8 +85,7 @@ def ordered() -> list[Hook]:
     """The registered hooks in run order: each after the modules it names, else in registration order."""
     left, out = list(_HOOKS), []
     while left:
-        placed = {h.module for h in out}
-        ready = next((h for h in left if not ({a for a in h.after if any(x.module == a for x in left)} - placed)), None)
+        ready = next((h for h in left if not any(x.module in h.after for x in left if x is not h)), None)
         if ready is None:
             raise HookError(f"plug-in modules {', '.join(sorted({h.module for h in left}))} declare a cycle in "
                             "their after= order; allowed: an order without cycles")
