@@ -14,6 +14,7 @@ from rich.table import Table
 from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
+from forge.hooks import check_agreement
 from forge import plugins
 from forge.app import forge_main
 from forge.io import atomic_write_json
@@ -27,6 +28,7 @@ def run(cfg: Any) -> dict[str, Any]:
     if mode == "calibrate":  # measure this machine: backends/host.py
         return calibrate_main(cfg)
     genome = resolve_arch(str(cfg["arch"]))
+    check_agreement([genome])  # plug-in hooks: the workload prices what the model holds, else one line
     backend = build_backend(cfg["backend"])
     wl = resolve_workload(cfg["workload"], backend)
     row = backend.evaluate([genome], wl).row(0)

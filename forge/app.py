@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from forge.config import CONFIG_PATH, check_override_types
+from forge.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import REPORT_BUG, ForgeError
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
@@ -70,11 +70,18 @@ def user_errors(app: str) -> Iterator[None]:
 
 
 def _report_bug(app: str) -> None:
-    """A bug: the traceback, then one line saying it is a bug and how to report it; exit 1 (not 2)."""
+    """A bug: the traceback, then one line saying it is a bug and how to report it (a plug-in's: naming its module);
+    exit 1 (not 2)."""
     import traceback
 
+    from forge.blame import plugin_error_line
+
     traceback.print_exc()
-    print(f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    try:  # raised inside a user's plug-in: name its module (never let that question hide the report)
+        theirs = plugin_error_line(app, sys.exc_info()[1])
+    except Exception:  # noqa: BLE001
+        theirs = None
+    print(theirs or f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
     raise SystemExit(EXIT_BUG) from None
 
 
@@ -99,6 +106,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
 
                 print(f"{app} (forge-nas) {__version__}")
                 return
+            sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
             with user_errors(app):
                 entry()
         return main

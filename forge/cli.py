@@ -16,6 +16,7 @@ from forge.app import forge_main
 from forge.config import conf_dir, data_dir, output_dir, to_container
 from forge.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genome import Genome, GenomeError
+from forge.hooks import check_agreement
 from forge.importers import load_genome
 from forge.io import atomic_write_json
 from forge.space import load_space
@@ -44,6 +45,7 @@ def arch_summary(genome: Genome) -> dict[str, Any]:
 def run_arch(cfg: Any) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's plug-in modules first: a gene of theirs in the genome file
     genome = resolve_arch(str(cfg["arch"]))
+    check_agreement([genome])  # plug-in hooks: the counts below are the model's, else one line
     s = arch_summary(genome)
     out = output_dir(cfg)
     atomic_write_json(out / "summary.json", s)
@@ -55,14 +57,15 @@ def run_arch(cfg: Any) -> dict[str, Any]:
 
 def _print_arch(s: dict[str, Any]) -> None:
     c = Console()
-    c.print(f"[bold]{s['name'] or s['id']}[/]  id {s['id']}  " + "  ".join(f"{k} {s[k]}" for k in GLOBAL_GENES))
+    c.print(f"[bold]{s['name'] or s['id']}[/]  id {s['id']}  " + "  ".join(f"{k} {g.show(s[k])}" for k, g in GLOBAL_GENES.items()))
     c.print(f"params {s['params']:,}  non-embedding {s['non_embedding_params']:,}  active layers "
             f"{s['n_active_layers']} ({s['n_attn_layers']} with attention)  KV {s['kv_bytes_per_token']:,} B/token (bf16)  "
             f"{s['flops_per_token'] / 1e6:,.1f} MFLOP/token")
     cols = [g.name for g in LAYER_GENES.values() if g.grid and (g.builtin or any(g.name in lay for lay in s["layers"]))]
     t = Table("#", *cols, "attn")
     for i, g in enumerate(s["layers"]):
-        t.add_row(str(i), *(str(g.get(k, LAYER_GENES[k].default)) for k in cols), "yes" if g["attn"] else "identity")
+        t.add_row(str(i), *(LAYER_GENES[k].show(g.get(k, LAYER_GENES[k].default)) for k in cols),
+                  "yes" if g["attn"] else "identity")
     c.print(t)
 
 

@@ -146,5 +146,6 @@ class Codec:
         """A trusted LayerGene from one decoded slot: `names` values, then the active and attn flags."""
         builtin = dict(zip(names[:5], t))  # names: the five shape genes in BUILTIN order, then extras
         builtin["active"], builtin["attn"] = bool(t[-2]), bool(t[-1])
-        extra = tuple(sorted((k, x) for k, x in zip(names[5:], t[5:-2]) if x != LAYER_GENES[k].default))
+        extra = tuple(sorted((k, bool(x) if LAYER_GENES[k].kind == "bool" else x)  # a bool gene holds a bool,
+                             for k, x in zip(names[5:], t[5:-2]) if x != LAYER_GENES[k].default))  # as validated
         return LayerGene.trusted(builtin, extra)

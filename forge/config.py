@@ -78,6 +78,37 @@ def group_yaml(group: str, name: str) -> dict[str, Any] | None:
     return (yaml.safe_load(path.read_text()) or {}) if path is not None else None
 
 
+def searchpath_yaml(group: str, name: str) -> dict[str, Any] | None:
+    """conf/<group>/<name>.yaml of the package, else of a folder on the running command's searchpath
+    (`hydra.searchpath=[file://my/conf]`, where the user keeps recipes of their own), else None. `name` is a
+    config name, never a path."""
+    node = group_yaml(group, name)
+    if node is not None or "/" in name or "\\" in name or name.startswith("."):
+        return node
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        paths = [str(p) for p in HydraConfig.get().searchpath or []]
+    except ValueError:  # no Hydra job (a test, the Python API's compose): the package's configs only
+        return None
+    import yaml
+
+    for folder in (Path(p.removeprefix("file://")) for p in paths if p.startswith("file://")):
+        path = folder / group / f"{name}.yaml"
+        if path.is_file():
+            return yaml.safe_load(path.read_text()) or {}
+    return None
+
+
+def as_choices(config: str, overrides: list[str]) -> list[str]:
+    """`+group=x` for a group the config's defaults list holds (forge-search's `hardware`, default none) is that
+    group's choice, as `group=x` is: Hydra would refuse it ("Multiple values"), the docs used to show it."""
+    top = group_yaml("", config) or {}
+    groups = {k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e}
+    return [o[1:] if isinstance(o, str) and o.startswith("+") and o[1:].split("=", 1)[0] in groups else o
+            for o in overrides]
+
+
 def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:
     """Hydra's run directory under @hydra.main; else cfg.out_dir (tests call run() directly); else fallback."""
     try:

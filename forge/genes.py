@@ -52,6 +52,11 @@ class Gene:
         """One of LayerGene's own fields (always stored), not a gene registered later (stored off its default)."""
         return self.name in BUILTIN
 
+    def show(self, value: Any) -> str:
+        """A value as tables and cards print it: a bool gene as true/false (a genome file's spelling) whether the
+        genome holds it as a bool or, in its canonical form, as 0/1."""
+        return show(self.kind, value)
+
 
 GLOBAL_BUILTIN = ("d_model", "block_size", "vocab_size", "mlp", "norm", "bias", "tied", "pos", "parallel")
 RESERVED = ("name", "layers", "n_layers", "layer_template", "precision", "extra", "id", "genes")  # genome keys
@@ -76,11 +81,19 @@ class GlobalGene:
     def builtin(self) -> bool:
         return self.name in GLOBAL_BUILTIN
 
+    def show(self, value: Any) -> str:
+        return show(self.kind, value)
+
     def allowed(self) -> str:
         """What the gene accepts, in words (the error messages' `allowed:` part)."""
         if self.kind == "choice":
             return " | ".join(self.choices)
         return "true/false (or 0/1)" if self.kind == "bool" else f"an integer >= {self.lo}"
+
+
+def show(kind: str, value: Any) -> str:
+    """One spelling for a value of a gene of `kind`: true/false for a bool, else the value as written."""
+    return ("true" if value else "false") if kind == "bool" and value in (0, 1) else str(value)
 
 
 LAYER_GENES: dict[str, Gene] = {}

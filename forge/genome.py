@@ -27,7 +27,7 @@ from typing import Any, Iterable, Literal
 import yaml
 
 from forge.genes import GLOBAL_GENES, GLOBAL_BUILTIN, LAYER_GENES, BUILTIN
-from forge.genome_checks import GenomeError, check_extra, check_gene, check_globals, check_int, fail
+from forge.genome_checks import GENE_HINT, GenomeError, check_extra, check_gene, check_globals, check_int, fail
 from forge.precision import PrecisionError, PrecisionGenes
 
 
@@ -201,7 +201,7 @@ class Genome:
 
     def describe(self) -> str:
         """The architecture line of a card: each gene's `card` format, a registered gene off its default."""
-        parts = [g.card.format(self.get(g.name)) if g.card else f"{g.name} {self.get(g.name)}"
+        parts = [g.card.format(g.show(self.get(g.name))) if g.card else f"{g.name} {g.show(self.get(g.name))}"
                  for g in GLOBAL_GENES.values() if g.card or (not g.builtin and self.get(g.name) != g.default)]
         return ", ".join(parts)
 
@@ -288,7 +288,7 @@ def _layer_from_dict(i: int, d: Any, template: dict[str, Any] | None = None) -> 
     d = {**(template or {}), **d}
     unknown = set(d) - set(names)
     if unknown:
-        raise fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(names))
+        raise fail(f"layers[{i}].{sorted(unknown)[0]}", d[sorted(unknown)[0]], "keys " + ", ".join(names) + GENE_HINT)
     required = [g.name for g in LAYER_GENES.values() if g.default is None]
     missing = [k for k in required if k not in d]
     if missing:
@@ -307,7 +307,7 @@ def genome_from_dict(d: Any) -> Genome:
     allowed = set(GLOBAL_GENES) | {"name", "layers", "n_layers", "layer_template", "precision"}
     unknown = sorted(set(d) - allowed)
     if unknown:
-        raise fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)))
+        raise fail(unknown[0], d[unknown[0]], "keys " + ", ".join(sorted(allowed)) + GENE_HINT)
     for k in (g.name for g in GLOBAL_GENES.values() if g.default is None):
         if k not in d:
             raise GenomeError(f"genome is missing field {k!r}")

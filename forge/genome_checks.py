@@ -16,6 +16,9 @@ class GenomeError(ForgeError):
     """A genome field holds a value outside its domain; the message names field, value and domain."""
 
 
+GENE_HINT = ", or a gene your plug-in module registers (name it: plugins.modules=[mypkg.genes])"  # unknown key
+
+
 def fail(where: str, value: Any, allowed: str) -> GenomeError:
     return GenomeError(f"{where} = {value!r} is invalid; allowed: {allowed}")
 
@@ -61,7 +64,7 @@ def check_globals(extra: Any) -> tuple[tuple[str, Any], ...]:
     for k, v in (extra.items() if isinstance(extra, dict) else dict(extra).items()):
         gene = GLOBAL_GENES.get(k)
         if gene is None or gene.builtin:
-            raise fail(k, v, "keys " + ", ".join(sorted({*GLOBAL_GENES, "name", "layers", "precision"})))
+            raise fail(k, v, "keys " + ", ".join(sorted({*GLOBAL_GENES, "name", "layers", "precision"})) + GENE_HINT)
         v = check_gene(gene, v, k)
         if v != gene.default:
             out.append((k, v))

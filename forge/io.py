@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from forge.errors import UserError
 
@@ -144,6 +146,28 @@ def check_writable(path: str | Path, what: str = "output") -> Path:
         raise PermissionError(13, f"{what} path is not writable ({probe} is read-only or not a folder); allowed: "
                                   "a writable location", str(path))
     return path
+
+
+@contextmanager
+def staged(out: str | Path) -> Iterator[Path]:
+    """A hidden staging folder beside `out` (in its nearest existing folder, so a rename moves it): the caller
+    writes there; on success each entry then replaces its namesake in `out` (created only now), on failure the
+    stage is removed and `out` is left as it was, never half written."""
+    out = Path(out)
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=probe))
+    try:
+        yield stage
+        out.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(stage.iterdir()):
+            dest = out / entry.name
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(entry, dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def sweep_temporaries(*folders: str | Path) -> list[Path]:

@@ -94,3 +94,21 @@ def check(genome: Any, ties: Mapping[str, str], space: str) -> None:
             if gene.active and gene.attn and gene.get(name) != gene.get(src):
                 raise GenomeError(f"layers[{i}].{name} = {gene.get(name)} is invalid for space {space}; allowed: "
                                   f"equal to {src} ({gene.get(src)}: the space ties them)")
+
+
+def attention_configs(grids: Mapping[str, tuple[int, ...]], ties: Mapping[str, str], d_model: int,
+                      attention: str) -> dict[str, int]:
+    """Distinct per-layer attention configurations a space holds: (n_h, n_kv) pairs with n_kv | n_h whose n_h
+    divides d_model (GQA), and (n_h, n_kv, d_qk, d_v) with n_kv | n_h (IHA; the GQA count under `attention: gqa`),
+    a tied gene (`n_kv: {same_as: n_h}`) taking its source's value instead of ranging over its grid."""
+    import itertools
+
+    free = [k for k in grids if ties.get(k) not in grids]
+    iha, gqa = set(), set()
+    for values in itertools.product(*(grids[k] for k in free)):
+        v = dict(zip(free, values))
+        v.update({k: v[ties[k]] for k in grids if k not in v})
+        if v["n_h"] % v["n_kv"] == 0:
+            iha.add((v["n_h"], v["n_kv"], v["d_qk"], v["d_v"]))
+            gqa.update({(v["n_h"], v["n_kv"])} if d_model % v["n_h"] == 0 else set())
+    return {"gqa": len(gqa), "iha": len(iha) if attention == "iha" else len(gqa)}

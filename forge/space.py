@@ -35,6 +35,7 @@ from forge import links
 from forge.codec import Codec
 from forge.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES, SHAPE_GENES, extra_genes, grid_genes
 from forge.genome import Genome, GenomeError, LayerGene
+from forge.genome_checks import GENE_HINT
 from forge.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid
 from forge.precision import TENSORS
 
@@ -200,11 +201,9 @@ class SearchSpace(Codec):
                 np.concatenate([np.tile(np.array(hi, dtype=np.int64), self.L_max), np.array(tail, dtype=np.int64)]))
 
     def configs_per_layer(self) -> dict[str, int]:
-        """Per-layer attention configurations (LLMForge App. A: 27 under GQA, 11,250 under IHA)."""
-        pairs = sum(1 for h in self.n_h for v in self.n_kv if h % v == 0)
-        gqa = sum(1 for h in self.n_h for v in self.n_kv if h % v == 0 and self.d_model % h == 0)
-        iha = pairs * len(self.d_qk) * len(self.d_v) if self.attention == "iha" else gqa
-        return {"gqa": gqa, "iha": iha}
+        """Per-layer attention configurations (LLMForge App. A: 27 under GQA, 11,250 under IHA), ties honoured."""
+        return links.attention_configs({k: self.grid(k) for k in ("n_h", "n_kv", "d_qk", "d_v")}, self.links or {},
+                                       self.d_model, self.attention)
 
     # ------------------------------------------------------------ sampling / repair
     def sample_x(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -311,6 +310,10 @@ def space_from_config(cfg: Mapping[str, Any]) -> SearchSpace:
     glob = {k: d.pop(k) for k in list(d) if k in GLOBAL_GENES and k not in GLOBAL_FIELDS}
     if glob:
         d["global_genes"] = {**dict(d.get("global_genes") or {}), **glob}
+    names = sorted(f.name for f in fields(cls) if not f.name.startswith("_"))
+    if set(d) - set(names):  # a gene no imported module registers: one line saying how to import it
+        raise GenomeError(f"space config: {min(set(d) - set(names))} is neither a field of {cls.__name__} nor a "
+                          f"registered gene; allowed: {', '.join(names)}{GENE_HINT}")
     try:
         return cls(**d)
     except TypeError as e:

@@ -50,7 +50,7 @@ HEAD_OP_NAMES = ("embed", "final_norm", "lm_head")
 HEAD_OP_KINDS = ("elementwise", "elementwise", "gemm")
 OP_FIELDS = ("batch", "M", "K", "N", "flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes")
 ELEMENTWISE_FLOPS = 5.0  # per element: softmax (PLAS Table 11), norms and MLP activation
-OP_HOOKS: list = []  # fn(pop, terms): a plug-in gene's operators (terms: layer_ops' gemm, elementwise and sizes)
+OP_HOOKS: list = []  # fn(pop, terms): plug-in genes' operators, in forge.hooks' order (terms: WORKLOAD_TERMS)
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,12 @@ def layer_ops(pop: PopArrays, tokens: Any, context: Any, batch: int = 1,
     gemm("mlp_up", rows, d, dm, d * dm + ball * dm)
     elementwise("mlp_act", rows * dm, zero, reads=1.0 + sw)
     gemm("mlp_down", rows, dm, d, dm * d + ball * d * act)
-    for hook in OP_HOOKS:  # a plug-in gene's count: it re-declares the operators it changes
-        hook(pop, dict(gemm=gemm, elementwise=elementwise, f=f, rows=rows, act=act, d=d, dm=dm, ball=ball, sw=sw))
+    def scale(name, factor):  # a hook thinning or removing (0) an operator already declared, on each layer
+        ops[name] = {k: v * factor for k, v in ops[name].items()}
+
+    for hook in OP_HOOKS:  # a plug-in gene's count: it re-declares the operators it changes (forge.hooks)
+        hook(pop, dict(gemm=gemm, elementwise=elementwise, scale=scale, f=f, rows=rows, act=act, d=d, dm=dm, ball=ball,
+                       sw=sw))
     return _stack(ops, OP_NAMES, OP_KINDS, P, pop.L, dtype, fields)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from search.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.config import CONFIG_PATH, check_override_types
+from forge.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import UserError, check_int
 from forge.genome import Genome
 
@@ -59,7 +59,7 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     groups = [f"{'+' * (k in plus)}{k}={v}" for k, v in values.items() if k in own + plus and isinstance(v, str)]
     own += plus
     with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
-        cfg = hydra_compose(app, overrides=[*groups, *(as_list("overrides", overrides) or [])],
+        cfg = hydra_compose(app, overrides=[*groups, *as_choices(app, as_list("overrides", overrides) or [])],
                             return_hydra_config=True)
     check_override_types(cfg.hydra)  # `overrides` typed and ranged as on the command line
     with open_dict(cfg):
@@ -158,7 +158,7 @@ class SearchResult:
 
 # ------------------------------------------------------------------------------------------ calls
 @api_errors
-def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[str, Any] | None = None,
+def search(space: str | Mapping[str, Any] | None = None, backend: Any = None,
            objectives: Sequence[Any] | None = None, constraints: Sequence[str] | None = None,
            out_dir: str | Path | None = None, overrides: Sequence[str] = (), **values: Any) -> SearchResult:
     """Run `forge-search` with these choices; unnamed settings keep the CLI's defaults.
@@ -170,11 +170,13 @@ def search(space: str | Mapping[str, Any] | None = None, backend: str | Mapping[
 
     Python objects go where the config holds names: a space object (`space=MySpace(...)`), a function objective
     (`objectives=["val_loss", my_metric, {"name": "mem", "fn": memory, "params": {"batch": 8}}]`) and a surrogate
-    object (`evaluator={"predictor": my_model}`; unfitted, it is fitted on `evaluator.labels`)."""
+    object (`evaluator={"predictor": my_model}`; unfitted, it is fitted on `evaluator.labels`) and a backend object
+    (`backend=MyBackend(...)`: anything with `evaluate(genomes, workload)`)."""
     from search.cli import run
 
     objectives = [objectives] if callable(objectives) else as_list("objectives", objectives)
     space, objectives, values, parts = _python_objects(space, objectives, values)
+    backend = _backend_object(backend, parts)
     out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
     cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=as_list("objectives", objectives),
                   constraints=as_list("constraints", constraints), out_dir=str(out), **{"progress": False, **values})
@@ -204,6 +206,22 @@ def _python_objects(space: Any, objectives: Sequence[Any] | None,
         plugins.register("surrogate", path)  # the caller's class: verify or resume in this process may rebuild it
         values = {**values, "evaluator": {**ev, "predictor": {"_target_": path}}}
     return space, objs, values, parts
+
+
+def _backend_object(backend: Any, parts: dict[str, Any]) -> Any:
+    """A backend object (anything with `evaluate(genomes, workload)`, backends.interface.Backend) goes into the
+    search's parts as a space or surrogate object does; the config names its class. Else `backend` unchanged."""
+    if backend is None or isinstance(backend, (str, Mapping)):
+        return backend
+    if not callable(getattr(backend, "evaluate", None)):
+        raise UserError(f"backend={backend!r} is invalid; allowed: a config name in conf/backend/ (a string), a "
+                        "mapping with _target_, or a backend object with evaluate(genomes, workload)")
+    from forge import plugins
+
+    parts["backend"], cls = backend, type(backend)
+    path = f"{cls.__module__}.{cls.__qualname__}"
+    plugins.register("backend", path)  # the caller's class: verify or report in this process may name it
+    return {"_target_": path}
 
 
 @api_errors
@@ -240,18 +258,23 @@ def genomes_of(items: Genome | str | Path | Sequence[Genome | str | Path]) -> li
 
 
 @api_errors
-def cost(genomes: Any, backend: str | Mapping[str, Any] = "roofline", workload: str | Mapping[str, Any] | None = None,
+def cost(genomes: Any, backend: Any = "roofline", workload: str | Mapping[str, Any] | None = None,
          overrides: Sequence[str] = (), **values: Any) -> Any:
-    """Hardware cost of genomes on a backend, built as the search builds it: one row per genome with
+    """Hardware cost of genomes on a backend (a name, a `_target_` mapping or a backend object), built as the search
+    builds it: one row per genome with
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from backends.interface import evaluated
     from forge import plugins
+    from forge.hooks import check_agreement
     from search.components import backend_of, build_workload
 
-    c = _container(compose("forge-search", overrides, backend=backend, workload=workload, **values))
+    parts: dict[str, Any] = {}
+    node = _backend_object(backend, parts)
+    c = _container(compose("forge-search", overrides, backend=node, workload=workload, **values))
     plugins.trust(c)  # the caller's config, as a command's: its plug-in modules first, then its classes
     gs = genomes_of(genomes)
-    be = backend_of(c)
+    check_agreement(gs)  # plug-in hooks: the workload counts what the model builds, else one line
+    be = parts.get("backend") or backend_of(c)
     table = evaluated(be, gs, build_workload(c, be), len(gs))
     rows = []
     for i, g in enumerate(gs):

@@ -3,14 +3,18 @@ then the space and its hypervolume anchor, the evaluator, backend, workload and 
 (`search.components`), the pymoo problem and algorithm and the Pareto archive, handed to `Search` ready.
 
 Building writes nothing and runs no evaluation (the anchor is scored when the run starts), so bad input is
-refused before the run folder is touched. `parts` injects ready-made parts by name: the Python API's objects, the
-tests' fakes.
+refused before the run folder is touched; where plug-in hooks change the model, a sample of the space's genomes
+is built (meta device) to check that the workload counts what the model holds (forge.hooks.check_agreement).
+`parts` injects ready-made parts by name: the Python API's objects, the tests' fakes.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
+from forge.hooks import SAMPLE, check_agreement
 from forge.space import SearchSpace
 from search.algorithms import make_algorithm
 from search.archive import Anchor, ParetoArchive, default_anchor
@@ -33,6 +37,7 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     s, hv = c["search"], c["hv"]
     space = p.get("space") or build_space(c)
     anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
+    check_agreement([anchor.genome, *space.sample(SAMPLE, np.random.default_rng(int(c.get("seed", 0))))])
     sampling = seed_genome(s["sampling"], space)
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
     backend = p.get("backend") or backend_of(c)

@@ -10,12 +10,12 @@ exist: `<weights>/<genome id>.safetensors|.pt`, or a label whose provenance name
 
 `pareto.jsonl` is data: each folder is named from the id recomputed from the row's genome (a row whose stored
 id differs is refused), and an `out=` folder that already holds an export is refused unless `overwrite=true`,
-which then replaces each exported genome's folder whole (never a mix of two exports).
+which then replaces each exported genome's folder whole (never a mix of two exports). Everything is written into
+a hidden folder beside `out=` and moved in once whole (forge.io.staged): a failed export leaves `out=` as it was.
 """
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from forge.genome import Genome, genome_from_dict
 from forge.importers import load_genome
-from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, usual_mode
+from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
 from forge.numeric import argmin_by_id
 from search.export_card import model_card
 from search.run_files import refuse_odd
@@ -229,12 +229,12 @@ def run(cfg: Any) -> dict[str, Any]:
     out = check_writable(Path(c.get("out") or "exported"), "out")
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
     weights = Path(c["weights"]) if c.get("weights") else None
-    for gid in ids:  # overwrite=true: each genome's folder is replaced whole, never mixed with an older export
-        shutil.rmtree(out / gid, ignore_errors=True)
-    done = [export_one(r, out / gid, fmt, int(c.get("seed", 0)), weights, labels, card) for gid, r in zip(ids, chosen)]
-    summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
-               "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
-    atomic_write_json(out / "export_summary.json", summary)
+    with staged(out) as stage:  # written beside out=, moved in once whole: a failure leaves out= as it was
+        done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card)
+                for gid, r in zip(ids, chosen)]
+        summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
+                   "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
+        atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
     return summary
 
 

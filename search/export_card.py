@@ -36,7 +36,7 @@ def loss_line(info: dict[str, Any]) -> str:
 def model_card(info: dict[str, Any], genome: Genome, folder: Path | None = None) -> str:
     metrics = "\n".join(f"| {md_text(k)} | {md_text(v)} |" for k, v in sorted(info["metrics"].items()))
     cols = genome.shown_genes()
-    cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else str(g.get(k))  # noqa: E731
+    cell = lambda g, k: "-" if LAYER_GENES[k].attention and not g.attn else LAYER_GENES[k].show(g.get(k))  # noqa: E731
     layers = "\n".join(f"| {i} | " + " | ".join(cell(g, k) for k in cols) + f" | {'yes' if g.attn else 'identity'} |"
                        for i, g in enumerate(genome.active_layers))
     where = json.dumps(str(folder.resolve()) if folder else info["id"])  # a full path: the snippet runs from anywhere

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import shutil
 import sys
 from importlib import resources
 from pathlib import Path
@@ -80,11 +81,12 @@ def model_definitions() -> list[str]:
 
 
 def hook_definitions() -> list[str]:
-    """The plug-in genes' model meanings (forge.model.Block.hooks), their source verbatim and registered, so the
-    export computes what the search's model computes (a hook uses torch and forge.model's names only)."""
+    """The plug-in genes' model meanings (forge.model.Block.hooks, in run order), their source verbatim with the
+    helpers they use from their modules (forge.hook_export), so the export computes what the search's model does."""
     import forge.model
+    from forge.hook_export import export_source
 
-    return [f"{inspect.getsource(h)}\n\nBlock.hooks.append({h.__name__})\n" for h in forge.model.Block.hooks]
+    return [export_source(forge.model.Block.hooks)] if forge.model.Block.hooks else []
 
 
 def modeling_source() -> str:

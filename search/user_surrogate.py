@@ -13,16 +13,26 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge.config import group_yaml
+from forge.config import group_yaml, searchpath_yaml
 from forge.space import SearchSpace
 from search.errors import SearchConfigError
 
 
 def recipe(node: Any) -> Mapping[str, Any] | None:
-    """conf/surrogate/<name>.yaml when `node` is such a name (not a checkpoint file), else None."""
+    """conf/surrogate/<name>.yaml when `node` is such a name (not a checkpoint file), else None: Forge's own, or
+    one in a folder on the command's searchpath (`hydra.searchpath=[file://my/conf]`), whose `_target_` is then
+    the user's to run, as in a config they launched (forge.plugins.trust_file)."""
     if not isinstance(node, str) or Path(node).suffix or Path(node).exists():
         return None
-    return group_yaml("surrogate", node)
+    own = group_yaml("surrogate", node)
+    if own is not None:
+        return own
+    theirs = searchpath_yaml("surrogate", node)
+    if theirs is not None:
+        from forge import plugins
+
+        plugins.trust_file(theirs)
+    return theirs
 
 
 def build(node: Any, space: SearchSpace | None, seed: int) -> Any:

@@ -42,6 +42,30 @@ def test_a_call_writes_what_its_command_writes(tmp_path):
     assert forge.load(tmp_path / "api").hypervolume == res.hypervolume > 0
 
 
+def test_a_backend_object_is_taken_as_a_space_or_surrogate_object_is(tmp_path):
+    """forge.search(backend=obj) and forge.cost(backend=obj) use that very object (its `calls` count), its class
+    named in the run's config; the same run as the backend's config node gives the same front."""
+    import json
+
+    import forge
+    from forge.errors import UserError
+    from tests.search.fakes import FakeBackend
+
+    chip = FakeBackend(max_params=5e7)  # gpt2 (124M) does not fit, the tiny genomes do
+    res = forge.search(space="iha-tiny", objectives=["val_loss", "ttft_ms"], out_dir=tmp_path / "obj", backend=chip,
+                       evaluator=FAKES["evaluator"], **SMALL)
+    assert chip.calls >= 2 and "tests.search.fakes.FakeBackend" in (res.run_dir / "config.yaml").read_text()
+    named = forge.search(space="iha-tiny", objectives=["val_loss", "ttft_ms"], out_dir=tmp_path / "cfg",
+                         backend={"_target_": "tests.search.fakes.FakeBackend", "max_params": 5e7},
+                         evaluator=FAKES["evaluator"], **SMALL)
+    front = lambda r: [json.loads(x)["id"] for x in (r.run_dir / "pareto.jsonl").read_text().splitlines()]  # noqa: E731
+    assert front(res) == front(named)
+    before = chip.calls
+    assert forge.cost(["gpt2"], backend=chip)["feasible"].tolist() == [False] and chip.calls == before + 1
+    with pytest.raises(UserError, match=r"backend=3 is invalid; allowed: .*evaluate\(genomes, workload\)"):
+        forge.cost(["gpt2"], backend=3)
+
+
 def test_bad_input_and_missing_pandas_say_what_is_allowed(tmp_path, monkeypatch):
     import forge
     from forge.errors import UserError
@@ -70,8 +94,14 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch):
     assert len(blocks) >= 5
     monkeypatch.chdir(tmp_path)
     ns: dict = {}
-    for block in blocks:
-        exec(compile(block, str(DOC), "exec"), ns)
+    try:
+        for block in blocks:
+            exec(compile(block, str(DOC), "exec"), ns)
+    finally:
+        from tests.ext import forget
+
+        forget()  # the page registers the extension's gene: gone for the tests after this one
+    assert "glu" in ns["ratio"].summary()["ranges"]
     res, kv = ns["res"], ns["kv"]
     assert res.summary["status"] == "complete" and (tmp_path / "runs" / "api-demo" / "pareto.jsonl").is_file()
     assert res.front["loss_lo"].notna().all() and (res.front["loss_lo"] <= res.front["loss_hi"]).all()

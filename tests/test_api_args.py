@@ -151,3 +151,15 @@ def test_a_callers_own_mistake_is_one_line_in_the_calls_own_name(call, match, tm
     e = _refused(call, match)
     assert "forge-search" not in str(e)
     assert list(tmp_path.iterdir()) == []  # no run folder, no config.yaml
+
+
+@pytest.mark.parametrize("override", ["hardware=h100-sxm", "+hardware=h100-sxm"])
+def test_forge_search_takes_a_hardware_preset_as_forge_hw_does_and_as_the_docs_showed(override):
+    """`hardware` is a group of forge-search's defaults (none chosen): `hardware=x` works as in forge-hw, and the
+    `+hardware=x` the docs showed is the same choice (forge.config.as_choices), on the command line and here."""
+    from forge.config import as_choices
+    from search.api import compose
+
+    assert compose("forge-search", overrides=[override]).hardware.name == "h100-sxm"
+    assert as_choices("forge-search", [override, "+plugins.modules=[m]"]) == ["hardware=h100-sxm", "+plugins.modules=[m]"]
+    assert "hardware" not in compose("forge-search")  # none chosen: the backend's own default

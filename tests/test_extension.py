@@ -192,7 +192,8 @@ def test_the_gene_is_its_declaration_its_model_meaning_and_its_workload_count_on
     defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     calls = [ast.unparse(n.value) for n in tree.body if isinstance(n, (ast.Assign, ast.Expr))][1:]  # after the doc
     assert defs == ["glu_block", "glu_ops"] and calls == [
-        "register(Gene('glu', lo=0, default=0, doc='1: a gated (GLU) MLP on this layer, 0: a plain one'))"]
+        "register(Gene('glu', lo=0, default=0, doc='1: a gated (GLU) MLP on this layer, 0: a plain one'))",
+        "hook('mlp', model=glu_block, workload=glu_ops)"]
     before = (set(genes.LAYER_GENES), set(genes.GLOBAL_GENES), list(model.Block.hooks), list(workload.OP_HOOKS))
     from tests.ext import genes as ext
 
@@ -203,3 +204,37 @@ def test_the_gene_is_its_declaration_its_model_meaning_and_its_workload_count_on
              if f.is_file() and f.suffix in (".py", ".yaml", ".yml", ".json", ".html", ".jinja", ".md", ".txt")
              and word.search(f.read_text(errors="replace"))]
     assert named == []
+
+
+@pytest.mark.parametrize("order", [["tests.ext.genes", "tests.ext.off"], ["tests.ext.off", "tests.ext.genes"]])
+def test_two_plugins_on_the_mlp_compose_alike_in_the_model_the_workload_and_the_hf_export(order, tmp_path):
+    """tests/ext/off hooks the MLP too, after tests/ext/genes (its declared order, whichever is imported first): a
+    layer with both genes has no MLP, gate included, in the model and the workload (the issue's 838,528 vs 699,264
+    came from composing them differently), and the HF export ships off's helper class and gives the same logits."""
+    import torch
+
+    from forge import plugins
+    from forge.genome import genome_from_dict
+    from forge.hooks import check_agreement
+    from forge.model import build_model
+    from forge.workload import analyze
+
+    plugins.load_modules(order)
+    layer = {"n_h": 4, "n_kv": 2, "d_qk": 32, "d_v": 32, "d_mlp": 512}
+    base = {"d_model": 128, "block_size": 64, "vocab_size": 256, "mlp": "gelu", "norm": "layernorm"}
+    both = genome_from_dict({**base, "layers": [{**layer, "glu": 1, "mlp_off": True}, {**layer, "glu": 1}, layer]})
+    glu_only = genome_from_dict({**base, "layers": [{**layer, "glu": 1}, {**layer, "glu": 1}, layer]})
+    model = build_model(both, seed=1).eval()
+    assert model.num_params() == analyze(both)["params"]
+    mlp = 2 * 128 * 512 + 128 * 512  # up, down and the glu gate: all gone from the first layer
+    assert analyze(glu_only)["params"] - analyze(both)["params"] == mlp
+    check_agreement([both, glu_only])  # no disagreement to refuse
+    transformers = pytest.importorskip("transformers")
+    from search.hf_export import write_hf
+
+    write_hf(model, both, tmp_path / "hf")
+    assert "class ZeroMLP" in (tmp_path / "hf" / "modeling_forge.py").read_text()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), trust_remote_code=True).eval()
+    x = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, model(x)[0], atol=1e-5, rtol=0)

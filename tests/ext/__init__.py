@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 
-GENES = ("glu",)
+GENES = ("glu", "mlp_off")
 
 
 def forget() -> None:
     """Undo the extension in this process (a test's teardown): its genes, its modules, the plug-in record."""
-    from forge import genes, model, plugins, workload
+    from forge import genes, hooks, model, plugins, workload
 
-    for hooks in (model.Block.hooks, workload.OP_HOOKS):
-        hooks[:] = [h for h in hooks if not h.__module__.startswith("tests.ext")]
+    hooks.forget("tests.ext")
+    for fns in (model.Block.hooks, workload.OP_HOOKS):  # a hook a test put on the lists directly
+        fns[:] = [h for h in fns if not h.__module__.startswith("tests.ext")]
     for name in GENES:
         genes.unregister(name)
     for name in [m for m in sys.modules if m.startswith("tests.ext.")]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch.nn as nn
 
-from forge import model, workload
 from forge.genes import Gene, register
+from forge.hooks import hook
 
 GLU = register(Gene("glu", lo=0, default=0, doc="1: a gated (GLU) MLP on this layer, 0: a plain one"))
 
@@ -26,6 +26,4 @@ def glu_ops(pop, t):
     t["elementwise"]("mlp_act", t["rows"] * t["dm"], 0.0, reads=1.0 + gated)
 
 
-if glu_block not in model.Block.hooks:
-    model.Block.hooks.append(glu_block)
-    workload.OP_HOOKS.append(glu_ops)
+hook("mlp", model=glu_block, workload=glu_ops)

@@ -52,3 +52,29 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path):
     r = subprocess.run(exe + ["arch=nonexistent", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "forge-arch: error: arch = 'nonexistent'" in r.stderr and "Traceback" not in r.stderr
+
+
+def _arch_file(tmp_path, **gene):
+    layer = {"n_h": 2, "n_kv": 1, "d_qk": 16, "d_v": 16, "d_mlp": 64}
+    path = tmp_path / "g.yaml"
+    path.write_text(json.dumps({"d_model": 128, "block_size": 64, "vocab_size": 256,
+                                "layers": [{**layer, **gene}, layer]}))
+    return path
+
+
+def test_forge_arch_on_an_unregistered_gene_says_how_to_import_its_module(tmp_path):
+    cfg = _cfg("forge-arch", [f"arch={_arch_file(tmp_path, glu=1)}", f"+out_dir={tmp_path}", "quiet=true"])
+    with pytest.raises(GenomeError, match=r"layers\[0\]\.glu = 1 is invalid; .*plugins.modules=\[mypkg.genes\]"):
+        run_arch(cfg)
+
+
+def test_a_bool_gene_prints_as_true_or_false_in_every_row(tmp_path, capsys):
+    """A layer at the default holds False, one set holds 1 in its canonical form: the table spells both alike."""
+    from forge.genes import Gene, registered
+
+    with registered(Gene("toy_off", kind="bool", lo=0, default=False)):
+        cfg = _cfg("forge-arch", [f"arch={_arch_file(tmp_path, toy_off=True)}", f"+out_dir={tmp_path}"])
+        run_arch(cfg)
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.strip().startswith(("│ 0", "│ 1"))]
+    assert "true" in rows[0] and "false" in rows[1] and not any(w in out for w in ("False", "True", "│ 1       │"))

@@ -126,3 +126,16 @@ def _fit_with_toy_tokens(space) -> None:
                              L_max=space.L_max)
     mu, _ = pred.predict(genomes[:4])
     assert np.all(np.isfinite(mu)) and pred.field_set == "paper+toy"
+
+
+def test_a_bool_gene_is_a_bool_in_every_genome_the_space_decodes():
+    """Decoded slots held 1 where a file's genome holds True: one type, one printed form, the same id."""
+    from forge.genes import show
+
+    with registered(Gene("toy_off", kind="bool", lo=0, default=False)):
+        space = space_from_config({**group_yaml("space", "iha-tiny"), "toy_off": [False, True]})
+        genomes = space.sample(8, np.random.default_rng(0))
+        values = [lay.toy_off for g in genomes for lay in g.layers]
+        assert set(map(type, values)) == {bool} and set(values) == {False, True}
+        assert {show("bool", v) for v in values} == {"true", "false"}
+        assert all(genome_from_dict(g.to_dict()).id == g.id for g in genomes)

@@ -16,6 +16,29 @@ def test_configs_per_layer_reproduce_llmforge_claim():
     assert load_space("gqa-paper").configs_per_layer()["iha"] == 27
 
 
+def test_configs_per_layer_count_what_tied_genes_allow():
+    """n_kv tied to n_h and d_v to d_qk: 2 head counts x 2 widths are 4 configurations, 2 GQA pairs (the tie
+    ignored, the tied grids would count 3 pairs and 12 configurations)."""
+    from forge.space import space_from_config
+
+    base = {"name": "tied", "d_model": 128, "block_size": 64, "L_max": 2, "n_h": [2, 4], "d_qk": [16, 32],
+            "d_mlp": [64]}
+    tied = space_from_config({**base, "n_kv": {"same_as": "n_h"}, "d_v": {"same_as": "d_qk"}})
+    assert tied.configs_per_layer() == {"gqa": 2, "iha": 4}
+    free = space_from_config({**base, "n_kv": [1, 2, 4], "d_v": [16, 32]})
+    assert free.configs_per_layer() == {"gqa": 5, "iha": 20}  # (2,1), (2,2), (4,1), (4,2), (4,4) x 2 x 2
+
+
+def test_an_unregistered_gene_in_a_space_says_how_to_register_it():
+    from forge.space import space_from_config
+
+    node = {"name": "x", "d_model": 128, "block_size": 64, "L_max": 2, "n_h": [2], "n_kv": [1], "d_qk": [16],
+            "d_v": [16], "d_mlp": [64], "glu": [0, 1]}
+    with pytest.raises(GenomeError, match=r"^space config: glu is neither a field of SearchSpace nor a registered "
+                                          r"gene; allowed: .*plugins.modules=\[mypkg.genes\]"):
+        space_from_config(node)
+
+
 def test_unknown_space_lists_valid_ones():
     with pytest.raises(GenomeError, match="iha-paper.*iha-tiny"):
         load_space("nope")

@@ -103,3 +103,27 @@ def test_settle_fills_the_recipe_defaults_once():
             settle_config({**cfg, key: bad})
     with pytest.raises(SearchConfigError, match=r"^hv.ref=0 is out of range; allowed: a number > 0"):
         settle_config({**cfg, "hv": {"ref": 0}})
+
+
+def test_hooks_that_disagree_are_refused_before_any_cost_and_none_costs_a_model_build(tiny_space, tmp_path,
+                                                                                       monkeypatch):
+    """A model hook whose workload count is missing: the build refuses in one line (nothing written); with no hook,
+    the check builds no model at all."""
+    import torch.nn as nn
+
+    import forge.model
+    from forge.hooks import HookError
+
+    built = []
+    real = forge.model.build_model
+    monkeypatch.setattr(forge.model, "build_model", lambda *a, **k: built.append(1) or real(*a, **k))
+    build_search(tiny_cfg(), tmp_path / "plain", _parts(tiny_space))
+    assert built == []
+
+    def extra(block, cfg, gene):  # a parameter the workload never hears of
+        block.extra = nn.Linear(2, 2)
+
+    monkeypatch.setattr(forge.model.Block, "hooks", [extra])
+    with pytest.raises(HookError, match=r"parameters in the workload but [0-9,]+ in the model"):
+        build_search(tiny_cfg(), tmp_path / "bad", _parts(tiny_space))
+    assert built and not (tmp_path / "bad").exists()

@@ -306,3 +306,21 @@ def test_sliding_window_layers_match_forge_with_and_without_cache(tmp_path, glob
     llama = _genome([dict(n_h=4, n_kv=2, d_qk=8, d_v=8, d_mlp=64)] * 2)
     assert llama_misfit(llama) is None
     assert "window" in llama_misfit(llama.with_layers([llama.layers[0], with_window(llama.layers[1], 16)]))
+
+
+@pytest.mark.parametrize("pre", [False, True])
+def test_a_failed_export_leaves_out_as_it_was(tmp_path, monkeypatch, pre):
+    """An error half-way through (here the card, after weights and modeling file are written) leaves no partial
+    out= folder: neither a new one nor files in an existing one (overwrite=true keeps the old export whole)."""
+    import search.hf_card
+
+    run_dir = _tiny_run(tmp_path / "run")
+    cfg = {"run": str(run_dir), "select": "knee", "format": "hf", "out": str(tmp_path / "deep" / "out")}
+    if pre:
+        run_export({**cfg, "format": "yaml"})
+    before = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*"))
+    monkeypatch.setattr(search.hf_card, "hf_card", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("half-way")))
+    with pytest.raises(RuntimeError, match="half-way"):
+        run_export({**cfg, "overwrite": True})
+    assert sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None)
+                  for p in tmp_path.rglob("*")) == before

@@ -56,3 +56,27 @@ def test_the_hv_anchor_does_not_depend_on_the_order_of_a_grid():
     assert down.global_grid("mlp") == ("swiglu", "gelu")  # a choice keeps the order it is written in
     assert default_anchor(up) == default_anchor(down)
     assert default_anchor(up).d_model == 128 and default_anchor(up).mlp == "gelu"
+
+
+def test_a_recipe_on_the_users_own_searchpath_works_as_a_shipped_one(tiny_space, monkeypatch, tmp_path):
+    """`hydra.searchpath=[file://tests/ext/conf] evaluator.predictor=ext-forest`: the recipe is read from the user's
+    folder and its class (named only there, not under plugins) is the user's to run; a path is never a name."""
+    from types import SimpleNamespace
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from forge import plugins
+    from forge.config import searchpath_yaml
+
+    plugins.trust({})  # nothing allowed beyond Forge's own
+    conf = data_dir().parent / "tests" / "ext" / "conf"
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: SimpleNamespace(searchpath=[f"file://{conf}"])))
+    ev = build_evaluator(settle({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
+    _, mu, _ = ev(tiny_space.sample(4, np.random.default_rng(0)))
+    assert np.all(np.isfinite(mu)) and type(ev.predictor).__name__ != "ForgeFormerPredictor"
+    assert searchpath_yaml("surrogate", "../surrogate/ext-forest") is None
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: SimpleNamespace(searchpath=[])))
+    from forge.errors import ForgeError
+
+    with pytest.raises(ForgeError, match="ext-forest"):  # not on the searchpath: as before, one line
+        build_evaluator(settle({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
