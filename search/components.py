@@ -222,12 +222,12 @@ def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | No
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
     if kind == "surrogate":
-        node, named = resolve_predictor(predictor if predictor is not None else ev["predictor"], space,
-                                        ev.get("allow_blind"))
-        pred = load_surrogate(node, space, ev.get("allow_blind"), ev.get("labels"), int(cfg.get("seed", 0)))
+        allow = tuple(map(str, ev.get("allow_blind") or ()))  # gene names: plain strings from here on
+        node, named = resolve_predictor(predictor if predictor is not None else ev["predictor"], space, allow)
+        pred = load_surrogate(node, space, allow, ev.get("labels"), int(cfg.get("seed", 0)))
         out = LossEvaluator(pred, beta=float(ev["beta"]), n_mc=int(ev["n_mc"]), seed=int(cfg.get("seed", 0)),
                             penalty=penalty, level=ev["interval_level"], select=str(ev["select"]),
-                            allow_blind=ev.get("allow_blind"), name=named["name"])
+                            allow_blind=allow, name=named["name"])
         out.blind = list(getattr(pred, "blind_genes", ()))  # genes the loss cannot see (allowed by the user)
         out.named = named  # the resolved predictor, for summary.json's `loss_predictor`
         return out
