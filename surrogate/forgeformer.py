@@ -115,7 +115,8 @@ class ForgeFormer(nn.Module):
 
 
 def n_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """Parameter count of a torch module or a numpy member (both list their `parameters()`)."""
+    return sum(math.prod(p.shape) for p in model.parameters())
 
 
 def pairwise_rank_loss(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
