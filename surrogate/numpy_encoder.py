@@ -3,7 +3,7 @@
 The search, `forge.predict`, `forge.cost` and the other inference commands load a checkpoint's weights with
 `safetensors.numpy` and run them here; torch is imported only to train, label, fine-tune, export or run on a
 GPU. The pass is `surrogate.forgeformer.ForgeFormer.forward` operation for operation (packed tokens, pre-LN
-blocks, exact-erf GELU, masked mean pooling) and agrees with torch's float64 path to ~1e-15 relative
+blocks, exact GELU (x·Φ(x)), masked mean pooling) and agrees with torch's float64 path to ~1e-15 relative
 (tests/surrogate/test_numpy_encoder.py holds every shipped checkpoint to 1e-12). MC dropout draws the same
 numpy PCG64 masks as the torch module (`DropoutStream`, which `forgeformer.MaskStream` wraps), in the same
 order, so a seeded run gives the same σ on either path.
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import ndtr
 
 
 @dataclass
@@ -121,7 +121,7 @@ class NumpyForgeFormer:
             o = (att @ v).transpose(0, 2, 1, 3).reshape(B * n, d)[flat]
             z = z + drop(o @ w[p + "self_attn.out_proj.weight"].T + w[p + "self_attn.out_proj.bias"])
             u = _layer_norm(z, w[p + "norm2.weight"], w[p + "norm2.bias"]) @ w[p + "linear1.weight"].T + w[p + "linear1.bias"]
-            u = drop(0.5 * u * (1.0 + erf(u * math.sqrt(0.5))))
+            u = drop(u * ndtr(u))  # exact GELU, x·Φ(x): Φ through erfc in the tails, ~2x faster than 1 + erf
             z = z + drop(u @ w[p + "linear2.weight"].T + w[p + "linear2.bias"])
         zs = np.zeros((B * n, d))
         zs[flat] = z  # summed over positions in order, as torch's index_add: padded rows add zeros
