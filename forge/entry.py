@@ -33,7 +33,7 @@ def entry(app: str, target: str) -> Callable[[], None]:
             return _help_only(app)
         module, fn = target.split(":")
         try:
-            getattr(importlib.import_module(module), fn)()
+            getattr(_command_module(app, module), fn)()
         except SystemExit as e:
             if e.code is None or isinstance(e.code, int):
                 fast_exit(app, e.code or 0)
@@ -43,6 +43,19 @@ def entry(app: str, target: str) -> Callable[[], None]:
     main.__name__ = main.__qualname__ = app.replace("-", "_")
     main.app, main.target = app, target  # type: ignore[attr-defined]
     return main
+
+
+def _command_module(app: str, module: str) -> Any:
+    """The command's module; a search-only install (no torch) refuses a training command here in one line."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        from forge.app import EXIT_USAGE, missing_train_extra
+
+        if missing_train_extra(e) is None:
+            raise
+        print(f"{app}: error: {missing_train_extra(e)}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def fast_exit(app: str, code: int) -> None:

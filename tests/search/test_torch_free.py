@@ -21,18 +21,19 @@ class NoTorch:
         if name.split(".")[0] in ("torch", "lightning", "pytorch_lightning"):
             with open(TRIED, "a") as f:
                 f.write(name + "\\n")
-            raise ImportError(f"torch is blocked in this test ({{name}})")
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked in this test)", name=name)
 sys.meta_path.insert(0, NoTorch())
 """
 
 
-def run_without_torch(tmp_path: Path, code: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`code` in a fresh interpreter where torch/Lightning cannot load; fails if anything tried to import them."""
+def run_without_torch(tmp_path: Path, code: str, timeout: int = 300, status: int = 0) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter where torch/Lightning cannot load (as in a search-only install); with status 0
+    it must exit 0 and never have tried to import them."""
     tried = tmp_path / "tried.txt"
     script = BLOCK.format(tried=str(tried)) + textwrap.dedent(code)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not tried.exists(), f"tried to import {sorted(set(tried.read_text().split()))}"
+    assert proc.returncode == status, proc.stderr[-3000:]
+    assert status or not tried.exists(), f"tried to import {sorted(set(tried.read_text().split()))}"
     return proc
 
 
@@ -72,3 +73,12 @@ def test_the_default_main_job_without_torch_gets_the_pinned_front(tmp_path):
     ids = sorted(json.loads(ln)["id"] for ln in (run / "pareto.jsonl").read_text().splitlines() if ln.strip())
     assert ids == FRONT_IDS_DEFAULT
     assert json.loads((run / "summary.json").read_text())["hypervolume"] == pytest.approx(HV_DEFAULT, rel=1e-6)
+
+
+@pytest.mark.parametrize("entry, args", [("surrogate.entry:forge_surrogate", ()),  # torch at the command's import
+                                         ("search.entry:forge_search", ("backend=cpu-measured", "search.generations=1",
+                                                                        "progress=false"))])  # torch inside the run
+def test_a_command_that_needs_torch_names_the_train_extra_in_one_line(tmp_path, entry, args):
+    proc = run_without_torch(tmp_path, _command(entry, *args, f"hydra.run.dir={tmp_path / 'run'}"), status=2)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs torch" in lines[0] and "pip install 'forge-nas[train]'" in lines[0], proc.stderr
