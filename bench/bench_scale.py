@@ -6,7 +6,7 @@ generation and population λ/2 (the default's ratio, 24/48), each λ run for G1 
 start, imports, set-up and the end screen cancel out. From the default shape's fixed cost and per-evaluation cost,
 the largest job that fits in one CPU-minute (`one_cpu_minute`):
 
-    nice -n 10 .venv/bin/python bench/bench_scale.py [--offspring 48,200,800,3200] [--gens 2,4]
+    nice -n 10 .venv/bin/python bench/bench_scale.py [--offspring 48,200,800,3200] [--gens 4,16]
 
 Writes bench/results/scale.json.
 """
@@ -40,7 +40,7 @@ def job_cpu(offspring: int, gens: int) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--offspring", default="48,200,800,3200")
-    ap.add_argument("--gens", default="2,4", help="G1,G2: the two generation counts per shape")
+    ap.add_argument("--gens", default="4,16", help="G1,G2: the two generation counts per shape")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     a = ap.parse_args()
     g1, g2 = (int(x) for x in a.gens.split(","))
