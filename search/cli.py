@@ -154,7 +154,7 @@ def end_screen(summary: dict[str, Any], as_json: bool) -> None:
 def _search_job(cfg: DictConfig) -> None:
     import gc
 
-    gc.freeze()  # the command's own process: the ~10^5 objects of its imports never need collecting (5-7 % CPU)
+    gc.freeze()  # the command's own process: the ~10^5 objects of its imports never need collecting again
     summary = run(cfg)
     end_screen(summary, as_json=bool(cfg.get("quiet") or cfg.get("json")))
     if exit_code(summary):
