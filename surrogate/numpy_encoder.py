@@ -51,6 +51,9 @@ class DropoutStream:
         return np.multiply(bits < self.thr, self.scale, dtype=np.float32).reshape(shape)
 
 
+CHUNK = 128  # genomes per forward pass without dropout (bench/bench_scale.py)
+
+
 def param_shapes(cfg: FFConfig) -> dict[str, tuple[int, ...]]:
     """The state-dict names and shapes of a `ForgeFormer(cfg)` (what a checkpoint member must hold)."""
     d, f = cfg.d_enc, cfg.d_ffn
@@ -98,7 +101,23 @@ class NumpyForgeFormer:
         return list(self.weights.values())
 
     def __call__(self, x: np.ndarray, mask: np.ndarray, masks: DropoutStream | None = None) -> np.ndarray:
-        """x: (B, L, F) normalized fields, mask: (B, L) bool real tokens → (B,). `masks`: dropout on (MC)."""
+        """x: (B, L, F) normalized fields, mask: (B, L) bool real tokens → (B,). `masks`: dropout on (MC).
+
+        Without dropout a large batch runs in chunks of `CHUNK` genomes of similar depth (a stable sort by active
+        layers): the padded attention tensors stay in cache and short genomes are not padded to the longest, so
+        the cost per genome stays flat up to thousands of offspring (issue 45 §3). A genome's value does not
+        depend on its batch beyond the last bits. With dropout the batch runs whole: the masks are drawn in the
+        order the torch module draws them."""
+        if masks is not None or len(x) <= CHUNK:
+            return self._forward(x, mask, masks)
+        order = np.argsort(mask.sum(axis=1), kind="stable")
+        out = np.empty(len(x))
+        for i in range(0, len(x), CHUNK):
+            part = order[i:i + CHUNK]
+            out[part] = self._forward(x[part], mask[part], None)
+        return out
+
+    def _forward(self, x: np.ndarray, mask: np.ndarray, masks: DropoutStream | None) -> np.ndarray:
         w, cfg = self.w, self.cfg
         drop = (lambda t: t * masks.draw(t.shape)) if masks is not None and cfg.dropout > 0 else (lambda t: t)
         B, x = x.shape[0], np.asarray(x, dtype=np.float64)
