@@ -32,13 +32,7 @@ def entry(app: str, target: str) -> Callable[[], None]:
         if any(a in HELP_FLAGS for a in sys.argv[1:]):
             return _help_only(app)
         module, fn = target.split(":")
-        try:
-            getattr(_command_module(app, module), fn)()
-        except SystemExit as e:
-            if e.code is None or isinstance(e.code, int):
-                fast_exit(app, e.code or 0)
-            raise
-        fast_exit(app, 0)
+        return getattr(_command_module(app, module), fn)()
 
     main.__name__ = main.__qualname__ = app.replace("-", "_")
     main.app, main.target = app, target  # type: ignore[attr-defined]
@@ -56,29 +50,6 @@ def _command_module(app: str, module: str) -> Any:
             raise
         print(f"{app}: error: {missing_train_extra(e)}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
-
-
-def fast_exit(app: str, code: int) -> None:
-    """End the command without the interpreter's teardown (freeing every module and object: ~0.3-0.5 s of CPU
-    after a search, issue 45). Everything is flushed and closed first: the atexit functions run (logging's
-    shutdown closes cli.log; multiprocessing, Ray and others end their workers), then stdout and stderr.
-    Only as the installed console script (argv[0] is `app`) with no other thread left to join; elsewhere (the
-    Python API, a test calling the entry) the caller's interpreter ends as it would; FORGE_SLOW_EXIT=1 keeps the
-    teardown (bench/bench_main_job.py measures the difference)."""
-    import os
-    import threading
-
-    if os.path.basename(sys.argv[0]) != app or threading.active_count() > 1 or os.environ.get("FORGE_SLOW_EXIT"):
-        return
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: as the interpreter's own exit would, status 120
-            code = code or 120
-    os._exit(code)
 
 
 forge_arch = entry("forge-arch", "forge.cli:arch_main")

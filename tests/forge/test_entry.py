@@ -70,25 +70,3 @@ def test_the_installed_scripts_point_at_the_light_entries():
     installed = {e.name: e.value for e in distribution("forge-nas").entry_points if e.group == "console_scripts"}
     assert installed == SCRIPTS
 
-
-FAST_EXIT = """
-import atexit, sys
-atexit.register(lambda: open({mark!r}, "w").write("closed"))
-from forge.entry import forge_space
-sys.argv = [{argv0!r}, *{args!r}]
-forge_space()
-print("after the command", file=sys.stderr)
-"""
-
-
-@pytest.mark.parametrize("args, code", [([], 0), (["bogus=1"], 2)])
-def test_console_scripts_end_without_teardown_after_closing_everything(tmp_path, args, code):
-    """As the installed script (argv[0] the app): atexit functions run, output is flushed, the status kept, and
-    the interpreter's teardown (here: the line after the call) is skipped. Called in-process, it returns."""
-    for argv0, returns in (("forge-space", False), ("a-test", True)):
-        mark = tmp_path / f"{argv0}.txt"
-        res = subprocess.run([sys.executable, "-c", FAST_EXIT.format(mark=str(mark), argv0=argv0, args=args)],
-                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        assert res.returncode == code and mark.read_text() == "closed", res.stderr[-2000:]
-        assert ("after the command" in res.stderr) == (returns and code == 0)
-        assert ("attention configurations" in res.stdout) == (code == 0)
