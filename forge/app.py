@@ -20,6 +20,8 @@ from forge.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import REPORT_BUG, ForgeError
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
+TRAIN_MODULES = ("torch", "lightning", "pytorch_lightning", "torchmetrics")  # the `train` extra (issue 45)
+TRAIN_EXTRA = "pip install 'forge-nas[train]'"
 _ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
 _GUARD: list["RunDirGuard"] = []  # the outermost command's guard
 
@@ -152,6 +154,8 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
                      "last checkpoint with resume=<run dir>)")
     elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
+    elif missing_train_extra(e):
+        text = missing_train_extra(e)
     else:
         return None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -169,6 +173,15 @@ def _log_setup_cause(e: BaseException) -> BaseException:
         return ForgeError(f"{cause.filename}: a link to {os.readlink(cause.filename)} that cannot be opened "
                           f"({cause.strerror}); allowed: a regular file (remove the link)")
     return cause
+
+
+def missing_train_extra(e: BaseException) -> str | None:
+    """The one line for torch or Lightning missing from a search-only install (issue 45); None otherwise."""
+    root = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else ""
+    if root not in TRAIN_MODULES:
+        return None
+    return (f"this command needs {root}, which this install left out (the search and inference run without it); "
+            f"allowed: {TRAIN_EXTRA} (training, labelling, fine-tuning, export, measured backends)")
 
 
 def _hint(text: str, app: str | None = None) -> str:

@@ -32,11 +32,24 @@ def entry(app: str, target: str) -> Callable[[], None]:
         if any(a in HELP_FLAGS for a in sys.argv[1:]):
             return _help_only(app)
         module, fn = target.split(":")
-        return getattr(importlib.import_module(module), fn)()
+        return getattr(_command_module(app, module), fn)()
 
     main.__name__ = main.__qualname__ = app.replace("-", "_")
     main.app, main.target = app, target  # type: ignore[attr-defined]
     return main
+
+
+def _command_module(app: str, module: str) -> Any:
+    """The command's module; a search-only install (no torch) refuses a training command here in one line."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        from forge.app import EXIT_USAGE, missing_train_extra
+
+        if missing_train_extra(e) is None:
+            raise
+        print(f"{app}: error: {missing_train_extra(e)}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 forge_arch = entry("forge-arch", "forge.cli:arch_main")

@@ -77,10 +77,11 @@ def shipped() -> dict[str, frozenset[str]]:
     """kind → the `_target_`s of Forge's own config group `conf/<kind>/` (and `BUILTIN`)."""
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built: same data, ~10x faster
     out: dict[str, set[str]] = defaultdict(set)
     for kind in KINDS:
         for path in sorted((conf_dir() / kind).rglob("*.yaml")):
-            out[kind].update(_norm(t) for t in targets(yaml.safe_load(path.read_text()) or {}))
+            out[kind].update(_norm(t) for t in targets(yaml.load(path.read_text(), Loader=loader) or {}))
     for kind, paths in BUILTIN.items():
         out[kind].update(paths)
     return {k: frozenset(v) for k, v in out.items()}

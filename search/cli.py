@@ -110,13 +110,16 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
 
 
 def _set_threads(n: Any) -> None:
-    """Torch intra-op threads for the surrogate: batches of ~48 genomes are too small to gain from more
-    than one thread, and on a shared 2-core machine extra threads mostly spin (20x slower measured). A value out
-    of range is left to `search.settings.settle_config`, which refuses it before anything is built."""
+    """BLAS threads (and torch's intra-op threads, where torch is loaded) for the surrogate: batches of ~48
+    genomes are too small to gain from more than one thread, and on a shared 2-core machine extra threads mostly
+    spin (20x slower measured; the numpy encoder 4x). A value out of range is left to `search.settings.settle`,
+    which refuses it before anything is built."""
     if isinstance(n, int) and n >= 1:
-        import torch
+        from threadpoolctl import threadpool_limits
 
-        torch.set_num_threads(int(n))
+        threadpool_limits(int(n), user_api="blas")
+        if "torch" in sys.modules:  # a plug-in or user surrogate brought torch: its threads too
+            sys.modules["torch"].set_num_threads(int(n))
 
 
 def _brief(s: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +152,9 @@ def end_screen(summary: dict[str, Any], as_json: bool) -> None:
 
 @forge_main("forge-search")
 def _search_job(cfg: DictConfig) -> None:
+    import gc
+
+    gc.freeze()  # the command's own process: the ~10^5 objects of its imports never need collecting again
     summary = run(cfg)
     end_screen(summary, as_json=bool(cfg.get("quiet") or cfg.get("json")))
     if exit_code(summary):

@@ -94,7 +94,8 @@ class LossEvaluator:
         return np.maximum(mu - lo, 0.0) / NormalDist().inv_cdf(0.5 + self.level / 2.0)
 
     def __call__(self, genomes: Sequence[Genome]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        seed_torch(self.seed + 7919 * self.version)
+        if getattr(self.predictor, "uses_torch_rng", True):  # the shipped Forge-Former's σ: numpy streams, no torch
+            seed_torch(self.seed + 7919 * self.version)
         arch = strip_precision(genomes)
         if self._covers is not None:  # no value outside what the predictor covers, unless allowed (search.blind)
             guard(self._covers, arch, self.allow, self.name)

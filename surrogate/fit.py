@@ -128,7 +128,7 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     args = (base.norm, base.field_set, base.L_max, base.target)
     new_a, old_a = _arrays(base, new, *args), _arrays(base, old, *args)
     members = [finetune_member(m, new_a, old_a, ratio, epochs, lr, batch, seed + k, base.target.scale)
-               for k, m in enumerate(base.members)]
+               for k, m in enumerate(base.torch_members())]
     base_hash = hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest()[:16]
     meta = {**base.meta, "finetune": {"base": str(stem), "base_weights_hash": base_hash, "n_new": len(new),
                                       "n_replay": len(old), "ratio": ratio, "epochs": epochs, "lr": lr,

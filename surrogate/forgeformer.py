@@ -8,51 +8,25 @@ The parameters live in a stock `nn.TransformerEncoder` (so checkpoints are plain
 `forward` runs the blocks on *packed* tokens: the projections and FFN only see active layers (the
 IHA labels average 17 of 40), attention runs padded per sequence, and dropout masks come from a
 numpy PCG64 stream (16-bit thresholds, 4 masks per 64-bit draw), ~5× cheaper than torch's CPU
-bernoulli. `reference_forward` is the stock padded path; tests pin the two to each other.
+bernoulli. `reference_forward` is the stock padded path; tests pin the two to each other. Inference on the
+CPU runs the same pass in numpy (surrogate/numpy_encoder.py), which holds the config and the dropout stream.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from surrogate.numpy_encoder import DropoutStream, FFConfig, NumpyForgeFormer  # noqa: F401 (FFConfig re-exported)
 
 
-@dataclass
-class FFConfig:
-    """Encoder shape (paper values, App. C) and training recipe."""
-
-    n_fields: int = 9
-    d_enc: int = 64
-    n_heads: int = 4
-    n_layers: int = 4
-    d_ffn: int = 256
-    dropout: float = 0.2
-    L_max: int = 40
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-class MaskStream:
-    """Inverted-dropout multipliers (0 or 1/(1-p)) drawn from a seeded numpy PCG64 generator.
-
-    Keep probability is round((1-p)·65536)/65536 (|error| < 8e-6). One seed → the same masks."""
-
-    def __init__(self, p: float, seed: int) -> None:
-        self.rng = np.random.Generator(np.random.PCG64(seed))
-        self.thr = np.uint16(min(65535, round((1.0 - p) * 65536)))
-        self.scale = np.float32(1.0 / (1.0 - p))
+class MaskStream(DropoutStream):
+    """`DropoutStream`'s masks as torch tensors (the same numpy stream the numpy encoder draws from)."""
 
     def __call__(self, shape: torch.Size) -> torch.Tensor:
-        n = math.prod(shape)
-        bits = self.rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
-        keep = np.multiply(bits < self.thr, self.scale, dtype=np.float32)
-        return torch.from_numpy(keep).view(shape)
+        return torch.from_numpy(self.draw(tuple(shape)))
 
 
 class ForgeFormer(nn.Module):
@@ -74,6 +48,16 @@ class ForgeFormer(nn.Module):
 
     def seed_dropout(self, seed: int) -> None:
         self.masks = MaskStream(self.cfg.dropout, seed)
+
+    @classmethod
+    def from_numpy(cls, member: NumpyForgeFormer) -> "ForgeFormer":
+        """A numpy member as a module (eval mode), drawing from the same dropout stream."""
+        m = cls(member.cfg)
+        m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in member.state_dict().items()})
+        if member.masks is not None:
+            m.masks = MaskStream.__new__(MaskStream)
+            m.masks.__dict__.update(vars(member.masks))  # the same generator object: one sequence
+        return m.eval()
 
     def _drop(self, t: torch.Tensor) -> torch.Tensor:
         if not self.training or self.cfg.dropout <= 0:
@@ -131,7 +115,8 @@ class ForgeFormer(nn.Module):
 
 
 def n_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """Parameter count of a torch module or a numpy member (both list their `parameters()`)."""
+    return sum(math.prod(p.shape) for p in model.parameters())
 
 
 def pairwise_rank_loss(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

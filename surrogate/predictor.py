@@ -3,7 +3,9 @@
 A checkpoint is `<stem>.safetensors` (member weights, `m<k>.<param>` keys) plus `<stem>.json` (format,
 encoder config, field layout, train-split normalization statistics, target scaling, the space/globals
 it was trained for, data hash, recipe and metrics). Loading reads tensors with safetensors and the
-sidecar with json: nothing is ever unpickled.
+sidecar with json: nothing is ever unpickled. A loaded checkpoint's members are numpy arrays run by
+surrogate/numpy_encoder.py on the CPU (no torch import); `torch_members()` and `to("cuda")` make torch modules
+of them for fine-tuning and GPUs, imported only then.
 """
 from __future__ import annotations
 
@@ -13,8 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import torch
-from safetensors.torch import load_file, save_file
+from safetensors.numpy import load_file, save_file
 
 from forge.genome import Genome
 from forge.io import atomic_write_bytes, atomic_write_json
@@ -24,7 +25,7 @@ from surrogate.checkpoints import (CheckpointError, checkpoint_stem, covers_of, 
 from surrogate.conformal import ConformalInterval, interval_or_nan
 from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
-from surrogate.forgeformer import FFConfig, ForgeFormer
+from surrogate.numpy_encoder import FFConfig, NumpyForgeFormer, from_torch
 from surrogate.targets import TargetMap
 from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
@@ -45,7 +46,7 @@ def _space_of(data: LabelSet, name: str, L_max: int) -> dict[str, Any]:
 class ForgeFormerPredictor:
     """The search-side `surrogate.interface.LossPredictor` for one space; an ensemble averages its members."""
 
-    members: list[ForgeFormer]
+    members: list[Any]  # `NumpyForgeFormer`s (loaded) or torch `ForgeFormer`s (trained, or moved to a GPU)
     norm: MinMax
     field_set: str
     space: dict[str, Any]
@@ -80,13 +81,18 @@ class ForgeFormerPredictor:
                 raise FeatureError(f"genome #{i} has {len(g.layers)} layer slots ({g.n_active} active); "
                                    f"allowed: at most {self.L_max} (space {self.space['name']!r})")
 
-    def tensors(self, genomes: Sequence[Genome], packed: Packed | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def arrays(self, genomes: Sequence[Genome], packed: Packed | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Normalized fields and mask; `packed`: this predictor's fields of `genomes`, already checked."""
         if packed is None:
             self.check(genomes)
             packed = featurize(genomes, self.field_set, self.L_max)
-        p = packed
-        return torch.from_numpy(self.norm.apply(p)), torch.from_numpy(p.mask)
+        return self.norm.apply(packed), packed.mask
+
+    def tensors(self, genomes: Sequence[Genome], packed: Packed | None = None) -> tuple[Any, Any]:
+        """`arrays` as torch tensors (for the torch modules)."""
+        import torch
+
+        return tuple(torch.from_numpy(a) for a in self.arrays(genomes, packed))
 
     def seed_mc(self, seed: int) -> None:
         """Re-seed every member's dropout stream: the same seed and call sequence give the same σ."""
@@ -131,50 +137,87 @@ class ForgeFormerPredictor:
         members' MC-dropout posteriors: sigma covers seed and dropout uncertainty, and 10 passes cost what
         10 passes of one member cost. Each member's passes run as one batched forward.
 
-        On the CPU the members run in float64 (their float32 weights converted exactly, and back afterwards):
-        float32 kernels of different instruction sets disagree at ~1e-8, float64 ones at ~1e-16, far below
-        the digits the search keeps (forge.numeric), so every machine predicts the same rounded μ."""
+        On the CPU the members run in float64 in numpy (surrogate/numpy_encoder.py; torch members' weights are
+        converted exactly): float32 kernels of different instruction sets disagree at ~1e-8, float64 ones at
+        ~1e-16, far below the digits the search keeps (forge.numeric), so every machine predicts the same
+        rounded μ. Members moved to a GPU run there in torch float32."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
-        if self.device.type != "cpu":
-            return self._encoder_predict(genomes, n_mc, packed, torch.float32)
-        try:
-            for m in self.members:
-                m.double()
-            return self._encoder_predict(genomes, n_mc, packed, torch.float64)
-        finally:
-            for m in self.members:
-                m.float()
-
-    @torch.inference_mode()
-    def _encoder_predict(self, genomes: Sequence[Genome], n_mc: int, packed: Packed | None,
-                         dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
-        dev = self.device
-        x, mask = self.tensors(genomes, packed)
-        x, mask = x.to(dev, dtype), mask.to(dev)
-        n = x.shape[0]
+        if self._on_gpu():
+            return self.torch_encoder_predict(genomes, n_mc, packed, "float32")
+        x, mask = self.arrays(genomes, packed)
+        members = [m if isinstance(m, NumpyForgeFormer) else from_torch(m) for m in self.members]
         if n_mc <= 0:
-            outs = [m.eval()(x, mask) for m in self.members]
-            return self.target.to_loss(torch.stack(outs).mean(0).double().cpu().numpy()), np.zeros(n)
-        K = len(self.members)
+            return self.target.to_loss(np.stack([m(x, mask) for m in members]).mean(0)), np.zeros(len(x))
         samples = []
-        for k, m in enumerate(self.members):
-            reps = n_mc // K + (k < n_mc % K)
-            if reps:
-                samples.append(m.train()(x.repeat(reps, 1, 1), mask.repeat(reps, 1)).view(reps, n))
-                m.eval()
-        s = self.target.to_loss(torch.cat(samples).double().cpu().numpy())  # each pass in loss units
+        for reps, m in self._mc_deal(n_mc, members):
+            samples.append(m(np.tile(x, (reps, 1, 1)), np.tile(mask, (reps, 1)), m.masks).reshape(reps, len(x)))
+        s = self.target.to_loss(np.concatenate(samples))  # each pass in loss units
         return s.mean(0), s.std(0)
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.members[0].parameters()).device
+    @staticmethod
+    def _mc_deal(n_mc: int, members: list[Any]) -> list[tuple[int, Any]]:
+        """(passes, member) for n_mc passes dealt round-robin over the members (members with none left out)."""
+        K = len(members)
+        deal = [(n_mc // K + (k < n_mc % K), m) for k, m in enumerate(members)]
+        return [(r, m) for r, m in deal if r]
 
-    def to(self, device: str | torch.device) -> "ForgeFormerPredictor":
+    def torch_encoder_predict(self, genomes: Sequence[Genome], n_mc: int, packed: Packed | None = None,
+                              dtype: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+        """`encoder_predict` through the torch modules in `dtype` on their device (the GPU path; on the CPU in
+        float64 the reference the numpy pass is tested against). Imports torch."""
+        import torch
+
+        members = self.torch_members()
+        dev, dt = next(members[0].parameters()).device, getattr(torch, dtype)
+        x, mask = self.tensors(genomes, packed)
+        x, mask = x.to(dev, dt), mask.to(dev)
+        try:
+            for m in members:
+                m.to(dt)  # outside inference mode: the parameters stay trainable
+            with torch.inference_mode():
+                if n_mc <= 0:
+                    outs = torch.stack([m.eval()(x, mask) for m in members]).mean(0)
+                    return self.target.to_loss(outs.double().cpu().numpy()), np.zeros(len(x))
+                samples = [m.train()(x.repeat(reps, 1, 1), mask.repeat(reps, 1)).view(reps, len(x))
+                           for reps, m in self._mc_deal(n_mc, members)]
+        finally:
+            for m in members:
+                m.eval().float()
+        s = self.target.to_loss(torch.cat(samples).double().cpu().numpy())
+        return s.mean(0), s.std(0)
+
+    def torch_members(self) -> list[Any]:
+        """The members as torch `ForgeFormer`s (numpy members converted, sharing their dropout streams)."""
+        if any(isinstance(m, NumpyForgeFormer) for m in self.members):
+            from surrogate.forgeformer import ForgeFormer
+
+            self.members = [ForgeFormer.from_numpy(m) if isinstance(m, NumpyForgeFormer) else m for m in self.members]
+        return self.members
+
+    @property
+    def uses_torch_rng(self) -> bool:
+        """Whether MC dropout draws from torch's generator (on a GPU); on the CPU it draws from `seed_mc`'s streams."""
+        return self._on_gpu()
+
+    def _on_gpu(self) -> bool:
+        return any(not isinstance(m, NumpyForgeFormer) and next(m.parameters()).device.type != "cpu"
+                   for m in self.members)
+
+    @property
+    def device(self) -> Any:
+        """The encoder's torch device (numpy members: the CPU)."""
+        import torch
+
+        m = self.members[0]
+        return torch.device("cpu") if isinstance(m, NumpyForgeFormer) else next(m.parameters()).device
+
+    def to(self, device: Any) -> "ForgeFormerPredictor":
         """Run the encoder on `device` (e.g. "cuda"; on a GPU dropout is torch's own). The forests, the
-        featurization and every returned array stay on the CPU."""
-        for m in self.members:
-            m.to(device)
+        featurization and every returned array stay on the CPU; on the CPU the encoder runs in numpy."""
+        if str(device) != "cpu":
+            for m in self.torch_members():
+                m.to(device)
         return self
 
     # ------------------------------------------------------------------ persistence
@@ -191,10 +234,10 @@ class ForgeFormerPredictor:
     def save(self, stem: str | Path) -> Path:
         """Write `<stem>.safetensors` + `<stem>.json` atomically; returns the sidecar path."""
         stem = checkpoint_stem(stem)
-        tensors = {f"m{k}.{n}": t.detach().cpu().contiguous().clone() for k, m in enumerate(self.members)
-                   for n, t in m.state_dict().items()}
+        tensors = {f"m{k}.{n}": np.ascontiguousarray(t if isinstance(t, np.ndarray) else t.detach().cpu().numpy())
+                   for k, m in enumerate(self.members) for n, t in m.state_dict().items()}
         for j, f in enumerate(self.forests):
-            tensors.update({k: torch.from_numpy(v) for k, v in f.tensors(f"f{j}").items()})
+            tensors.update(f.tensors(f"f{j}"))
         stem.parent.mkdir(parents=True, exist_ok=True)
         tmp = stem.with_name(stem.name + ".tmp.safetensors")
         save_file(tensors, str(tmp))
@@ -257,15 +300,13 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     cfg = FFConfig(**meta["config"])
     members = []
     for k in range(int(meta["n_members"])):
-        m = ForgeFormer(cfg)
         sd = {n[len(f"m{k}."):]: t for n, t in tensors.items() if n.startswith(f"m{k}.")}
         try:
-            m.load_state_dict(sd)
-        except RuntimeError as e:
+            members.append(NumpyForgeFormer(cfg, sd))
+        except ValueError as e:
             raise CheckpointError(f"{stem}.safetensors: member {k} does not match its config: {e}") from None
-        members.append(m.eval())
     try:
-        forests = [RankForest.from_tensors({k: v.numpy() for k, v in tensors.items() if k.startswith(f"f{j}.")},
+        forests = [RankForest.from_tensors({k: v for k, v in tensors.items() if k.startswith(f"f{j}.")},
                                            f"f{j}", fm, int(meta["space"]["L_max"]))
                    for j, fm in enumerate(meta.get("forests", []))]
     except (KeyError, ValueError) as e:

@@ -154,15 +154,20 @@ class RankForest:
         """(n, trees) leaf values (normal-score units); same float32 inputs and `<=` rule as sklearn."""
         a = self.a
         X = np.asarray(X, dtype=np.float32)
-        node = np.broadcast_to(a["roots"], (len(X), len(a["roots"]))).copy()  # (n, trees)
-        rows = np.arange(len(X))[:, None]
-        for _ in range(len(a["right"])):  # one level per step; stops when every walker sits on a leaf
-            right = a["right"][node]
-            if (right < 0).all():
-                break
-            go_left = X[rows, a["feature"][node]] <= a["threshold"][node]
-            node = np.where(right < 0, node, np.where(go_left, node + 1, right))
-        return a["value"][node].astype(np.float64)
+        n, T = len(X), len(a["roots"])
+        node = np.broadcast_to(a["roots"], (n, T)).ravel().copy()  # one walker per (row, tree), row-major
+        walking, rows = np.arange(n * T), np.repeat(np.arange(n), T)
+        for _ in range(len(a["right"])):  # one level per step, over the walkers not yet on a leaf only
+            at = node[walking]
+            right = a["right"][at]
+            inner = right >= 0
+            if not inner.all():
+                walking, at, right = walking[inner], at[inner], right[inner]
+                if not len(walking):
+                    break
+            go_left = X[rows[walking], a["feature"][at]] <= a["threshold"][at]
+            node[walking] = np.where(go_left, at + 1, right)
+        return a["value"][node].reshape(n, T).astype(np.float64)
 
     def predict_z(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf value over trees (normal-score units): sklearn's `predict`."""

@@ -69,3 +69,4 @@ def test_the_installed_scripts_point_at_the_light_entries():
         assert module.endswith(".entry") and getattr(light, fn).target.split(".")[0] == module.split(".")[0]
     installed = {e.name: e.value for e in distribution("forge-nas").entry_points if e.group == "console_scripts"}
     assert installed == SCRIPTS
+
