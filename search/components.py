@@ -156,6 +156,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
         from search.blind import default_predictor
 
         base = default_predictor(space, ev.get("allow_blind"))
+    if isinstance(base, Mapping) and base.get("_object_"):  # a Python object no config rebuilds (python_objects)
+        raise SearchConfigError(f"search.coevolve.every > 0 refits a fresh {base.get('_target_')} built from its "
+                                f"config, and that object cannot be rebuilt ({base['_object_']}); allowed: a surrogate "
+                                "whose arguments read back (get_params()), or search.coevolve.every=0")
     # a checkpoint is fine-tuned from its frozen weights; a surrogate given as a config node is refitted
     ft_spec = co.get("finetune") or ("surrogate.generic.refit" if isinstance(base, Mapping) else "surrogate.fit.finetune")
     finetune = import_callable(ft_spec)  # checked before anything is built

@@ -129,10 +129,11 @@ def next_commands(run_dir: str | Path) -> list[str]:
     verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
     import yaml
 
+    from forge import plugin_use
     from forge.needs import training_needs
     from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
-    cmds = [f"forge-report runs={quote(rel(run_dir))}", export_command(run_dir)]
+    cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *plugin_use.args(run_dir)]), export_command(run_dir)]
     cfg_path = Path(run_dir) / "config.yaml"
     cfg = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU

@@ -25,6 +25,7 @@ class ForestSurrogate:
     """fit(train, val) and predict(genomes), nothing else: the documented contract of a surrogate plug-in."""
 
     def __init__(self, n_estimators: int = 50, seed: int = 0) -> None:
+        self.n_estimators, self.seed = n_estimators, seed  # its arguments, kept: a resume rebuilds it from them
         self.model = RandomForestRegressor(n_estimators=n_estimators, random_state=seed)
 
     def fit(self, train: Any, val: Any = None) -> "ForestSurrogate":
