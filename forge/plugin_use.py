@@ -27,9 +27,10 @@ FORGE = ("forge", "search", "surrogate", "backends", "forge_hf")  # Forge's own 
 
 
 def python_only(path: str) -> bool:
-    """No command can import `path` (module.qualname): it lives in `__main__` (a script, a notebook), inside a
-    function (`<locals>`, `<lambda>`), or names a callable object (plugins.bind's `<object>`)."""
-    return str(path).startswith("__main__.") or "<" in str(path)
+    """No command can import `path` (module.qualname): it lives in `__main__` (a script, a notebook) or in code
+    run by exec (`builtins`, plugins.bind's `python`), inside a function (`<locals>`, `<lambda>`), or names a
+    callable object (plugins.bind's `<object>`)."""
+    return str(path).split(".")[0] in ("__main__", "builtins", "python") or "<" in str(path)
 
 
 def _hook_modules() -> list[str]:

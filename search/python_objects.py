@@ -17,14 +17,12 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from forge.plugin_use import python_only
+
 OBJECT = "_object_"  # in a surrogate's config node: why no command can rebuild it (refused, never built)
 PART = {"space": "space", "evaluator": "predictor", "backend": "backend"}  # a config key -> the part an object fills
 
 
-def python_only(path: str) -> bool:
-    """A command cannot import `path` (module.qualname): it lives in `__main__`, inside a function, or is no
-    function at all (a callable object, plugins.bind's `<object>`)."""
-    return str(path).startswith("__main__.") or "<" in str(path)
 
 
 def _plain(v: Any) -> bool:
