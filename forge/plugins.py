@@ -17,8 +17,8 @@ installed package declares in the entry-point group `forge.plugins`. A search re
 folder (`plugins.json`, forge.plugin_use: an installed package it does not use binds it to nothing); `resume`,
 `forge-verify`, `forge-export` and `forge-report` of that run import nothing from that record: they refuse in one
 line (`plugin_use.require(run_dir)`) unless the live config, an installed entry point or this Python process has
-imported each of them. A class or function defined in a
-plug-in module (`mypkg.genes.MySurrogate`) is allowed as any kind: the module is code you chose to run.
+imported each of them. A class or function defined in a plug-in module (`mypkg.genes.MySurrogate`) is allowed as
+any kind: the module is code you chose to run.
 
 Everything else is refused with one line naming the path and what is allowed, *before* its module is imported.
 
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
-import sys
 from collections import defaultdict
 from typing import Any, Iterator, Mapping
 

@@ -109,11 +109,9 @@ def needs_python(cfg: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 def python_resume(run_dir: Any, missing: Sequence[tuple[str, str, str]]) -> str:
     """How to continue from Python: the same objects handed again for each key that needs one."""
-    from search.suggest import rel
-
     args = ", ".join(dict.fromkeys("evaluator={'predictor': <the same object>}" if k == "evaluator" else
                                    f"{k}=<the same {k}>" for k, _, _ in missing))
-    return f"forge.search(resume={str(rel(run_dir))!r}, {args})"
+    return f"forge.search(resume={str(run_dir)!r}, {args})"
 
 
 def check_resumable_here(saved: Mapping[str, Any], parts: Mapping[str, Any], run_dir: Any) -> None:

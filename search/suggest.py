@@ -120,5 +120,5 @@ def resume_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
 
     missing = needs_python(run_cfg)
     if missing:
-        return f"{python_resume(run_dir, missing)} (from Python: no command can rebuild {missing[0][1]})"
+        return f"{python_resume(rel(run_dir), missing)} (from Python: no command can rebuild {missing[0][1]})"
     return " ".join(["forge-search", f"resume={quote(rel(run_dir))}", *plugin_use.args(run_dir, code=True)])

@@ -106,3 +106,18 @@ def test_the_lines_a_user_space_run_prints_work_when_pasted(tmp_path):
     export = next(c.strip() for c in out.splitlines() if c.strip().startswith("forge-export "))
     _cli(tmp_path, *shlex.split(export))
     assert any((tmp_path / "exported").iterdir())
+
+
+def test_a_module_whose_hook_comes_with_no_gene_binds_every_run_and_a_gene_module_only_its_users(monkeypatch):
+    """A hook without a gene changes every model, so every run records its module; a gene's module (its hooks
+    included) is recorded only by a run whose space names the gene."""
+    from forge import model, plugin_use
+    from tests.ext import genes  # noqa: F401  (glu, with its two hooks)
+
+    def everywhere(block, cfg, gene):
+        return None
+
+    monkeypatch.setattr(everywhere, "__module__", "somepkg.hooks")
+    monkeypatch.setattr(model.Block, "hooks", [*model.Block.hooks, everywhere])
+    assert plugin_use.used(set(), [])["modules"] == ["somepkg.hooks"]
+    assert plugin_use.used({"glu"}, [])["modules"] == ["tests.ext.genes", "somepkg.hooks"]
