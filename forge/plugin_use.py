@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from forge import plugins
 
@@ -55,19 +55,10 @@ def module_of(path: str) -> str | None:
     return next((m for m in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if m in sys.modules), None)
 
 
-def run_paths(cfg: Mapping[str, Any]) -> list[str]:
-    """The import paths a run config names: its `_target_`s, objective functions and co-evolution's finetune."""
-    c = {k: v for k, v in dict(cfg).items() if k not in ("plugins", "hydra")}
-    out = list(plugins.targets(c))
-    out += [o["fn"] for o in c.get("objectives") or [] if isinstance(o, Mapping) and isinstance(o.get("fn"), str)]
-    finetune = ((c.get("search") or {}).get("coevolve") or {}).get("finetune")
-    return out + ([finetune] if isinstance(finetune, str) else [])
-
-
 def used(genes: Iterable[str], paths: Iterable[str]) -> dict[str, list[str]]:
     """{"modules": the modules that registered the genes the run names, and those whose hooks come with no gene
-    (they change every model), "code": the modules of its own classes and functions beyond those}, each list in
-    import order."""
+    (they change every model), in import order, "code": the modules of its own classes and functions beyond those,
+    sorted}."""
     from forge.genes import ORIGIN
 
     with_genes = set(ORIGIN.values())
@@ -80,15 +71,15 @@ def used(genes: Iterable[str], paths: Iterable[str]) -> dict[str, list[str]]:
         m = None if python_only(path) or path in shipped else module_of(path)
         if m and not _ours(m) and _named(m) not in modules and _named(m) not in code:
             code.append(_named(m))
-    return {"modules": modules, "code": code}
+    return {"modules": modules, "code": sorted(code)}
 
 
-def record(run_dir: Any, genes: Iterable[str], cfg: Mapping[str, Any]) -> None:
-    """Write `plugins.json` for a run whose space names `genes` and whose config is `cfg`, only when it uses a
-    plug-in: a run of Forge's own parts writes none, whatever is installed."""
+def record(run_dir: Any, genes: Iterable[str]) -> None:
+    """Write `plugins.json` for a run whose space names `genes`, made from the live config (plugins.trust), only
+    when it uses a plug-in: a run of Forge's own parts writes none, whatever is installed."""
     from forge.io import atomic_write_json
 
-    use = used(genes, run_paths(cfg))
+    use = used(genes, plugins.live_paths())
     if use["modules"] or use["code"]:
         atomic_write_json(Path(run_dir) / plugins.RECORD, {k: v for k, v in use.items() if v})
 

@@ -157,6 +157,12 @@ def load_modules(names: list[str]) -> list[str]:
     return list(_modules)
 
 
+def live_paths() -> list[str]:
+    """The import paths the live config names (its `_target_`s and objective functions), sorted: what a run made
+    from it uses (forge.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
+    return sorted({*_live.get(ANY, ()), *_live.get("objective", ())})
+
+
 def used() -> list[str]:
     """The plug-in modules this process imported (what a run records in its folder)."""
     return list(_modules)

@@ -53,7 +53,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | N
         import yaml
 
         atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
-        plugin_use.record(run_dir, space_genes(search.space), c)  # the plug-ins it uses (never imported from here)
+        plugin_use.record(run_dir, space_genes(search.space))  # the plug-ins it uses (never imported from here)
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
         from search.suggest import resume_command

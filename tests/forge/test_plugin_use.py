@@ -81,7 +81,7 @@ def test_a_run_that_uses_its_gene_or_function_records_it_and_names_it(tmp_path, 
     assert f"plugins.modules=[{PKG},tests.search.fakes]" in nxt[-1]  # verify rebuilds its classes too
     fn = _search(tmp_path / "fn", space="iha-tiny",
                  objectives=["val_loss", "params", {"name": "depth", "fn": f"{PKG}.active_layers"}]).run_dir
-    assert json.loads((fn / plugins.RECORD).read_text()) == {"code": ["tests.search.fakes", PKG]}
+    assert json.loads((fn / plugins.RECORD).read_text()) == {"code": [PKG, "tests.search.fakes"]}
     _uninstall(site)
     with pytest.raises(plugins.PluginError, match=rf"^\S+ was made with plug-in modules {PKG}, .*allowed: name them"):
         export_run(compose("forge-export", run=str(run), format="yaml", out=str(tmp_path / "x")))
