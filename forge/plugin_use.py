@@ -105,9 +105,11 @@ def needed(run_dir: Any, code: bool = False) -> list[str]:
 
 def require(run_dir: Any, code: bool = False) -> None:
     """A run made with plug-in modules is read back only once each is imported by the live config, an entry
-    point or this process: the folder names them, it never imports them (it is data)."""
+    point or this process: the folder names them, it never imports them (it is data). Its `code` modules are
+    named in the line (`code`: a command that rebuilds its parts), not required: each class is checked where it is
+    built (plugins.check), and may be allowed by `plugins.<kind>=[module.Class]` instead."""
     names = needed(run_dir, code)
-    missing = [n for n in names if n not in plugins.used() and n not in sys.modules]
+    missing = [n for n in needed(run_dir) if n not in plugins.used() and n not in sys.modules]
     if missing:
         raise plugins.PluginError(
             f"{run_dir} was made with plug-in modules {', '.join(missing)}, which this command has not imported (a "
