@@ -23,8 +23,6 @@ OBJECT = "_object_"  # in a surrogate's config node: why no command can rebuild 
 PART = {"space": "space", "evaluator": "predictor", "backend": "backend"}  # a config key -> the part an object fills
 
 
-
-
 def _plain(v: Any) -> bool:
     if v is None or type(v) in (bool, int, float, str):
         return True
@@ -79,22 +77,13 @@ def surrogate_node(obj: Any, path: str, labels: Any) -> dict[str, Any]:
     return {"_target_": path, **args} if args is not None else {"_target_": path, OBJECT: why}
 
 
-def check_rebuilt(model: Any, node: Mapping[str, Any]) -> str | None:
-    """Why a surrogate built from `node` differs from the object it records (an argument read back otherwise)."""
-    args, _ = _read(model)
-    want = {k: v for k, v in node.items() if not k.startswith("_")}
-    if args is None or not want:
-        return None
-    diff = [k for k, v in want.items() if k in args and args[k] != v]
-    return f"its argument {diff[0]} reads back {args[diff[0]]!r}, the run's is {want[diff[0]]!r}" if diff else None
-
-
 def needs_python(cfg: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(config key, what, why) for each part of a run's config that no command can rebuild."""
     out = []
     for o in cfg.get("objectives") or []:
         if isinstance(o, Mapping) and isinstance(o.get("fn"), str) and python_only(o["fn"]):
-            out.append(("objectives", f"objective {o.get('name')}", f"{o['fn']} is defined in your script"))
+            why = "is a callable object, not a function" if "<object>" in o["fn"] else "is defined in your script"
+            out.append(("objectives", f"objective {o.get('name')}", f"{o['fn']} {why}"))
     for key in PART:
         node = cfg.get(key)
         node = node.get("predictor") if key == "evaluator" and isinstance(node, Mapping) else node

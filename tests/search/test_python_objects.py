@@ -132,3 +132,21 @@ def test_a_recorded_seed_is_the_objects_own_not_the_runs():
     plugins.register("surrogate", "tests.ext.surrogates.ForestSurrogate")
     model = build_model({"_target_": "tests.ext.surrogates.ForestSurrogate", "seed": 3}, seed=9)
     assert model.seed == 3
+
+
+class Metric:
+    def __call__(self, genomes):
+        return [1.0 for _ in genomes]
+
+
+def test_a_partial_is_its_function_with_params_and_a_callable_object_only_python_continues():
+    import functools
+
+    from search.python_objects import needs_python, objective_entry
+
+    here = f"{__name__}.depth"
+    assert objective_entry(functools.partial(depth, weight=2.0)) == {"name": "depth", "fn": here,
+                                                                     "params": {"weight": 2.0}}
+    entry = objective_entry({"name": "one", "fn": Metric()})
+    assert entry["fn"].endswith("Metric<object>") and plugins.is_bound(entry["fn"])
+    assert [w for _, w, _ in needs_python({"objectives": [entry, objective_entry(depth)]})] == ["objective one"]
