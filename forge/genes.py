@@ -25,6 +25,7 @@ line shows it. A global gene registered later is stored only off its default, li
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -98,6 +99,7 @@ def show(kind: str, value: Any) -> str:
 
 LAYER_GENES: dict[str, Gene] = {}
 GLOBAL_GENES: dict[str, GlobalGene] = {}
+ORIGIN: dict[str, str] = {}  # gene name -> the module whose import registered it
 
 
 def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
@@ -118,6 +120,8 @@ def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
         raise ValueError(f"gene {gene.name!r}: choices = {gene.choices!r}; allowed: a non-empty tuple exactly when kind = choice")
     if not gene.builtin and gene.default is REQUIRED:
         raise ValueError(f"gene {gene.name!r} needs a default (the value genomes written before it take)")
+    if old is None:  # the module that declared it: a run that uses the gene records that module (forge.plugin_use)
+        ORIGIN[gene.name] = str(sys._getframe(1).f_globals.get("__name__", ""))
     table[gene.name] = gene
     return gene
 
@@ -128,6 +132,7 @@ def unregister(name: str) -> None:
         raise ValueError(f"gene {name!r} is built in and cannot be removed")
     LAYER_GENES.pop(name, None)
     GLOBAL_GENES.pop(name, None)
+    ORIGIN.pop(name, None)
 
 
 @contextmanager

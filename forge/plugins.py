@@ -13,11 +13,12 @@ read back from one must never pick the code Forge runs. What is trusted:
 
 A plug-in *module* (your genes, spaces, surrogates, objectives) is imported before a command does anything
 else: `trust(cfg)` imports every module listed under `plugins.modules` of the live config and every module an
-installed package declares in the entry-point group `forge.plugins`. A search records the modules it used in
-its folder (`plugins.json`); `resume`, `forge-verify`, `forge-export` and `forge-report` of that run
-import nothing from that list: they refuse in one line (`require(run_dir)`) unless the live config, an
-installed entry point or this Python process has imported each of them. A class or function defined in a
-plug-in module (`mypkg.genes.MySurrogate`) is allowed as any kind: the module is code you chose to run.
+installed package declares in the entry-point group `forge.plugins`. A search records the ones it uses in its
+folder (`plugins.json`, forge.plugin_use: an installed package it does not use binds it to nothing); `resume`,
+`forge-verify`, `forge-export` and `forge-report` of that run import nothing from that record: they refuse in one
+line (`plugin_use.require(run_dir)`) unless the live config, an installed entry point or this Python process has
+imported each of them. A class or function defined in a plug-in module (`mypkg.genes.MySurrogate`) is allowed as
+any kind: the module is code you chose to run.
 
 Everything else is refused with one line naming the path and what is allowed, *before* its module is imported.
 
@@ -28,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
-import sys
 from collections import defaultdict
 from typing import Any, Iterator, Mapping
 
@@ -95,10 +94,19 @@ def register(kind: str, path: str) -> None:
 def bind(kind: str, obj: Any) -> str:
     """A Python object the caller handed over (forge.search(objectives=[my_fn])) as a `kind` plug-in named by its
     import path (module.qualname), which a config can hold; `resolve` returns the object itself in this process."""
-    path = _norm(f"{getattr(obj, '__module__', None) or 'python'}.{getattr(obj, '__qualname__', type(obj).__name__)}")
+    import inspect
+
+    own = inspect.isroutine(obj) or inspect.isclass(obj)  # else a callable object: no import path rebuilds it
+    name = getattr(obj, "__qualname__", None) if own else f"{type(obj).__qualname__}<object>"
+    path = _norm(f"{getattr(obj, '__module__', None) or 'python'}.{name or type(obj).__name__}")
     register(kind, path)
     _bound[path] = obj
     return path
+
+
+def is_bound(path: str) -> bool:
+    """Whether this process holds the object a path names (handed to the API): no import rebuilds it."""
+    return _norm(path) in _bound
 
 
 def trust(cfg: Any) -> None:
@@ -150,39 +158,15 @@ def load_modules(names: list[str]) -> list[str]:
     return list(_modules)
 
 
+def live_paths() -> list[str]:
+    """The import paths the live config names (its `_target_`s and objective functions), sorted: what a run made
+    from it uses (forge.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
+    return sorted({*_live.get(ANY, ()), *_live.get("objective", ())})
+
+
 def used() -> list[str]:
     """The plug-in modules this process imported (what a run records in its folder)."""
     return list(_modules)
-
-
-def record(run_dir: Any) -> None:
-    """Write the run's plug-in modules (`plugins.json`), only when it used any: older runs stay unchanged."""
-    from pathlib import Path
-
-    from forge.io import atomic_write_json
-
-    if _modules:
-        atomic_write_json(Path(run_dir) / RECORD, {"modules": used()})
-
-
-def require(run_dir: Any) -> None:
-    """A run made with plug-in modules is read back only once each is imported by the live config, an entry
-    point or this process: the folder names them, it never imports them (it is data)."""
-    from pathlib import Path
-
-    path = Path(run_dir) / RECORD
-    try:
-        names = json.loads(path.read_text()).get("modules") if path.is_file() else []
-    except (ValueError, AttributeError):
-        raise PluginError(f"{path}: not a plug-in record; allowed: {{\"modules\": [module, ...]}}") from None
-    if not isinstance(names, list):
-        raise PluginError(f"{path}: modules = {names!r}; allowed: a list of module names")
-    missing = [str(n) for n in names if str(n) not in _modules and str(n) not in sys.modules]
-    if missing:
-        raise PluginError(f"{run_dir} was made with plug-in modules {', '.join(missing)}, which this command has "
-                          f"not imported (a run folder never names code to run); allowed: name them in the "
-                          f"command (+plugins.modules=[{','.join(missing)}]) or install them under the "
-                          f"{ENTRY_GROUP!r} entry-point group")
 
 
 def trust_file(node: Any) -> None:

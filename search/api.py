@@ -104,6 +104,7 @@ class SearchResult:
 
     run_dir: Path
     summary: dict[str, Any] = field(repr=False)
+    parts: dict[str, Any] = field(default_factory=dict, repr=False)  # the Python objects it was made with
 
     @property
     def front(self) -> Any:
@@ -142,10 +143,12 @@ class SearchResult:
 
     @api_errors
     def verify(self, **values: Any) -> dict[str, Any]:
-        """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training)."""
+        """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training);
+        the run's own space and surrogate objects are handed again (no command could rebuild some of them)."""
         from search.verify import run
 
-        return run(compose("forge-verify", run=str(self.run_dir), **{"progress": False, **values}))
+        own = {k: v for k, v in self.parts.items() if k in ("space", "predictor")}
+        return run(compose("forge-verify", run=str(self.run_dir), **{"progress": False, **values}), own)
 
     @api_errors
     def plot(self, out: str | Path | None = None) -> dict[str, Any]:
@@ -171,41 +174,26 @@ def search(space: str | Mapping[str, Any] | None = None, backend: Any = None,
     Python objects go where the config holds names: a space object (`space=MySpace(...)`), a function objective
     (`objectives=["val_loss", my_metric, {"name": "mem", "fn": memory, "params": {"batch": 8}}]`) and a surrogate
     object (`evaluator={"predictor": my_model}`; unfitted, it is fitted on `evaluator.labels`) and a backend object
-    (`backend=MyBackend(...)`: anything with `evaluate(genomes, workload)`)."""
+    (`backend=MyBackend(...)`: anything with `evaluate(genomes, workload)`). `resume=<run>` continues a run,
+    comparing only the arguments given (hand the same objects again: search.python_objects)."""
+    import sys
+
     from search.cli import run
+    from search.python_objects import given_keys, split_objects, start_note
 
     objectives = [objectives] if callable(objectives) else as_list("objectives", objectives)
-    space, objectives, values, parts = _python_objects(space, objectives, values)
+    given = given_keys(dict(values, space=space, backend=backend, objectives=objectives, constraints=constraints),
+                       overrides)  # what a resume compares with the run's own config
+    space, objectives, values, parts = split_objects(space, objectives, values)
     backend = _backend_object(backend, parts)
     out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
     cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=as_list("objectives", objectives),
                   constraints=as_list("constraints", constraints), out_dir=str(out), **{"progress": False, **values})
-    summary = run(cfg, parts)
-    return SearchResult(Path(summary["run_dir"]), summary)
-
-
-def _python_objects(space: Any, objectives: Sequence[Any] | None,
-                    values: dict[str, Any]) -> tuple[Any, list[Any] | None, dict[str, Any], dict[str, Any]]:
-    """Python objects out of the arguments, into the search's parts; the config keeps what names them (the space's
-    own config node, the function's import path, the surrogate's class), so run folders read as the CLI's do."""
-    from forge import plugins
-    from forge.space import SearchSpace, space_config
-
-    parts: dict[str, Any] = {}
-    if isinstance(space, SearchSpace):
-        parts["space"], space = space, space_config(space)
-    objs = None if objectives is None else [
-        {"name": o.__name__, "fn": plugins.bind("objective", o)} if callable(o) else
-        {**o, "fn": plugins.bind("objective", o["fn"])} if isinstance(o, Mapping) and callable(o.get("fn")) else o
-        for o in objectives]
-    ev = values.get("evaluator")
-    pred = ev.get("predictor") if isinstance(ev, Mapping) else None
-    if pred is not None and not isinstance(pred, (str, Path, Mapping)):  # a surrogate object
-        parts["predictor"], cls = pred, type(pred)
-        path = f"{cls.__module__}.{cls.__qualname__}"
-        plugins.register("surrogate", path)  # the caller's class: verify or resume in this process may rebuild it
-        values = {**values, "evaluator": {**ev, "predictor": {"_target_": path}}}
-    return space, objs, values, parts
+    note = None if values.get("resume") else start_note(_container(cfg), out)
+    if note:
+        print(note, file=sys.stderr)
+    summary = run(cfg, parts, given if values.get("resume") else None)
+    return SearchResult(Path(summary["run_dir"]), summary, parts)
 
 
 def _backend_object(backend: Any, parts: dict[str, Any]) -> Any:

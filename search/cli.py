@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from forge import plugins
+from forge import plugin_use, plugins
 from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.config import output_dir, select, to_container
 from forge.confined import refuse_links
@@ -24,17 +24,17 @@ from forge.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import resume_state
+from search.python_objects import check_resumable_here
 from search.run_files import check_run_files
-from search.suggest import quote, rel
 from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
 
 
-def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | None = None) -> dict[str, Any]:
     """Run (or resume) one search; `components` may inject the parts `search.build.PARTS` names (space, evaluator,
     backend, workload, coevolution, or a surrogate object as `predictor`, fitted on evaluator.labels when it
-    arrives unfitted)."""
+    arrives unfitted). `given`: the keys a resume compares (the API's arguments; default: the command line's)."""
     c = to_container(cfg)
     resume = c.get("resume")
     run_dir = Path(resume) if resume else output_dir(c, fallback="outputs/search")
@@ -42,7 +42,7 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
     c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
     if resume:
         refuse_links(run_dir)  # a link planted in the run folder would send its appends outside it
-        c = resumed_config(c, run_dir)
+        c = resumed_config(c, run_dir, components or {}, given)
     elif holds_search(run_dir):
         raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
     else:
@@ -58,17 +58,26 @@ def run(cfg: Any, components: dict[str, Any] | None = None) -> dict[str, Any]:
         import yaml
 
         atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
-        plugins.record(run_dir)  # which plug-in modules it used (a later command imports none from here)
+        plugin_use.record(run_dir, space_genes(search.space))  # the plug-ins it uses (never imported from here)
     summary = search.run(c.get("stop_after"))
     if summary["status"] != "complete":
+        from search.suggest import resume_command
+
         print(f"search {summary['status']} after generation {summary['generations_done']} of {summary['generations']} "
-              f"(summary.json status: {summary['status']}); continue with: forge-search resume={quote(rel(run_dir))}",
+              f"(summary.json status: {summary['status']}); continue with: {resume_command(run_dir, c)}",
               file=sys.stderr)
     return summary
 
 
-def resumed_config(c: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built."""
+def space_genes(space: Any) -> set[str]:
+    """The registered genes a space names beyond the built-in grids (a plug-in's, recorded when the run uses it)."""
+    return {*(space.genes or {}), *(space.global_genes or {})}
+
+
+def resumed_config(c: dict[str, Any], run_dir: Path, parts: dict[str, Any] | None = None,
+                   given: list[str] | None = None) -> dict[str, Any]:
+    """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built:
+    also when the run was made from Python with objects no command rebuilds and this call does not hand them."""
     check_run_files(run_dir)  # every run file read and checked now, none late (config.yaml for the end screen)
     if (run_dir / CHECKPOINT).exists():
         saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
@@ -76,8 +85,9 @@ def resumed_config(c: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         check_resumable(run_dir)
         saved = saved_config(run_dir)
     check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
-    plugins.require(run_dir)  # the modules it was made with, imported again only by the live config
-    return resume_config(c, saved, run_dir, _cli_overrides())
+    check_resumable_here(saved, parts or {}, run_dir)  # a Python object: continued from Python, or refused
+    plugin_use.require(run_dir, code=True)  # the modules it was made with, imported again only by the live config
+    return resume_config(c, saved, run_dir, given if given is not None else _cli_overrides())
 
 
 def _cli_overrides() -> list[str] | None:

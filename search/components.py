@@ -185,6 +185,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     if cfg["evaluator"]["kind"] != "surrogate":
         raise SearchConfigError("search.coevolve.every > 0 needs evaluator.kind=surrogate (train mode has no surrogate)")
     base, ft_spec = refit_source(cfg, space)
+    if isinstance(base, Mapping) and base.get("_object_"):  # a Python object no config rebuilds (python_objects)
+        raise SearchConfigError(f"search.coevolve.every > 0 refits a fresh {base.get('_target_')} built from its "
+                                f"config, and that object cannot be rebuilt ({base['_object_']}); allowed: a surrogate "
+                                "whose arguments read back (get_params()), or search.coevolve.every=0")
     finetune = import_callable(ft_spec)  # checked before anything is built
     from forge.tracking import logged, node_for
     from surrogate.predictor import load_predictor

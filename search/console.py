@@ -172,10 +172,11 @@ def next_commands(run_dir: str | Path) -> list[str]:
     """Only commands that work here, as printed (search.suggest): `forge-verify` on this run when its training
     protocol and corpus can run on this machine, else a tiny recipe in the run's space family whose
     verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
+    from forge import plugin_use
     from forge.needs import training_needs
     from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
-    cmds = [f"forge-report runs={quote(rel(run_dir))}", export_command(run_dir)]
+    cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *plugin_use.args(run_dir)]), export_command(run_dir)]
     cfg = _run_config(run_dir)
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU
     recipe = tiny_recipe(cfg) if needs else []

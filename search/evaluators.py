@@ -18,7 +18,7 @@ from forge.genome import Genome
 from forge.labels import Label
 from forge.precision import QuantPenalty
 from search.blind import covers, guard
-from search.errors import SearchConfigError
+from search.errors import ResumeError, SearchConfigError
 
 
 def strip_precision(genomes: Sequence[Genome]) -> list[Genome]:
@@ -159,3 +159,27 @@ def label_hook(trainer: Any, fn: Callable[[Label], None]) -> Iterator[None]:
         yield
     finally:
         trainer.on_label = hook
+
+
+def check_resumed(evaluator: Any, genomes: Sequence[Genome], ids: Sequence[str],
+                  cached: dict[tuple[int, str], Sequence[float]], run_dir: Any) -> None:
+    """A resumed run's surrogate predicts, for a few of its population, the μ the run cached (deterministic
+    surrogates: n_mc 0): one rebuilt otherwise (other arguments, another fit, changed code) is refused before the
+    run goes on, instead of continuing with a different loss."""
+    if getattr(evaluator, "kind", "") != "surrogate" or getattr(evaluator, "n_mc", 1):
+        return
+    v = evaluator.version
+    pick = [(g, i, cached[(v, i)]) for g, i in zip(genomes, ids) if (v, i) in cached][:8]
+    if not pick:
+        return
+    from forge.numeric import settle
+
+    mu = np.asarray(settle(evaluator([g for g, _, _ in pick])[1]), float)
+    want = np.array([float(y[1]) for _, _, y in pick])
+    bad = np.flatnonzero(~np.isclose(mu, want, rtol=1e-5, atol=1e-8, equal_nan=True))
+    if len(bad):
+        j = int(bad[0])
+        raise ResumeError(f"resume={run_dir} refused: its surrogate, built again, predicts {mu[j]:.6g} for genome "
+                          f"{pick[j][1][:12]} where the run predicted {want[j]:.6g} (other arguments, another fit or "
+                          "changed code); allowed: the run's own surrogate (from Python: hand the same object again), "
+                          "or a new run")

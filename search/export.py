@@ -198,7 +198,7 @@ def load_exported(folder: str | Path) -> tuple[Genome, Any]:
 def run(cfg: Any) -> dict[str, Any]:
     from forge.config import to_container
 
-    from forge import plugins
+    from forge import plugin_use, plugins
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)
@@ -206,7 +206,7 @@ def run(cfg: Any) -> dict[str, Any]:
     refuse_odd(run_dir, ("pareto.jsonl", "config.yaml", "summary.json"), ExportError)  # a FIFO: named as one
     if not (run_dir / "pareto.jsonl").is_file():
         raise ExportError(f"run={c.get('run')!r}: no pareto.jsonl there; allowed: a forge-search run directory")
-    plugins.require(run_dir)
+    plugin_use.require(run_dir)
     fmt = str(c.get("format", "safetensors"))
     if fmt not in FORMATS:
         raise ExportError(f"format={fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")

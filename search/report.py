@@ -299,7 +299,7 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from forge import plugins
+    from forge import plugin_use, plugins
     from forge.config import output_dir, to_container
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
@@ -310,7 +310,7 @@ def run(cfg: Any) -> dict[str, Any]:
     runs = [runs] if isinstance(runs, str) else list(runs)
     for d in find_runs(runs):  # a partial HV curve would cut every curve of its recipe to its length
         require_complete(d, bool(c.get("allow_partial", False)), "runs")
-        plugins.require(d)
+        plugin_use.require(d)
     out = Path(c["out"]) if c.get("out") else output_dir({"out_dir": c.get("out_dir")}, fallback="outputs/report")
     return make_report(runs, check_writable(out, "out"), int(c.get("top", 50)), progress=bool(c.get("progress")))
 

@@ -23,6 +23,7 @@ from forge.signals import term_as_interrupt
 from search.algorithms import pop_column, pop_state, restore
 from search.archive import Anchor, Hypervolume, ParetoArchive
 from search.coevolution import Survivors
+from search.evaluators import check_resumed
 from search.ledger import LOSS_CACHE, LogLedger, rebuilt_cache, resume_state, snapshot_durable, truncate_logs
 from search.objectives import LOSS
 from search.problem import ForgeProblem
@@ -252,6 +253,9 @@ class Search:
         self.problem.preload_losses(cached)
         if self.coevo is not None and st.get("coevolution"):
             self.coevo.restore(st["coevolution"], self.problem.evaluator, self.run_dir)
+        if self.gen >= 0:  # the surrogate built for this resume is the run's: it predicts what the run cached
+            X = pop_column(self.algo.pop, "X")
+            check_resumed(self.problem.evaluator, self.problem.genomes(X), self.problem.ids(X), cached, self.run_dir)
         self.timers.update({k: v for k, v in st["timers"].items() if not k.startswith("eval.")})
         self.wall_before = float(st["wall_s"])
 

@@ -95,13 +95,23 @@ def is_tiny(run_cfg: Mapping[str, Any]) -> bool:
 
 
 def verify_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
-    """`forge-verify run=<rel dir>`, with the tutorial's `k=4 control=4` for a tiny run."""
-    return f"forge-verify run={quote(rel(run_dir))}" + (f" {TINY_K}" if is_tiny(run_cfg) else "")
+    """`forge-verify run=<rel dir>`, with the tutorial's `k=4 control=4` for a tiny run and the plug-in modules the
+    run needs; a run made with Python objects no command rebuilds is verified from Python (a `# ...` line)."""
+    from forge import plugin_use
+    from search.python_objects import needs_python
+
+    k = f" {TINY_K}" if is_tiny(run_cfg) else ""
+    if needs_python(run_cfg):
+        return f"# verify from Python with the run's own objects: res.verify({k.strip().replace(' ', ', ')})"
+    return " ".join([f"forge-verify run={quote(rel(run_dir))}", *plugin_use.args(run_dir, code=True)]) + k
 
 
 def export_command(run_dir: str | Path, *extra: str, select: str = "knee", base: str = "exported") -> str:
-    """`forge-export run=<rel dir> select=... [extra] out=<a folder that holds no export yet>`."""
-    args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra]
+    """`forge-export run=<rel dir> select=... [extra] out=<a folder that holds no export yet>`, with the plug-in
+    modules its genomes need."""
+    from forge import plugin_use
+
+    args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra, *plugin_use.args(run_dir)]
     out = fresh_out(base)
     return " ".join(["forge-export", *args, *([f"out={quote(out)}"] if out != "exported" else [])])
 
@@ -111,3 +121,15 @@ def print_commands(console: Any, title: str, cmds: Sequence[str]) -> None:
     console.print(title + ":", highlight=False)
     for c in cmds:
         console.print(f"  {c}", highlight=False, soft_wrap=True, markup=False)
+
+
+def resume_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
+    """How to continue a stopped run, as it works when pasted: `forge-search resume=<dir>` with the plug-in modules
+    it needs, or, for a run made with Python objects no command rebuilds, the `forge.search(resume=...)` call."""
+    from forge import plugin_use
+    from search.python_objects import needs_python, python_resume
+
+    missing = needs_python(run_cfg)
+    if missing:
+        return f"{python_resume(rel(run_dir), missing)} (from Python: no command can rebuild {missing[0][1]})"
+    return " ".join(["forge-search", f"resume={quote(rel(run_dir))}", *plugin_use.args(run_dir, code=True)])

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge import plugins
+from forge import plugin_use, plugins
 from forge.confined import inside, refuse_links
 from forge.genome import genome_from_dict
 from forge.io import atomic_write_json, check_writable
@@ -55,7 +55,8 @@ def cpu_verify(recipe: list[str]) -> str:
 
 
 class Verify:
-    """One verification of `run_dir`; `parts` may inject trainer/measure/finetune/evaluator/backend (tests)."""
+    """One verification of `run_dir`; `parts` may inject trainer/measure/finetune/evaluator/backend (tests), the
+    run's own space and surrogate objects (the Python API)."""
 
     def __init__(self, cfg: Mapping[str, Any], parts: Mapping[str, Any] | None = None):
         self.cfg, parts = dict(cfg), dict(parts or {})
@@ -98,7 +99,7 @@ class Verify:
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
         backend = parts.get("backend") or backend_of(rc)  # a refused backend is refused before the surrogate loads
-        self.evaluator = parts.get("evaluator") or self._evaluator()
+        self.evaluator = parts.get("evaluator") or self._evaluator(parts.get("predictor"))
         self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
                                     rc["objectives"], rc.get("constraints", []))  # as search.build builds it
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])
@@ -114,9 +115,10 @@ class Verify:
         has = (self.run_dir / CHECKPOINT).exists()
         return dict((load_checkpoint(self.run_dir).get("coevolution") or {}) if has else {})
 
-    def _evaluator(self) -> Any:
-        """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one."""
-        ev = build_evaluator(self.run_cfg, self.space, self.store)
+    def _evaluator(self, predictor: Any = None) -> Any:
+        """The run's evaluator, with co-evolution's last refitted surrogate when the run saved one; `predictor`: the
+        surrogate object the run was made with (SearchResult.verify hands it again: search.python_objects)."""
+        ev = build_evaluator(self.run_cfg, self.space, self.store, predictor)
         from search.coevolution import saved_predictor
 
         path = saved_predictor(self.run_dir, self._coevolution().get("predictor_path"))  # its own state/, never a path
@@ -315,5 +317,5 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
     if cfg.get("run"):
-        plugins.require(cfg.get("run"))  # the run's plug-in modules, imported only by the live config
+        plugin_use.require(cfg.get("run"), code=True)  # the run's plug-ins, imported only by the live config
     return Verify(to_container(cfg), parts).run()

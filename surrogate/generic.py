@@ -20,10 +20,14 @@ from surrogate.interface import as_loss_predictor
 
 def build_model(mcfg: Any, **context: Any) -> Any:
     """Instantiate a surrogate config; each of `context` goes only to a class whose signature names it
-    (seed also to one taking **kwargs). The class must be an allowed surrogate plug-in (`forge.plugins`)."""
+    (seed also to one taking **kwargs) and the node does not set (a recorded object's own seed stays its own). The class must be an allowed surrogate plug-in (`forge.plugins`)."""
     from forge import plugins
 
     node = dict(to_container(mcfg)) if not isinstance(mcfg, dict) else dict(mcfg)
+    if node.get("_object_"):  # a Python object's record (search.python_objects): never built with guessed arguments
+        raise plugins.PluginError(f"surrogate {node.get('_target_')!r} was handed to forge.search as an object that no "
+                                  f"command can rebuild ({node['_object_']}); allowed: continue from Python, handing "
+                                  "the same object again")
     cls = plugins.resolve("surrogate", node.get("_target_"))  # PluginError (a user error) names what is allowed
     try:
         params = inspect.signature(cls).parameters
@@ -31,7 +35,7 @@ def build_model(mcfg: Any, **context: Any) -> Any:
         raise plugins.PluginError(f"surrogate _target_ {node.get('_target_')!r} cannot be built ({e}); allowed: "
                                   "a class with fit(train, val) and predict(genomes)") from None
     open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    kw = {k: v for k, v in context.items() if k in params or (k == "seed" and open_kw)}
+    kw = {k: v for k, v in context.items() if k not in node and (k in params or (k == "seed" and open_kw))}
     return plugins.instantiate("surrogate", node, **kw)
 
 

@@ -93,7 +93,7 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
     assert len(blocks) >= 5
     monkeypatch.chdir(tmp_path)
-    ns: dict = {}
+    ns: dict = {"__name__": "__main__"}  # as a script runs it: its functions and classes live in __main__
     try:
         for block in blocks:
             exec(compile(block, str(DOC), "exec"), ns)
@@ -103,6 +103,7 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch):
         forget()  # the page registers the extension's gene: gone for the tests after this one
     assert "glu" in ns["ratio"].summary()["ranges"]
     res, kv = ns["res"], ns["kv"]
+    assert ns["more"].summary["status"] == "complete"  # a run with __main__ objects, continued from Python
     assert res.summary["status"] == "complete" and (tmp_path / "runs" / "api-demo" / "pareto.jsonl").is_file()
     assert res.front["loss_lo"].notna().all() and (res.front["loss_lo"] <= res.front["loss_hi"]).all()
     assert (kv.front["peak_memory_bytes"] > kv.front["kv_bytes"]).all()

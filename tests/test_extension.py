@@ -60,7 +60,8 @@ def _check_run(run: Path) -> None:
     got = [r["metrics"]["memory_mb"] for r in rows]
     assert got == pytest.approx(memory_mb(every, context=512), rel=1e-4)  # the config's parameter (stored rounded)
     assert got != pytest.approx(memory_mb(every), rel=1e-4)  # and it matters (KV of 512 tokens, not 256)
-    assert json.loads((run / "plugins.json").read_text()) == {"modules": ["tests.ext.genes"]}
+    assert json.loads((run / "plugins.json").read_text()) == {  # its gene's module; its classes' (a resume needs)
+        "modules": ["tests.ext.genes"], "code": ["tests.ext.objectives", "tests.ext.surrogates"]}
 
 
 def test_every_command_from_the_cli(tmp_path):

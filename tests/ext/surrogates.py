@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestRegressor
 
 from forge.genome import Genome
@@ -25,6 +26,7 @@ class ForestSurrogate:
     """fit(train, val) and predict(genomes), nothing else: the documented contract of a surrogate plug-in."""
 
     def __init__(self, n_estimators: int = 50, seed: int = 0) -> None:
+        self.n_estimators, self.seed = n_estimators, seed  # its arguments, kept: a resume rebuilds it from them
         self.model = RandomForestRegressor(n_estimators=n_estimators, random_state=seed)
 
     def fit(self, train: Any, val: Any = None) -> "ForestSurrogate":
@@ -33,3 +35,26 @@ class ForestSurrogate:
 
     def predict(self, genomes: Sequence[Genome]) -> np.ndarray:
         return self.model.predict(features(genomes))
+
+
+class SkForest(BaseEstimator):
+    """A scikit-learn style surrogate: its constructor arguments are its attributes (`get_params()`), so a run made
+    with the object records them and a command rebuilds the same one."""
+
+    def __init__(self, n_estimators: int = 50, max_depth: int | None = None, random_state: int = 0) -> None:
+        self.n_estimators, self.max_depth, self.random_state = n_estimators, max_depth, random_state
+
+    def fit(self, train: Any, val: Any = None) -> "SkForest":
+        self.model_ = RandomForestRegressor(n_estimators=self.n_estimators, max_depth=self.max_depth,
+                                            random_state=self.random_state).fit(features(train.genomes), train.y)
+        return self
+
+    def predict(self, genomes: Sequence[Genome]) -> np.ndarray:
+        return self.model_.predict(features(genomes))
+
+
+class OpaqueForest(ForestSurrogate):
+    """Keeps only the model its arguments built: they cannot be read back, so only Python can continue its runs."""
+
+    def __init__(self, n_estimators: int = 50, seed: int = 0) -> None:  # noqa: D107  (no super: nothing kept)
+        self.model = RandomForestRegressor(n_estimators=n_estimators, random_state=seed)

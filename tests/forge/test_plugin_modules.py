@@ -95,17 +95,18 @@ def test_a_run_records_its_modules_and_later_commands_import_them_only_when_name
     from search.report import run as report_run
 
     run_dir = _search(tmp_path)
-    assert json.loads((run_dir / plugins.RECORD).read_text()) == {"modules": ["tests.ext.genes"]}
+    assert json.loads((run_dir / plugins.RECORD).read_text()) == {"modules": ["tests.ext.genes"],
+                                                                  "code": ["tests.search.fakes"]}  # its classes
     genomes = [json.loads(line)["genome"] for line in (run_dir / "archive.jsonl").read_text().splitlines()]
     assert any(lay.get("glu") for g in genomes for lay in g["layers"])  # the search moved the user's gene
     forget()  # a fresh process: nothing of the extension is imported
-    refused = r"made with plug-in modules tests.ext.genes.*\+plugins.modules=\[tests.ext.genes\]"
+    refused = r"made with plug-in modules tests.ext.genes.*plugins.modules=\[tests.ext.genes\]"
     with pytest.raises(plugins.PluginError, match=refused):
         export_run(compose("forge-export", run=str(run_dir), format="yaml", out=str(tmp_path / "x")))
     with pytest.raises(plugins.PluginError, match=refused):
         report_run(compose("forge-report", runs=[str(run_dir)], out=str(tmp_path / "r")))
-    with pytest.raises(plugins.PluginError, match=refused):
-        search_run(compose("forge-search", resume=str(run_dir), **FAKES))
+    with pytest.raises(plugins.PluginError, match=r"tests.ext.genes.*plugins.modules=\[tests.ext.genes,tests.search.fakes\]"):
+        search_run(compose("forge-search", resume=str(run_dir), **FAKES))  # a resume rebuilds its classes too
     assert "glu" not in LAYER_GENES and "tests.ext.genes" not in sys.modules  # the folder imported nothing
     out = export_run(compose("forge-export", run=str(run_dir), format="yaml", out=str(tmp_path / "x"), plugins=EXT))
     assert out
