@@ -34,10 +34,13 @@ def python_only(path: str) -> bool:
 
 
 def _hook_modules() -> list[str]:
-    """The modules of the model and workload hooks registered so far (none before forge.model is imported)."""
+    """The modules of the hooks registered so far: through forge.hooks (a model hook too, in a search that never
+    imports forge.model), and any function put straight on Block.hooks / OP_HOOKS."""
+    from forge import hooks as registry
+
     model, workload = sys.modules.get("forge.model"), sys.modules.get("forge.workload")
-    hooks = [*getattr(getattr(model, "Block", None), "hooks", []), *getattr(workload, "OP_HOOKS", [])]
-    return [str(getattr(h, "__module__", "")) for h in hooks]
+    direct = [*getattr(getattr(model, "Block", None), "hooks", []), *getattr(workload, "OP_HOOKS", [])]
+    return [h.module for h in registry.ordered()] + [str(getattr(h, "__module__", "")) for h in direct]
 
 
 def _ours(module: str) -> bool:
