@@ -134,7 +134,8 @@ def _load_weights(model: Any, path: Path) -> None:
 
 
 def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Path | None,
-               labels: dict[str, dict[str, Any]], card: dict[str, Any]) -> dict[str, Any]:
+               labels: dict[str, dict[str, Any]], card: dict[str, Any], final: Path | None = None) -> dict[str, Any]:
+    """One genome's folder written at `dest` (a staging folder) whose card names `final`, where it will live."""
     import torch
     from safetensors.torch import save_model
 
@@ -165,7 +166,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
 
         info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
     atomic_write_json(dest / "export.json", info)
-    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome, dest))
+    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome, final or dest))
     usual_mode(dest)  # safetensors writes 0600: the weights get the user's umask like every other file
     return info
 
@@ -230,7 +231,7 @@ def run(cfg: Any) -> dict[str, Any]:
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
     weights = Path(c["weights"]) if c.get("weights") else None
     with staged(out) as stage:  # written beside out=, moved in once whole: a failure leaves out= as it was
-        done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card)
+        done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid)
                 for gid, r in zip(ids, chosen)]
         summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}

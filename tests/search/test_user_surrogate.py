@@ -71,7 +71,7 @@ def test_a_recipe_on_the_users_own_searchpath_works_as_a_shipped_one(tiny_space,
     plugins.trust({})  # nothing allowed beyond Forge's own
     conf = data_dir().parent / "tests" / "ext" / "conf"
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: SimpleNamespace(searchpath=[f"file://{conf}"])))
-    ev = build_evaluator(settle({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
+    ev = build_evaluator(settle_config({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
     _, mu, _ = ev(tiny_space.sample(4, np.random.default_rng(0)))
     assert np.all(np.isfinite(mu)) and type(ev.predictor).__name__ != "ForgeFormerPredictor"
     assert searchpath_yaml("surrogate", "../surrogate/ext-forest") is None
@@ -79,4 +79,4 @@ def test_a_recipe_on_the_users_own_searchpath_works_as_a_shipped_one(tiny_space,
     from forge.errors import ForgeError
 
     with pytest.raises(ForgeError, match="ext-forest"):  # not on the searchpath: as before, one line
-        build_evaluator(settle({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
+        build_evaluator(settle_config({"evaluator": {"predictor": "ext-forest", "labels": LABELS}, "seed": 0}), tiny_space)
