@@ -14,10 +14,10 @@ from rich.table import Table
 from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
-from forge.hooks import check_agreement
+from forge.lm.hooks import check_agreement
 from forge import plugins
-from forge.app import forge_main
-from forge.io import atomic_write_json
+from forge.runtime.app import forge_main
+from forge.disk.io import atomic_write_json
 
 
 def run(cfg: Any) -> dict[str, Any]:

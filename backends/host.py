@@ -22,7 +22,7 @@ import numpy as np
 from backends.gpu.calibrate import FITTABLE, calibrate
 from backends.interface import BackendError, Workload
 from backends.measure import DTYPES, MeasuredBackend, Timer, thread_timer, torch_threads, wall_timer
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 CLOCKS: dict[str, Timer] = {"thread": thread_timer, "wall": wall_timer}
 OVERHEAD_KEYS = tuple(FITTABLE)  # eta_compute, eta_memory, launch_us, layer_us: with the bits, a preset's `roofline:`
@@ -168,7 +168,7 @@ def write_preset(preset: dict[str, Any], path: str | Path) -> Path:
     """Write the preset YAML atomically (the calibration block as a comment header); returns the path."""
     import yaml
 
-    from forge.io import atomic_write_text
+    from forge.disk.io import atomic_write_text
 
     cal = preset.get("calibration", {})
     head = ["# host-cpu preset MEASURED on this machine by `forge-hw mode=calibrate hardware=host-cpu`",
@@ -187,7 +187,7 @@ def calibrated_path(name: str = "host-cpu") -> Path:
     conf/hardware/<name>.yaml merges it through its Hydra defaults list and `load_hardware` reads it too,
     so `hardware=host-cpu` composes everywhere, with the shipped placeholder where nothing was calibrated.
     """
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
 
     return conf_dir() / "calibrated" / "hardware" / f"{name}.yaml"
 
@@ -199,8 +199,8 @@ def run_calibrate(cfg: Any) -> dict[str, Any]:
     how), else by the shipped cpu-measured config.
     """
     from backends.registry import build_backend
-    from forge.config import group_yaml, to_container
-    from forge.space import load_space
+    from forge.runtime.config import group_yaml, to_container
+    from forge.spaces.space import load_space
 
     hw_name = str((to_container(cfg.get("hardware")) or {}).get("name", ""))
     if hw_name != "host-cpu":

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 import numpy as np
 
 from forge.errors import ForgeError
-from forge.genome import Genome
-from forge.precision import PrecisionError, parse_format
-from forge.workload import Precision
+from forge.genomes.genome import Genome
+from forge.genomes.precision import PrecisionError, parse_format
+from forge.lm.workload import Precision
 
 FORMAT_KEYS = ("weight_format", "act_format", "kv_format")
 ALLOWED_BITS = (4, 6, 8, 16, 32)
 
 if TYPE_CHECKING:
-    from forge.arrays import PopArrays
+    from forge.spaces.arrays import PopArrays
 
 
 class BackendError(ForgeError):
@@ -33,11 +33,11 @@ class Workload:
 
     Precisions are bits per element of weights, activations and the KV cache (bf16 on GPUs,
     int8 on the accelerators; set per backend in conf/workload or on the command line). A format
-    name (`weight_format=mxint4`, forge.precision) overrides the bits: its bytes count the MX shared
+    name (`weight_format=mxint4`, forge.genomes.precision) overrides the bits: its bytes count the MX shared
     scale, and its element bits replace `*_bits`. A genome's own precision genes override both.
 
     `batch: max` asks the backend for the largest batch whose weights plus KV cache fit its memory,
-    per genome (`forge.workload.max_batch`); only backends with `supports_batch_max` accept it.
+    per genome (`forge.lm.workload.max_batch`); only backends with `supports_batch_max` accept it.
     """
 
     prefill: int = 256
@@ -146,11 +146,11 @@ def evaluated(backend: Any, genomes: Any, workload: Workload, n: int) -> CostTab
 
 def as_population(genomes: Any) -> "PopArrays":
     """A list of Genomes or an already-built PopArrays (the fast path) → PopArrays."""
-    from forge.arrays import PopArrays
+    from forge.spaces.arrays import PopArrays
 
     if isinstance(genomes, PopArrays):
         return genomes
-    if isinstance(getattr(genomes, "arrays", None), PopArrays):  # forge.arrays.GenomeBatch from the search
+    if isinstance(getattr(genomes, "arrays", None), PopArrays):  # forge.spaces.arrays.GenomeBatch from the search
         return genomes.arrays
     genomes = list(genomes)
     if not genomes:

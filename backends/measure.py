@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from backends.interface import CostTable, Workload
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 Timer = Callable[[Callable[[], Any]], tuple[Any, float]]  # fn → (its result, milliseconds)
 DTYPES = {16: "bfloat16", 32: "float32"}
@@ -105,7 +105,7 @@ def prepare(genome: Genome, wl: Workload, *, device: str, dtype: Any, seed: int 
     """
     import torch
 
-    from forge.model import build_model  # lazily: torch model code only when measuring
+    from forge.lm.model import build_model  # lazily: torch model code only when measuring
 
     model = build_model(genome, dtype=dtype, device=device, seed=seed).eval()
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -151,8 +151,8 @@ class MeasuredBackend:
 
     def _groups(self, genomes: list[Genome], bytes_per_param: int) -> list[list[Genome]]:
         """Consecutive groups of at most `interleave` genomes whose weights total at most `interleave_gb`."""
-        from forge.arrays import PopArrays
-        from forge.workload import model_totals
+        from forge.spaces.arrays import PopArrays
+        from forge.lm.workload import model_totals
 
         gb = model_totals(PopArrays.from_genomes(genomes))["params"] * bytes_per_param / 1e9
         out: list[list[Genome]] = [[]]

@@ -10,7 +10,7 @@ import inspect
 from typing import Any
 
 from backends.interface import FORMAT_KEYS, Backend, BackendError, Workload
-from forge.config import conf_dir, group_names, is_name, to_container
+from forge.runtime.config import conf_dir, group_names, is_name, to_container
 from forge.plugins import PluginError, resolve
 
 BITS = ("weight_bits", "act_bits", "kv_bits")

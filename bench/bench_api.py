@@ -28,7 +28,7 @@ def _median_ms(fn, repeats: int) -> float:
 
 def totals_cost(repeats: int = 30) -> dict:
     from backends.interface import Workload
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.problem import ForgeProblem
 
     space = load_space("iha-paper")

@@ -22,9 +22,9 @@ import numpy as np
 
 from backends.registry import build_backend, resolve_workload
 from backends.systolic import clear_cache
-from forge.config import data_dir
-from forge.importers import load_genome
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
 
 DEFAULT_WL = {"prefill": 256, "decode": 256, "batch": 1}
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from forge.io import atomic_write_text
+from forge.disk.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "results"
@@ -55,7 +55,7 @@ class Counted:
 
 
 def base_cfg(space: str, seed: int, work: Path) -> dict[str, Any]:
-    from forge.config import group_yaml
+    from forge.runtime.config import group_yaml
     from search.suggest import allow_blind
 
     blind = allow_blind(space, "forgeformer-iha-tiny")  # gqa-tiny's 128-wide heads (issue 43 §5): blind
@@ -94,7 +94,7 @@ class Bench:
         return np.array([self.tpot[g.id] for g in genomes])
 
     def anchor(self) -> list[float]:
-        from forge.space import load_space
+        from forge.spaces.space import load_space
         from search.archive import default_anchor
 
         g = default_anchor(load_space("iha-tiny"))
@@ -114,8 +114,8 @@ class Bench:
 
     # ------------------------------------------------------------ arms
     def random(self, seed: int, hv: Any) -> dict[str, Any]:
-        from forge.config import data_dir
-        from forge.labels import read_labels
+        from forge.runtime.config import data_dir
+        from forge.genomes.labels import read_labels
 
         pool = list(read_labels(data_dir() / "labels" / "iha-tiny-cpu-proxy.jsonl"))
         idx = np.random.default_rng(seed).choice(len(pool), self.nmax, replace=False)
@@ -162,7 +162,7 @@ class Bench:
             _done(run({**cfg, "stop_after": stop, **resume}, {"coevolution": coevo()}))
             co_ids = [i for e in read_jsonl(run_dir / "coevolution.jsonl") for i in e["picked"]]
             picks = self._picks(run_dir, set(co_ids), cfg["objectives"], n - len(co_ids))
-            from forge.genome import genome_from_dict
+            from forge.genomes.genome import genome_from_dict
 
             counted.train([genome_from_dict(r["genome"]) for r in picks])
             curve += [self.score(counted.labels, co_ids[:m], hv) for m in range(spent + CO_BATCH, len(co_ids) + 1,

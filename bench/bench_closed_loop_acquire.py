@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench_closed_loop import CO_BATCH, CO_EVERY, K, OUT, ROOT, Bench, Counted, _done, _ms, base_cfg
-from forge.io import atomic_write_text
+from forge.disk.io import atomic_write_text
 
 ARMS = {"paper": ({}, {}), "widest": ({"acquire": "widest"}, {}), "upper": ({}, {"select": "upper"}),
         "paper-mc": ({}, {"n_mc": 10}), "upper-mc": ({}, {"select": "upper", "n_mc": 10})}
@@ -37,7 +37,7 @@ PRIORS = "labels/iha-tiny-cpu-proxy.jsonl"
 
 class Acquire(Bench):
     def __init__(self, work: Path, n: int):
-        from forge.config import data_dir
+        from forge.runtime.config import data_dir
 
         super().__init__(work, [n])
         self.store.import_jsonl(data_dir() / PRIORS)  # idempotent: the priors cost nothing
@@ -55,7 +55,7 @@ class Acquire(Bench):
                                            load=load_predictor, **co_kw)}
 
     def arm(self, name: str, seed: int, hv: Any) -> dict[str, Any]:
-        from forge.genome import genome_from_dict
+        from forge.genomes.genome import genome_from_dict
         from search.cli import run
         from search.state import read_jsonl
 

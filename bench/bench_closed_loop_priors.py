@@ -30,7 +30,7 @@ import numpy as np
 
 from bench_closed_loop import OUT, WORKLOAD, Bench, base_cfg
 from closed_loop_targets import TARGETS, Target
-from forge.io import atomic_write_text
+from forge.disk.io import atomic_write_text
 
 PRIORS = "labels/iha-tiny-cpu-proxy.jsonl"
 POP, OFF = 16, 8  # warm arm: 16 priors, 8 offspring a generation
@@ -44,8 +44,8 @@ class Loop(Bench):
     """Bench plus the priors: the store is pre-seeded with them and every score may include them."""
 
     def __init__(self, work: Path):
-        from forge.config import data_dir
-        from forge.labels import read_labels
+        from forge.runtime.config import data_dir
+        from forge.genomes.labels import read_labels
 
         super().__init__(work, [OFF])
         path = data_dir() / PRIORS
@@ -121,7 +121,7 @@ class Loop(Bench):
     def forge_picks(self, seed: int, target: Target) -> list[str]:
         """Forge on one target with the fixed tiny surrogate (no co-evolution): N_TARGET verify picks, trained."""
         from bench_closed_loop import _done
-        from forge.genome import genome_from_dict
+        from forge.genomes.genome import genome_from_dict
         from search.cli import run
 
         run_dir = self._fresh(f"multi-forge-{target.name}-{seed}")

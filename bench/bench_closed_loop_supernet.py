@@ -30,8 +30,8 @@ TRAIN_LABELS = 11.3  # the supernet's training CPU in labels' CPU (bench/RESULTS
 
 
 def prior_labels() -> list[Any]:
-    from forge.config import data_dir
-    from forge.labels import Label
+    from forge.runtime.config import data_dir
+    from forge.genomes.labels import Label
 
     rows = [Label.from_json(x) for x in (data_dir() / PRIORS).read_text().splitlines() if x.strip()]
     return [lab for lab in rows if lab.finite]
@@ -85,7 +85,7 @@ def rescore(pairs: list[tuple[Path, Path]], out: Path) -> None:
     import json
 
     from bench_closed_loop import Counted
-    from forge.genome import genome_from_dict
+    from forge.genomes.genome import genome_from_dict
     from search.archive import Hypervolume
     from search.state import read_jsonl
 

@@ -28,8 +28,8 @@ from bench_main_job import ROOT, unpack  # noqa: E402
 ARM = r"""
 import hashlib, json, sys, time
 import numpy as np
-from forge.space import load_space, space_from_config
-from forge.config import group_yaml
+from forge.spaces.space import load_space, space_from_config
+from forge.runtime.config import group_yaml
 over = json.loads(sys.argv[1])
 space = space_from_config({**group_yaml("space", "iha-paper"), **over}) if over else load_space("iha-paper")
 rng = np.random.default_rng(0)

@@ -22,8 +22,8 @@ from typing import Any, Callable
 from backends.gpu.published import EAGER_POINTS, zeus_view
 from backends.interface import BackendError
 from backends.registry import build_backend, resolve_workload
-from forge.config import data_dir
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
 
 # Public rDXE outputs of the LLMForge release (issue 16 "Material"), 256 prompt / 256 decode tokens:
 # TTFT ms, TPOT ms, energy µJ per token, chips in the ring.

@@ -15,9 +15,9 @@ import numpy as np
 from backends.gpu.calibrate import calibrate, write_config
 from backends.interface import Workload
 from backends.registry import build_backend
-from forge.config import data_dir
-from forge.importers import load_genome
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
 
 ARCHS = ("smollm2-135m", "smollm2-360m", "qwen2.5-0.5b", "pythia-160m", "gpt2", "llama-3.2-1b")
 

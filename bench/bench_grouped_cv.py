@@ -30,7 +30,7 @@ def encoder_recipe(epochs: int, members: int):
     """The shipped hybrid's encoder recipe (conf/surrogate/forgeformer-hybrid.yaml) without forests or stretch."""
     from omegaconf import OmegaConf
 
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
     from surrogate.training import Recipe
 
     cfg = OmegaConf.to_container(OmegaConf.load(conf_dir() / "surrogate" / "forgeformer-hybrid.yaml"))
@@ -64,8 +64,8 @@ def fold_job(data, fold: np.ndarray, f: int, seed: int, epochs: int, members: in
 
 
 def main() -> None:
-    from forge.io import shared_data_dir
-    from forge.parallel import map_spawned
+    from forge.disk.io import shared_data_dir
+    from forge.runtime.parallel import map_spawned
     from surrogate.dataset import duplicate_groups, group_folds, load_labelset
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from forge.cli import resolve_arch
-from forge.model import build_model
-from forge.space import load_space
+from forge.lm.model import build_model
+from forge.spaces.space import load_space
 from search.hf_export import write_hf
 
 
@@ -40,7 +40,7 @@ def bench(name: str, genome, args) -> list[str]:
     model = build_model(genome, seed=args.seed).eval()
     folder = Path(tempfile.mkdtemp(prefix="hfbench-"))
     info = write_hf(model, genome, folder)
-    runners = {"forge.model": lambda x: model.generate(x, args.decode)}
+    runners = {"forge.lm.model": lambda x: model.generate(x, args.decode)}
     hfs = {"hf remote code": AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()}
     if info["native"]:
         hfs["hf native llama"] = AutoModelForCausalLM.from_pretrained(folder / "llama").eval()
@@ -57,12 +57,12 @@ def bench(name: str, genome, args) -> list[str]:
                 times[k].append(dt)
         ref_logits = model(x)[0]
         diffs = {k: float((m(x).logits - ref_logits).abs().max()) for k, m in hfs.items()}
-    base = statistics.median(times["forge.model"][1:])
+    base = statistics.median(times["forge.lm.model"][1:])
     rows = []
     for k in runners:
         t = statistics.median(times[k][1:])
-        same = "—" if k == "forge.model" else ("yes" if outs[k].tolist() == outs["forge.model"].tolist() else "NO")
-        diff = "—" if k == "forge.model" else f"{diffs[k]:.1e}"
+        same = "—" if k == "forge.lm.model" else ("yes" if outs[k].tolist() == outs["forge.lm.model"].tolist() else "NO")
+        diff = "—" if k == "forge.lm.model" else f"{diffs[k]:.1e}"
         rows.append(f"| {name} | {k} | {args.decode / t:.1f} | {base / t:.2f} | {same} | {diff} |")
     return rows
 
@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     hetero = load_space("iha-paper").sample(1, np.random.default_rng(args.seed))[0]
-    print("| genome | decoder | new tokens per CPU-s (prefill included) | vs forge.model | same greedy tokens | max abs logit diff |")
+    print("| genome | decoder | new tokens per CPU-s (prefill included) | vs forge.lm.model | same greedy tokens | max abs logit diff |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, g in (("smollm2-135m", resolve_arch("smollm2-135m")), (f"iha-paper sample (seed {args.seed})", hetero)):
         for row in bench(name, g, args):

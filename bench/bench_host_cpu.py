@@ -23,9 +23,9 @@ from scipy.stats import spearmanr
 from backends.gpu.roofline import RooflineBackend
 from backends.host import CpuMeasuredBackend, calibrate_host, roofline_backend, write_preset
 from backends.interface import Workload
-from forge.config import data_dir, group_yaml
-from forge.importers import load_genome
-from forge.space import load_space
+from forge.runtime.config import data_dir, group_yaml
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
 
 
 def compare(name: str, pred: object, meas: object) -> None:

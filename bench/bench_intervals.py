@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forge.config import data_dir
-from forge.io import shared_data_dir
+from forge.runtime.config import data_dir
+from forge.disk.io import shared_data_dir
 from surrogate.conformal import BEST_BINS, coverage_cv
 from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
 from surrogate.fit import held_predictions

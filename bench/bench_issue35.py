@@ -77,7 +77,7 @@ def interval_variants(y, pred, fold, d) -> dict:
 
 def old_vs_new(y, pred, ids) -> dict:
     """Old checkpoint on its test split vs the new recipe's out-of-fold predictions of the same rows."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.predictor import load_predictor
 

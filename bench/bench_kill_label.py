@@ -215,7 +215,7 @@ def main() -> None:
                "labels_needed": a.n * len(trials), "per_trial": trials}
     print(json.dumps({k: v for k, v in summary.items() if k != "per_trial"}, indent=2))
     if a.out:
-        from forge.io import atomic_write_json
+        from forge.disk.io import atomic_write_json
 
         atomic_write_json(a.out, summary)
 

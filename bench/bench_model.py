@@ -5,7 +5,7 @@ Training-step throughput of IHA models vs FLOPs-matched standard GQA models (sam
 For each IHA genome (sampled from a space, plus a "dense" variant with every slot active and attending)
 the script builds a homogeneous GQA genome — n_h | d_model, d_qk = d_v = d_model / n_h, the same
 n_kv, d_mlp and attention in every layer — whose analytic forward FLOPs per token
-(`forge.workload.analyze`) is closest to the IHA one, preferring the same depth. Both run a plain
+(`forge.lm.workload.analyze`) is closest to the IHA one, preferring the same depth. Both run a plain
 forward + backward + AdamW step in float32 on identical random batches; runs are interleaved
 (IHA, GQA, IHA, GQA, ...) so machine load hits both alike, and the median tokens/s is reported.
 On a shared machine wall time is dominated by other processes, so the default clock is the
@@ -25,11 +25,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.model import IHAConfig, build_model
-from forge.space import SearchSpace, load_space
-from forge.workload import analyze, model_totals
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.model import IHAConfig, build_model
+from forge.spaces.space import SearchSpace, load_space
+from forge.lm.workload import analyze, model_totals
 
 
 def gqa_candidates(space: SearchSpace, template: Genome) -> list[Genome]:

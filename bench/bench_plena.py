@@ -31,7 +31,7 @@ PAIRS = (((4, 1024, 1024, 128), (64, 64, 1024, 64), SYSTEM),       # Table XIII:
 
 def _analyze(pop, dtype) -> None:
     """Prefill at 90k, the two decode end points (the closed-form sums need only these), head, batch=max."""
-    from forge.workload import Precision, head_ops, layer_ops, max_batch
+    from forge.lm.workload import Precision, head_ops, layer_ops, max_batch
 
     pre = layer_ops(pop, 90_000, 90_000, 8, dtype=dtype)
     lo, hi = layer_ops(pop, 1, 90_001, 8, dtype=dtype), layer_ops(pop, 1, 98_000, 8, dtype=dtype)
@@ -44,7 +44,7 @@ def analyzer(n: int, chunk: int = 2_500) -> dict:
     """Wall and process-CPU seconds (the shared machine's other jobs inflate wall time, not CPU time)."""
     from backends.interface import Workload
     from backends.plena import PlenaBackend
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     s = load_space("iha-paper")
     X = s.sample_x(n, np.random.default_rng(0))
@@ -138,7 +138,7 @@ def _linear_floor(arch: str, prefill: int, batch: int) -> float:
     from backends.interface import as_population
     from backends.plena.cost import GEMM_J, SCORE_J, VALUE_J, System
     from forge.cli import resolve_arch
-    from forge.workload import layer_ops
+    from forge.lm.workload import layer_ops
 
     t = layer_ops(as_population([resolve_arch(arch)]), prefill, prefill, batch)
     lin = [j for j in GEMM_J if j not in (SCORE_J, VALUE_J)]

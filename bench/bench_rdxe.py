@@ -29,10 +29,10 @@ from backends.interface import Workload  # noqa: E402
 from backends.rdxe import RDXEBackend  # noqa: E402
 from backends.rdxe.calibrate import PUBLIC, fit_prompt_scale, prompt_candidates  # noqa: E402
 from backends.rdxe.ring import decode_bounds  # noqa: E402
-from forge.config import data_dir  # noqa: E402
-from forge.importers import load_genome  # noqa: E402
-from forge.io import atomic_write_json  # noqa: E402
-from forge.space import load_space  # noqa: E402
+from forge.runtime.config import data_dir  # noqa: E402
+from forge.genomes.importers import load_genome  # noqa: E402
+from forge.disk.io import atomic_write_json  # noqa: E402
+from forge.spaces.space import load_space  # noqa: E402
 
 SEARCH = Workload(prefill=512, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
 REPORT = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
@@ -53,8 +53,8 @@ def _worker(args):
 def _bounds(b: RDXEBackend, genome, r: dict) -> tuple[float, float]:
     """TPOT floor and ceiling (ms) of the physical pick (ring.decode_bounds)."""
     from backends.rdxe.profile import profile_population
-    from forge.arrays import PopArrays
-    from forge.workload import Precision
+    from forge.spaces.arrays import PopArrays
+    from forge.lm.workload import Precision
 
     prof = profile_population(PopArrays.from_genomes([genome]), REPORT.prefill, REPORT.decode, Precision(1.0, 1.0, 1.0), b.k)[0]
     c = r["chip"]

@@ -51,7 +51,7 @@ def _protocol_corpus():
 def label_cost() -> dict:
     """One label's CPU seconds as the shipped iha-tiny-swa labels record it (`cpu_s`: all threads of the labelling
     process, contention-free; same machine, protocol and corpus)."""
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
 
     rows = [json.loads(x) for x in (data_dir() / "labels" / "iha-tiny-swa-cpu-proxy.jsonl").read_text().splitlines()]
     cpu = np.array([r["provenance"]["cpu_s"] for r in rows if r["provenance"].get("cpu_s")])
@@ -60,7 +60,7 @@ def label_cost() -> dict:
 
 
 def train(steps: int, n_random: int, seed: int, ckpt: Path) -> dict:
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from surrogate.supernet import SupernetPredictor, space_meta
     from surrogate.supernet_train import train_supernet
 

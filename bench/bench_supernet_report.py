@@ -38,7 +38,7 @@ def ff_fold(f: int, folds: int, epochs: int, seed: int) -> tuple:
 
 
 def ff_cv(folds: int, epochs: int, seed: int, workers: int) -> dict:
-    from forge.parallel import map_spawned
+    from forge.runtime.parallel import map_spawned
     from surrogate.dataset import group_folds
 
     data = labels()
@@ -116,7 +116,7 @@ def size_table(data, s) -> dict:
     rewards."""
     from scipy import stats
 
-    from forge.workload import analyze
+    from forge.lm.workload import analyze
 
     cols = {"params": [analyze(g)["params"] for g in data.genomes],
             "n_active": [g.n_active for g in data.genomes],

@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, TensorDataset
 def bench_predict(ckpt: str, n: int, n_mc: int, reps: int, device: str = "cpu") -> dict:
     """Packed forward + round-robin MC passes, against the stock path measured in the same run
     (padded nn.TransformerEncoder, torch dropout, n_mc passes of *every* member)."""
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from surrogate.predictor import load_predictor
 
     p = load_predictor(ckpt).to(device)
@@ -85,7 +85,7 @@ def bench_train(epochs: int, seed: int, stock_epochs: int, device: str = "cpu") 
     """The paper recipe (raw targets, L1, AdamW 1e-4, batch 32, unbucketed) on the seed's 80 % part:
     1,262 training + 137 validation rows = the issue's 'about 1,400 rows'. device=cuda trains through
     Lightning's GPU accelerator (the stock CPU baseline is then skipped)."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.features import MinMax, featurize
     from surrogate.fit import _arrays, train_forgeformer
@@ -132,7 +132,7 @@ def _member(cfg, recipe, tr, va, seed, y_std):
 
 def bench_budgets(recipe_name: str, epochs: int, budgets: list[int], members: list[int], splits: list[int], out: Path,
                   ship_dir: Path | None, overrides: dict | None = None) -> None:
-    from forge.io import atomic_write_json, shared_data_dir
+    from forge.disk.io import atomic_write_json, shared_data_dir
     from surrogate.compare import model_config
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.features import MinMax, featurize, field_names
@@ -201,7 +201,7 @@ def hybrid_table(files: list[Path], members: list[int], budget: str, nn_weight: 
     what `train_forgeformer` with `forests: true` fits). Also scores each part alone, and (where the runs
     stored validation predictions) the hybrid with the low-end stretch fit on the validation carve exactly
     as `calibrate: true` does (encoder val predictions + forest out-of-bag predictions)."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.calibration import LowEndStretch
     from surrogate.trees import fit_forests, forests_oob, forests_predict
@@ -234,7 +234,7 @@ def calib_table(ckpt_dirs: list[Path], splits: list[int], n_trees: int) -> dict:
     saved per split on that split's untouched test rows, three ways from the same weights: no stretch, the
     nested stretch they carry (picked on an inner carve of the training rows), and session 3's rule (k picked on
     the validation carve that also chose every member's epoch: encoder predictions + forest out-of-bag)."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.calibration import LowEndStretch
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.metrics import evaluate, summarize

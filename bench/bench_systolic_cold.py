@@ -19,7 +19,7 @@ def main(root: str, names: list[str]) -> None:
 
     from backends.registry import build_backend, resolve_workload
     from backends.systolic import clear_cache
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     sp = load_space("iha-paper")
     X = sp.sample_x(1, np.random.default_rng(1))

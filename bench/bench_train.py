@@ -18,8 +18,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from forge.labelling.corpus import stdlib_corpus
-from forge.io import atomic_write_json
-from forge.space import load_space
+from forge.disk.io import atomic_write_json
+from forge.spaces.space import load_space
 from forge.labelling.train import Protocol, train_genome
 
 
@@ -42,7 +42,7 @@ def summarize(rows: dict, budgets: list[int]) -> dict:
 
 def label_throughput(path: str) -> dict:
     """Cost of shipped labels from their provenance: CPU seconds (contention-free), wall, tokens/s."""
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     labs = list(read_labels(path))
     fin = [lab for lab in labs if lab.finite]

@@ -7,7 +7,7 @@
 (Gemma 3's 5:1 pattern; window 512 as Gemma-3-270M ships, 4096 as a long-context choice), costed by the
 analyzer (KV-cache bytes of one 98k-token sequence), PLENA at the agentic-90k workload (the Table XII
 formats 4/4/4; throughput at batch = max, TTFT/TPOT at Table XI's batch 8) and the A100 roofline at
-prefill 8192 / decode 1024. Needs the `window` gene (forge.genes): `LayerGene.replace(window=...)`.
+prefill 8192 / decode 1024. Needs the `window` gene (forge.genomes.genes): `LayerGene.replace(window=...)`.
 """
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ def pattern(genome, window: int, every: int = 6):
 def costs() -> dict:
     from backends.interface import Workload
     from backends.registry import build_backend
-    from forge.arrays import PopArrays
+    from forge.spaces.arrays import PopArrays
     from forge.cli import resolve_arch
-    from forge.workload import kv_cache_bytes
+    from forge.lm.workload import kv_cache_bytes
 
     plena, roof = build_backend("plena"), build_backend("roofline")
     wl_p = Workload(prefill=90_000, decode=8_000, batch="max", weight_bits=4, act_bits=4, kv_bits=4)
@@ -60,7 +60,7 @@ def costs() -> dict:
 def speed(n: int = 2000, reps: int = 3) -> dict:
     from backends.interface import Workload
     from backends.registry import build_backend
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     space = load_space("iha-paper-swa")
     win = space.sample(n, np.random.default_rng(0))

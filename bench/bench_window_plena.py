@@ -9,7 +9,7 @@ the per-layer `window` gene). For each Pareto front: its size, the KV cache of o
 the decode KV reads per token (at the mean decode context), each as the front's median; for the windowed front
 also the same genomes with every window set to 0, so "removed" is the share of the front's own KV traffic its
 windows take away; and what the search picks (share of attention layers that are local, their windows).
-Needs the `window` gene (forge.genes) and the `iha-paper-swa` space.
+Needs the `window` gene (forge.genomes.genes) and the `iha-paper-swa` space.
 
 `--tiny`: the same at tiny scale with a loss that sees the gene: `iha-tiny` and `iha-tiny-swa`, both scored by
 `forgeformer-iha-tiny-swa` (cpu-proxy labels with windows; a full-attention genome gets the same features in
@@ -45,7 +45,7 @@ def search(name: str, space: str, out: Path, pop: int, offspring: int, generatio
     a finished run already there is read instead of searched again)."""
     from hydra import compose, initialize_config_module
 
-    from forge.genome import genome_from_dict
+    from forge.genomes.genome import genome_from_dict
     from search.cli import run
     from search.state import read_jsonl
 
@@ -67,8 +67,8 @@ def search(name: str, space: str, out: Path, pop: int, offspring: int, generatio
 
 def kv_traffic(genomes: list) -> dict[str, np.ndarray]:
     """Per genome: KV bytes of one 98k sequence, and KV bytes read per decode token at the mean decode context."""
-    from forge.arrays import PopArrays
-    from forge.workload import kv_cache_bytes, layer_ops
+    from forge.spaces.arrays import PopArrays
+    from forge.lm.workload import kv_cache_bytes, layer_ops
 
     pop = PopArrays.from_genomes(genomes)
     mean_ctx = PREFILL + (DECODE + 1) / 2

@@ -39,7 +39,7 @@ TWIN_WINDOW, N_TWINS = 32, 12
 
 
 def labels():
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
     from surrogate.dataset import load_labelset
 
     return load_labelset([data_dir() / "labels" / f for f in FILES])
@@ -56,7 +56,7 @@ def unwindowed(genomes) -> list:
 
 def twins(n: int = N_TWINS, seed: int = 0) -> list[tuple[object, object]]:
     """(full-attention original, windowed twin) for n seeded picks of the shipped iha-tiny labels."""
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
     from surrogate.dataset import load_labelset
 
     tiny = load_labelset(data_dir() / "labels" / FILES[0]).genomes
@@ -84,7 +84,7 @@ def recipe(field_set: str, epochs: int, seed: int):
     """conf/surrogate/forgeformer.yaml (the recipe `forge-surrogate mode=train` uses) with a field set."""
     from omegaconf import OmegaConf
 
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
     from surrogate.training import Recipe
 
     cfg = OmegaConf.to_container(OmegaConf.load(conf_dir() / "surrogate" / "forgeformer.yaml"))
@@ -143,7 +143,7 @@ def fold_job(field_set: str, f: int, folds: int, epochs: int, seed: int) -> tupl
 
 
 def cv(folds: int, epochs: int, seed: int, workers: int) -> dict:
-    from forge.parallel import map_spawned
+    from forge.runtime.parallel import map_spawned
     from surrogate.dataset import group_folds
     from surrogate.predictor import load_predictor
 

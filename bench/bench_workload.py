@@ -14,9 +14,9 @@ import time
 import numpy as np
 import torch
 
-from forge.arrays import PopArrays
-from forge.space import load_space
-from forge.workload import layer_ops, model_totals
+from forge.spaces.arrays import PopArrays
+from forge.spaces.space import load_space
+from forge.lm.workload import layer_ops, model_totals
 
 
 def main() -> None:

@@ -32,8 +32,8 @@ class Target:
     """One target: its steering backend and workload, a cost cache by genome id, and its real-front score."""
 
     def __init__(self, name: str, spec: dict[str, Any], loop: Any):
-        from forge.config import group_yaml
-        from forge.space import load_space
+        from forge.runtime.config import group_yaml
+        from forge.spaces.space import load_space
         from search.archive import Hypervolume, default_anchor
         from search.components import backend_of, build_workload
 

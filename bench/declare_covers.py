@@ -27,7 +27,7 @@ TRAINED_ON = {
 
 def training_split(name: str, meta: dict):
     """The label set the checkpoint trained on: every row (`trained_on`), else the train part of its split."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
 
     where, *files = TRAINED_ON[name]
@@ -49,7 +49,7 @@ def derived(name: str, meta: dict) -> dict:
 
 
 def main() -> None:
-    from forge.io import atomic_write_json
+    from forge.disk.io import atomic_write_json
     from surrogate.checkpoints import shipped_sidecars
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -33,7 +33,7 @@ def fit(seed: int = 0):
 
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_grouped_cv import encoder_recipe
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, split_ids
     from surrogate.fit import train_forgeformer
     from surrogate.trees import fit_forests
@@ -47,7 +47,7 @@ def fit(seed: int = 0):
 def fit_trees(seed: int = 0):
     """The tree parts on every row (train + carve; the settings are fixed, nothing is picked on the carve): the
     two rank forests (seeds seed, seed + 1) and the extra trees (seed + 2), each a quarter, as in the OOF file."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, split_ids
     from surrogate.trees import fit_forests
 
@@ -75,7 +75,7 @@ def load_trees(path: Path):
 
 def add_trees(p, seed: int = 0, trees_from: Path | None = None):
     """p with the tree parts (`fit_trees`, or read from `trees_from`), each part a quarter."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, split_ids
 
     if trees_from is None:

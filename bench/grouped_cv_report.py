@@ -103,7 +103,7 @@ def summarize(y, pred, fold) -> dict:
 
 def _labels(ids: np.ndarray) -> np.ndarray:
     """The real labels, read from ../shared by row (never committed), checked against the stored ids."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")

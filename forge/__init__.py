@@ -1,13 +1,12 @@
-"""Forge core: what every other part uses, and it imports none of them.
+"""Forge core: what every other part uses, and it imports none of them. Each folder is one concept:
 
-genes (the registry: each per-layer gene declared once) · genome (typed frozen genome, YAML/JSON, stable id) · importers (genome files: ours and LLMForge's CSV and
-per-model YAML) · space (grids, sampling, repair, integer codec; chosen by `_target_`) · arrays (struct-of-arrays populations) ·
-workload (the one source of operators, parameters, FLOPs and bytes) · model (the IHA PyTorch model) ·
-labels (the label format) · config, io, parallel (Hydra paths and config groups, atomic writes, spawned workers) ·
-app (the wrapper every command runs in: one error path, exit codes) ·
-plugins (the allowlist of classes a config may name: a run folder is data, never code) · redact (URL
-passwords masked in everything written or printed) · needs (what training needs beyond the core install: a GPU,
-an extra) · cli (`forge-arch`, `forge-space`).
+genomes/ (the gene registry, the typed genome and its checks, numeric formats, genome files, the label format) ·
+spaces/ (search spaces: grids, links, the integer codec, population arrays) · lm/ (the IHA PyTorch model and the
+analytic workload: operators, parameters, FLOPs, bytes) · runtime/ (how a command starts and runs: entry, app,
+config, limits, signals, progress, tracking, workers, numbers) · disk/ (atomic writes, user-named files, writes
+confined to a run folder, masked secrets) · labelling/ (below) · errors (the one error family: what a user can
+fix, as opposed to a bug) · plugins (the allowlist of classes a config may name: a run folder is data, never code) ·
+cli (`forge-arch`, `forge-space`).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search` (but for the Python API's one lazy import, below).
@@ -29,7 +28,7 @@ def __getattr__(name: str) -> object:
     """`forge.search` & co.: search/api.py's names, imported on first use (the core's one upward import)."""
     if name not in API:
         raise AttributeError(f"module 'forge' has no attribute {name!r}")
-    from forge.shadow import check
+    from forge.runtime.shadow import check
 
     check()  # a user's `search/` folder on sys.path would be loaded in place of Forge's: refuse in one line first
     import search.api  # the one upward import: lazy, so the core's modules never load search (tests/test_structure)

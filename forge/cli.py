@@ -12,15 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from forge import plugins
-from forge.app import forge_main
-from forge.config import conf_dir, data_dir, output_dir, to_container
-from forge.genes import GLOBAL_GENES, LAYER_GENES
-from forge.genome import Genome, GenomeError
-from forge.hooks import check_agreement
-from forge.importers import load_genome
-from forge.io import atomic_write_json
-from forge.space import load_space
-from forge.workload import analyze
+from forge.runtime.app import forge_main
+from forge.runtime.config import conf_dir, data_dir, output_dir, to_container
+from forge.genomes.genes import GLOBAL_GENES, LAYER_GENES
+from forge.genomes.genome import Genome, GenomeError
+from forge.lm.hooks import check_agreement
+from forge.genomes.importers import load_genome
+from forge.disk.io import atomic_write_json
+from forge.spaces.space import load_space
+from forge.lm.workload import analyze
 
 
 def resolve_arch(arch: str) -> Genome:
@@ -72,7 +72,7 @@ def _print_arch(s: dict[str, Any]) -> None:
 def run_space(cfg: Any) -> dict[str, Any]:
     plugins.trust(cfg)  # the user's own config: a space class or plug-in module named in it is theirs to run
     space_cfg = to_container(cfg["space"])
-    from forge.space import space_from_config
+    from forge.spaces.space import space_from_config
 
     space = space_from_config(space_cfg) if isinstance(space_cfg, dict) else load_space(str(space_cfg))
     s = space.summary()
@@ -84,7 +84,7 @@ def run_space(cfg: Any) -> dict[str, Any]:
         t = Table("field", "range")
         for k, v in s["ranges"].items():
             t.add_row(k, v)
-        for k in space.searched_globals:  # a global gene the space searches (forge.genes.GLOBAL_GENES)
+        for k in space.searched_globals:  # a global gene the space searches (forge.genomes.genes.GLOBAL_GENES)
             t.add_row(k, ", ".join(map(str, s[k])))
         c.print(t)
         cp = s["configs_per_layer"]

@@ -14,7 +14,7 @@ read back from one must never pick the code Forge runs. What is trusted:
 A plug-in *module* (your genes, spaces, surrogates, objectives) is imported before a command does anything
 else: `trust(cfg)` imports every module listed under `plugins.modules` of the live config and every module an
 installed package declares in the entry-point group `forge.plugins`. A search records the ones it uses in its
-folder (`plugins.json`, forge.plugin_use: an installed package it does not use binds it to nothing); `resume`,
+folder (`plugins.json`, forge.runtime.plugin_use: an installed package it does not use binds it to nothing); `resume`,
 `forge-verify`, `forge-export` and `forge-report` of that run import nothing from that record: they refuse in one
 line (`plugin_use.require(run_dir)`) unless the live config, an installed entry point or this Python process has
 imported each of them. A class or function defined in a plug-in module (`mypkg.genes.MySurrogate`) is allowed as
@@ -32,7 +32,7 @@ import importlib
 from collections import defaultdict
 from typing import Any, Iterator, Mapping
 
-from forge.config import conf_dir, to_container
+from forge.runtime.config import conf_dir, to_container
 from forge.errors import UserError
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
@@ -55,8 +55,16 @@ class PluginError(UserError):
     """A config names a class or function that is not an allowed plug-in."""
 
 
+# Issue 46 moved the core's flat modules into packages; a run saved before names a class at its old path (its
+# space as forge's `space.SearchSpace`): read as the new path, so the run resumes. Old module -> its package.
+MOVED = {"app": "runtime", "arrays": "spaces", "blame": "runtime", "codec": "spaces", "config": "runtime", "confined": "disk", "entry": "runtime", "files": "disk", "genes": "genomes", "genome": "genomes", "genome_checks": "genomes", "grids": "spaces", "hook_export": "lm", "hooks": "lm", "importers": "genomes", "io": "disk", "labels": "genomes", "launch_only": "runtime", "limits": "runtime", "links": "spaces", "model": "lm", "model_state": "lm", "needs": "runtime", "numeric": "runtime", "parallel": "runtime", "plugin_use": "runtime", "precision": "genomes", "redact": "disk", "shadow": "runtime", "signals": "runtime", "space": "spaces", "steps": "runtime", "tracking": "runtime", "windows": "lm", "workload": "lm"}
+
+
 def _norm(path: str) -> str:
-    return str(path).replace(":", ".").strip()
+    name = str(path).replace(":", ".").strip()
+    head, _, rest = name.partition(".")
+    module, _, attr = rest.partition(".")
+    return f"forge.{MOVED[module]}.{module}.{attr}" if head == "forge" and module in MOVED and attr else name
 
 
 def targets(node: Any) -> Iterator[str]:
@@ -160,7 +168,7 @@ def load_modules(names: list[str]) -> list[str]:
 
 def live_paths() -> list[str]:
     """The import paths the live config names (its `_target_`s and objective functions), sorted: what a run made
-    from it uses (forge.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
+    from it uses (forge.runtime.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
     return sorted({*_live.get(ANY, ()), *_live.get("objective", ())})
 
 

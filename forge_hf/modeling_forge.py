@@ -5,9 +5,9 @@ query/key width d_qk and value width d_v (n_kv | n_h; head h reads group floor(h
 A block with `attn: false` has identity attention (no attention, no attention norm, no KV cache).
 A block with `window: w` (w > 0) attends only its last w positions: query i sees keys i - w < j <= i.
 
-A gene's meaning is written once, in `forge/model.py`: this file holds only the transformers plumbing (config,
-cache, masks, generation) around forge.model's `Attention`, `MLP` and `Block`. In the package it imports them;
-`forge-export format=hf` writes it with that import replaced by forge/model.py's own definitions, verbatim
+A gene's meaning is written once, in `forge/lm/model.py`: this file holds only the transformers plumbing (config,
+cache, masks, generation) around forge.lm.model's `Attention`, `MLP` and `Block`. In the package it imports them;
+`forge-export format=hf` writes it with that import replaced by forge/lm/model.py's own definitions, verbatim
 (search.hf_export.modeling_source), so the exported file stands alone (torch + transformers) and computes
 what the search trained.
 """
@@ -24,7 +24,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from forge.model import Attention, Block, _norm, attend  # FORGE-MODEL: replaced by forge/model.py at export
+from forge.lm.model import Attention, Block, _norm, attend  # FORGE-MODEL: replaced by forge/lm/model.py at export
 
 try:  # transformers >= 5 spells it PreTrainedConfig; 4.x PretrainedConfig
     from transformers import PreTrainedConfig as _BaseConfig
@@ -62,14 +62,14 @@ class ForgeConfig(_BaseConfig):
 
 
 def forge_cfg(config: ForgeConfig) -> SimpleNamespace:
-    """What forge.model's blocks read from an IHAConfig: the genome's globals, norm_eps and pad_attn."""
+    """What forge.lm.model's blocks read from an IHAConfig: the genome's globals, norm_eps and pad_attn."""
     genome = SimpleNamespace(d_model=config.hidden_size, mlp=config.mlp, norm=config.norm, bias=config.bias,
                              pos=config.pos, parallel=config.parallel, **getattr(config, "genes", {}))
     return SimpleNamespace(genome=genome, norm_eps=config.norm_eps, pad_attn=config.pad_attn)
 
 
 def layer_gene(spec: dict) -> SimpleNamespace:
-    """One block's genes as forge.model reads a LayerGene (`attn` on and no window unless the spec says so)."""
+    """One block's genes as forge.lm.model reads a LayerGene (`attn` on and no window unless the spec says so)."""
     return SimpleNamespace(**{"attn": True, "window": 0, **spec})
 
 
@@ -84,7 +84,7 @@ def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.T
 
 @dataclasses.dataclass
 class CacheView:
-    """What a block's attention reads in place of forge.model's KVCache: transformers' cache, the cache slot
+    """What a block's attention reads in place of forge.lm.model's KVCache: transformers' cache, the cache slot
     of each block (identity blocks take none) and the attention mask of each window."""
 
     cache: Cache | None
@@ -93,7 +93,7 @@ class CacheView:
 
 
 class ForgeAttention(Attention):
-    """forge.model's attention (projections, RoPE, grouped SDPA) over transformers' cache and masks."""
+    """forge.lm.model's attention (projections, RoPE, grouped SDPA) over transformers' cache and masks."""
 
     def forward(self, x: torch.Tensor, rope: dict | None, view: CacheView, li: int) -> torch.Tensor:
         q, k, v = self.project(x, rope)
@@ -103,7 +103,7 @@ class ForgeAttention(Attention):
 
 
 class ForgeBlock(Block):
-    """forge.model's block (norms, MLP, residual) with ForgeAttention."""
+    """forge.lm.model's block (norms, MLP, residual) with ForgeAttention."""
 
     attention = ForgeAttention
 

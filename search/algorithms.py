@@ -15,8 +15,8 @@ from pymoo.algorithms.moo.nsga2 import NSGA2
 from pymoo.core.population import Population
 from pymoo.core.termination import NoTermination
 
-from forge.genome import Genome
-from forge.space import SearchSpace
+from forge.genomes.genome import Genome
+from forge.spaces.space import SearchSpace
 from search.duplicates import IdDuplicateElimination
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from search.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.config import CONFIG_PATH, as_choices, check_override_types
+from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import UserError, check_int
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware",
           "logger")
@@ -50,7 +50,7 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
     from hydra import initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
-    from forge.shadow import check
+    from forge.runtime.shadow import check
 
     check()  # a `search/` or `backends/` folder beside the user's script would be imported instead of Forge's
     own, plus = _groups(app)  # forge-verify's `dispatch="local"` is a plain key of its config, not a group choice
@@ -76,7 +76,7 @@ def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
 def _groups(app: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the groups conf/<app>.yaml's defaults list chooses from, the groups it may add as the CLI's `+group=x`
     does, such as forge-search's `+hardware=host-cpu`): a string for either is a choice, not a value."""
-    from forge.config import group_yaml
+    from forge.runtime.config import group_yaml
 
     top = group_yaml("", app) or {}
     own = tuple(k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e if k in GROUPS)
@@ -87,7 +87,7 @@ def _groups(app: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def rows_frame(rows: Iterable[Mapping[str, Any]]) -> Any:
     """JSONL rows (pareto.jsonl / archive.jsonl) → a DataFrame: `metrics` spread into columns (strings
     "inf"/"nan" as floats), the design's keys as `design.<key>`, the genome kept as a dict column."""
-    from forge.io import as_float
+    from forge.disk.io import as_float
 
     flat = []
     for r in rows:
@@ -122,7 +122,7 @@ class SearchResult:
 
     def genomes(self, which: str = "front") -> list[Genome]:
         """The front's (or, with which="archive", every evaluated) genomes, in the frame's order."""
-        from forge.genome import genome_from_dict
+        from forge.genomes.genome import genome_from_dict
 
         frame = self.front if check_choice("which", which, ("front", "archive")) == "front" else self.archive
         return [genome_from_dict(g) for g in frame["genome"]]
@@ -253,7 +253,7 @@ def cost(genomes: Any, backend: Any = "roofline", workload: str | Mapping[str, A
     ttft_ms, tpot_ms, energy_per_token_uj, feasible, reason and the backend's numeric extras."""
     from backends.interface import evaluated
     from forge import plugins
-    from forge.hooks import check_agreement
+    from forge.lm.hooks import check_agreement
     from search.components import backend_of, build_workload
 
     parts: dict[str, Any] = {}
@@ -280,7 +280,7 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     Genomes using a gene, or a gene value, the predictor never saw are refused (search.blind.guard) unless
     `allow_blind` names the gene; then each row says which of them it uses in `loss_blind_to`."""
     from forge import plugins
-    from forge.limits import RANGES, SEED_MAX
+    from forge.runtime.limits import RANGES, SEED_MAX
     from search.blind import blind_genes, covers, genome_grids
     from search.components import load_surrogate, predictor_name
     from search.evaluators import LossEvaluator
@@ -296,9 +296,9 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
     ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level, allow_blind=allow_blind, name=predictor_name(predictor))
-    from forge.numeric import round_sig, settle
+    from forge.runtime.numeric import round_sig, settle
 
-    _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.numeric)
+    _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.runtime.numeric)
     lo, hi = (round_sig(a) for a in ev.interval(mu, sigma))
     cov = covers(pred) if allow_blind else None  # which allowed blind genes each row uses
     blind = [";".join(sorted(blind_genes(cov, genome_grids([g])))) for g in gs] if cov is not None else []
@@ -307,7 +307,7 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
 
 
 def _container(cfg: Any) -> dict[str, Any]:
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
     return to_container(cfg)
 

@@ -4,7 +4,7 @@ The CLI composes in Hydra's struct mode, so a misspelled key is refused; the API
 the composed config, so without these checks `forge.search(seeds=3, search={"pop_sise": 4})` would run with
 the defaults and save the typos. Here every value is checked against the composed config before it is merged:
 an unknown key names the closest valid one, a value has its default's type and its key's range
-(forge.limits), and one string stands for a one-item list where a list is expected. Every refusal is a
+(forge.runtime.limits), and one string stands for a one-item list where a list is expected. Every refusal is a
 `forge.errors.ForgeError` (`UserError`, `RangeError`); `api_errors` turns Hydra's, OmegaConf's and file errors
 raised inside a call into the one-line `UserError` the CLI prints.
 """
@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from forge.app import describe_error
-from forge.config import type_problem
+from forge.runtime.app import describe_error
+from forge.runtime.config import type_problem
 from forge.errors import ForgeError, UserError
-from forge.limits import check_range
+from forge.runtime.limits import check_range
 
 F = TypeVar("F", bound=Callable[..., Any])
 # keys the code reads that the shipped YAML leaves out (the CLI adds them with `+key=`): any value is theirs

@@ -21,10 +21,10 @@ from pymoo.indicators.hv import HV
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from forge.errors import UserError
-from forge.genome import Genome, LayerGene
-from forge.io import as_float
-from forge.numeric import round_float
-from forge.space import SearchSpace
+from forge.genomes.genome import Genome, LayerGene
+from forge.disk.io import as_float
+from forge.runtime.numeric import round_float
+from forge.spaces.space import SearchSpace
 
 
 def non_dominated(F: np.ndarray) -> np.ndarray:
@@ -141,7 +141,7 @@ def default_anchor(space: SearchSpace) -> Genome:
 
 def anchor_globals(space: SearchSpace) -> dict[str, Any]:
     """Each searched global gene at its least value: the smallest int, False, or the first of its registry choices."""
-    from forge.genes import GLOBAL_GENES
+    from forge.genomes.genes import GLOBAL_GENES
 
     out = {}
     for k in space.searched_globals:
@@ -153,7 +153,7 @@ def anchor_globals(space: SearchSpace) -> dict[str, Any]:
 @dataclass
 class Hypervolume:
     """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator), rounded to
-    `forge.numeric.DIGITS` significant digits.
+    `forge.runtime.numeric.DIGITS` significant digits.
 
     A maximized objective (sign −1, F = −value) is normalized as anchor / value, so it too is 1 at the
     anchor and `ref` means "`ref` times worse than the anchor"."""

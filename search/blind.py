@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from forge.genome import Genome
-from forge.space import SearchSpace
+from forge.genomes.genome import Genome
+from forge.spaces.space import SearchSpace
 from search.errors import SearchConfigError
 
 
@@ -33,9 +33,9 @@ def space_values(space: SearchSpace, gene: str) -> tuple[Any, ...]:
     d_model / n_h; a width that is a ratio of a searched global: each ratio times each of the global's values)."""
     if space.attention == "gqa" and gene in ("d_qk", "d_v"):
         return tuple(sorted({space.d_model // h for h in space.n_h}))
-    rule = getattr(space, "_tables", {}).get("ratios", {}).get(gene)  # forge.space: (global, ratios)
+    rule = getattr(space, "_tables", {}).get("ratios", {}).get(gene)  # forge.spaces.space: (global, ratios)
     if rule:
-        from forge import links
+        from forge.spaces import links
 
         return tuple(sorted({v for base in space.global_grid(rule[0]) for v in links.products(rule, base)}))
     return tuple(space.grid(gene))

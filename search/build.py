@@ -4,7 +4,7 @@ then the space and its hypervolume anchor, the evaluator, backend, workload and 
 
 Building writes nothing and runs no evaluation (the anchor is scored when the run starts), so bad input is
 refused before the run folder is touched; where plug-in hooks change the model, a sample of the space's genomes
-is built (meta device) to check that the workload counts what the model holds (forge.hooks.check_agreement).
+is built (meta device) to check that the workload counts what the model holds (forge.lm.hooks.check_agreement).
 `parts` injects ready-made parts by name: the Python API's objects, the tests' fakes.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge.hooks import SAMPLE, check_agreement
-from forge.space import SearchSpace
+from forge.lm.hooks import SAMPLE, check_agreement
+from forge.spaces.space import SearchSpace
 from search.algorithms import make_algorithm
 from search.archive import Anchor, ParetoArchive, default_anchor
 from search.components import (backend_of, build_coevolution, build_evaluator, build_space, build_workload,
@@ -28,7 +28,7 @@ PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor"
 
 
 def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, Any] | None = None) -> Search:
-    """A ready `Search` in `run_dir` from a plain config (`forge.config.to_container` of Hydra's); `parts` may give
+    """A ready `Search` in `run_dir` from a plain config (`forge.runtime.config.to_container` of Hydra's); `parts` may give
     any of PARTS (`predictor`: a surrogate object, fitted on evaluator.labels when it arrives unfitted)."""
     c, p, run_dir = settle_config(cfg), dict(parts or {}), Path(run_dir)
     unknown = sorted(set(p) - set(PARTS))

@@ -15,12 +15,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from forge import plugin_use, plugins
-from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
-from forge.config import output_dir, select, to_container
-from forge.confined import refuse_links
-from forge.io import atomic_write_text, check_writable, sweep_temporaries
-from forge.launch_only import check_saved
+from forge import plugins
+from forge.runtime import plugin_use
+from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.runtime.config import output_dir, select, to_container
+from forge.disk.confined import refuse_links
+from forge.disk.io import atomic_write_text, check_writable, sweep_temporaries
+from forge.runtime.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import resume_state

@@ -23,8 +23,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from forge.io import json_num
-from forge.labels import Label
+from forge.disk.io import json_num
+from forge.genomes.labels import Label
 from search.archive import non_dominated
 from search.evaluators import label_hook, seed_torch
 from search.errors import SearchConfigError
@@ -224,8 +224,8 @@ def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:
     CSV by default. Other spaces without `replay` fine-tune on the new labels alone (no replay)."""
     from pathlib import Path
 
-    from forge.config import data_dir
-    from forge.io import shared_data_dir
+    from forge.runtime.config import data_dir
+    from forge.disk.io import shared_data_dir
 
     if spec:
         shipped = data_dir() / str(spec)  # a path relative to the shipped data/ folder works too

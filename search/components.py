@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 from backends.interface import Workload
 from forge import plugins
-from forge.config import group_names, group_yaml
-from forge.genome import Genome
-from forge.importers import load_genome
-from forge.precision import PrecisionError, QuantPenalty
-from forge.space import SearchSpace, load_space, space_from_config
+from forge.runtime.config import group_names, group_yaml
+from forge.genomes.genome import Genome
+from forge.genomes.importers import load_genome
+from forge.genomes.precision import PrecisionError, QuantPenalty
+from forge.spaces.space import SearchSpace, load_space, space_from_config
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.errors import SearchConfigError
 
@@ -190,7 +190,7 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                                 f"config, and that object cannot be rebuilt ({base['_object_']}); allowed: a surrogate "
                                 "whose arguments read back (get_params()), or search.coevolve.every=0")
     finetune = import_callable(ft_spec)  # checked before anything is built
-    from forge.tracking import logged, node_for
+    from forge.runtime.tracking import logged, node_for
     from surrogate.predictor import load_predictor
 
     trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
@@ -221,7 +221,7 @@ def refit_source(cfg: Mapping[str, Any], space: SearchSpace) -> tuple[Any, str]:
 def build_evaluator(cfg: Mapping[str, Any], space: SearchSpace, store: Path | None = None, predictor: Any = None) -> Any:
     ev = cfg["evaluator"]  # settled (settle_config): a hand-made or older run's config reads the YAML's defaults
     kind = ev["kind"]
-    try:  # evaluator.quant_penalty: {scale, table} (forge.precision.QuantPenalty); null = the paper model
+    try:  # evaluator.quant_penalty: {scale, table} (forge.genomes.precision.QuantPenalty); null = the paper model
         penalty = QuantPenalty.from_config(ev.get("quant_penalty"))
     except (PrecisionError, OSError) as e:
         raise SearchConfigError(f"evaluator.quant_penalty: {e}") from None
@@ -246,7 +246,7 @@ def seed_genome(spec: Any, space: SearchSpace) -> Genome | None:
         return None
     path = Path(str(spec))
     if not path.is_file():
-        from forge.config import data_dir
+        from forge.runtime.config import data_dir
 
         path = data_dir() / "archs" / f"{spec}.yaml"
     if not path.is_file():

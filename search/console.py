@@ -18,7 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from forge.io import as_float as _f
+from forge.disk.io import as_float as _f
 from search.export import ExportError, select
 from search.state import read_jsonl
 from search.summary import predictor_label
@@ -172,8 +172,8 @@ def next_commands(run_dir: str | Path) -> list[str]:
     """Only commands that work here, as printed (search.suggest): `forge-verify` on this run when its training
     protocol and corpus can run on this machine, else a tiny recipe in the run's space family whose
     verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
-    from forge import plugin_use
-    from forge.needs import training_needs
+    from forge.runtime import plugin_use
+    from forge.runtime.needs import training_needs
     from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
     cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *plugin_use.args(run_dir)]), export_command(run_dir)]
@@ -215,7 +215,7 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
 
 
 def _run_config(run_dir: str | Path) -> dict[str, Any]:
-    from forge.files import read_yaml_file
+    from forge.disk.files import read_yaml_file
 
     p = Path(run_dir) / "config.yaml"
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}  # the one safe loader

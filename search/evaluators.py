@@ -13,10 +13,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from forge.arrays import GenomeBatch
-from forge.genome import Genome
-from forge.labels import Label
-from forge.precision import QuantPenalty
+from forge.spaces.arrays import GenomeBatch
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label
+from forge.genomes.precision import QuantPenalty
 from search.blind import covers, guard
 from search.errors import ResumeError, SearchConfigError
 
@@ -39,7 +39,7 @@ class LossEvaluator:
 
     The surrogate sees each genome's architecture only (precision genes stripped, so shipped checkpoints
     predict exactly as before); μ then gains the quantization penalty of the genome's (W, A, KV) formats,
-    a separate model (`forge.precision.QuantPenalty`, evaluator.quant_penalty) that a measured table replaces."""
+    a separate model (`forge.genomes.precision.QuantPenalty`, evaluator.quant_penalty) that a measured table replaces."""
 
     kind = "surrogate"
 
@@ -172,7 +172,7 @@ def check_resumed(evaluator: Any, genomes: Sequence[Genome], ids: Sequence[str],
     pick = [(g, i, cached[(v, i)]) for g, i in zip(genomes, ids) if (v, i) in cached][:8]
     if not pick:
         return
-    from forge.numeric import settle
+    from forge.runtime.numeric import settle
 
     mu = np.asarray(settle(evaluator([g for g, _, _ in pick])[1]), float)
     want = np.array([float(y[1]) for _, _, y in pick])

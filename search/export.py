@@ -11,7 +11,7 @@ exist: `<weights>/<genome id>.safetensors|.pt`, or a label whose provenance name
 `pareto.jsonl` is data: each folder is named from the id recomputed from the row's genome (a row whose stored
 id differs is refused), and an `out=` folder that already holds an export is refused unless `overwrite=true`,
 which then replaces each exported genome's folder whole (never a mix of two exports). Everything is written into
-a hidden folder beside `out=` and moved in once whole (forge.io.staged): a failed export leaves `out=` as it was.
+a hidden folder beside `out=` and moved in once whole (forge.disk.io.staged): a failed export leaves `out=` as it was.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.genome import Genome, genome_from_dict
-from forge.importers import load_genome
-from forge.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
-from forge.numeric import argmin_by_id
+from forge.genomes.genome import Genome, genome_from_dict
+from forge.genomes.importers import load_genome
+from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
+from forge.runtime.numeric import argmin_by_id
 from search.export_card import model_card
 from search.run_files import refuse_odd
 from search.state import read_jsonl, require_complete
@@ -139,7 +139,7 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     import torch
     from safetensors.torch import save_model
 
-    from forge.model import build_model
+    from forge.lm.model import build_model
     from search.verify_report import measured_loss
 
     genome = genome_from_dict(row["genome"])
@@ -183,7 +183,7 @@ def load_exported(folder: str | Path) -> tuple[Genome, Any]:
     wfile = next((folder / n for n in ("model.safetensors", "model.pt") if (folder / n).is_file()), None)
     if gfile is None or wfile is None:
         raise ExportError(f"{folder}: not an export folder (needs genome.yaml|json and model.safetensors|pt)")
-    from forge.model import build_model
+    from forge.lm.model import build_model
 
     genome = load_genome(gfile)
     model = build_model(genome)
@@ -197,9 +197,10 @@ def load_exported(folder: str | Path) -> tuple[Genome, Any]:
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
-    from forge import plugin_use, plugins
+    from forge import plugins
+    from forge.runtime import plugin_use
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)
@@ -273,7 +274,7 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 
 
 def _run_config(run_dir: Path) -> dict[str, Any]:
-    from forge.files import read_yaml_file
+    from forge.disk.files import read_yaml_file
 
     p = run_dir / "config.yaml"
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from forge.genes import LAYER_GENES
-from forge.genome import Genome
+from forge.genomes.genes import LAYER_GENES
+from forge.genomes.genome import Genome
 from search.markdown import md_code, md_text
 from search.summary import predictor_label
 from surrogate.checkpoints import BLIND_WHY

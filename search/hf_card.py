@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from forge.config import data_dir
-from forge.genome import Genome
+from forge.runtime.config import data_dir
+from forge.genomes.genome import Genome
 from search.markdown import md_code, md_text
 
 # what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
@@ -64,7 +64,7 @@ def _sidecar_space(pred: Any) -> str | None:
 
 def _run_config(run: Any) -> dict[str, Any]:
     p = Path(str(run)) / "config.yaml" if run else None
-    from forge.files import read_yaml_file
+    from forge.disk.files import read_yaml_file
 
     return (read_yaml_file(p, "run config") or {}) if p is not None and p.is_file() else {}
 

@@ -2,7 +2,7 @@
 
 The folder holds `config.json`, the stand-alone modeling file `modeling_forge.py` (IHA's per-layer
 heterogeneity, loaded with `trust_remote_code=True`: forge_hf's transformers plumbing assembled with
-forge/model.py's own definitions, `modeling_source`), `model.safetensors` and a model card
+forge/lm/model.py's own definitions, `modeling_source`), `model.safetensors` and a model card
 (`README.md`). When the genome is homogeneous and fits Llama exactly (same n_h, n_kv, d_qk = d_v and
 d_mlp in every active layer; SwiGLU, RMSNorm, RoPE, sequential residual, no identity attention,
 bias none or all) a second folder `llama/` holds the native `LlamaForCausalLM` form: no remote code.
@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from forge.genes import BUILTIN, attention_genes, extra_globals
-from forge.genome import Genome
+from forge.genomes.genes import BUILTIN, attention_genes, extra_globals
+from forge.genomes.genome import Genome
 from search.errors import HFExportError
 
 EXTRA = "pip install -e '.[export]' in the Forge clone"
@@ -44,7 +44,7 @@ def _window(gene: Any) -> int:
 def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str, Any]:
     """ForgeConfig fields: the genome's globals plus one spec per active block (pruned slots dropped).
 
-    Every registered gene (forge.genes) set off its default is written too; an identity-attention block drops
+    Every registered gene (forge.genomes.genes) set off its default is written too; an identity-attention block drops
     its attention-only extras (a `window` means nothing there), so full-attention configs are unchanged."""
     new_attn = set(attention_genes()) - set(BUILTIN)
     layers = [{"attn": g.attn, **{k: v for k, v in g.to_dict().items()
@@ -57,16 +57,16 @@ def forge_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str,
             **({"genes": g} if (g := {x.name: getattr(genome, x.name) for x in extra_globals()}) else {})}
 
 
-MODEL_MARK = "# FORGE-MODEL"  # the shell's `from forge.model import ...` line, replaced at export
-SHELL_ONLY = ("IHAModel", "build_model", "rope_tables")  # forge.model's own plumbing
+MODEL_MARK = "# FORGE-MODEL"  # the shell's `from forge.lm.model import ...` line, replaced at export
+SHELL_ONLY = ("IHAModel", "build_model", "rope_tables")  # forge.lm.model's own plumbing
 
 
 def model_definitions() -> list[str]:
-    """forge/model.py's imports (bar forge's own and __future__) and top-level definitions, verbatim, except its
+    """forge/lm/model.py's imports (bar forge's own and __future__) and top-level definitions, verbatim, except its
     plumbing (`SHELL_ONLY`): a helper or a gene's meaning added there is exported with no edit here."""
-    import forge.model
+    import forge.lm.model
 
-    src = inspect.getsource(forge.model)
+    src = inspect.getsource(forge.lm.model)
     lines = src.splitlines(keepends=True)
     out = []
     for node in ast.parse(src).body:
@@ -81,16 +81,16 @@ def model_definitions() -> list[str]:
 
 
 def hook_definitions() -> list[str]:
-    """The plug-in genes' model meanings (forge.model.Block.hooks, in run order), their source verbatim with the
-    helpers they use from their modules (forge.hook_export), so the export computes what the search's model does."""
-    import forge.model
-    from forge.hook_export import export_source
+    """The plug-in genes' model meanings (forge.lm.model.Block.hooks, in run order), their source verbatim with the
+    helpers they use from their modules (forge.lm.hook_export), so the export computes what the search's model does."""
+    import forge.lm.model
+    from forge.lm.hook_export import export_source
 
-    return [export_source(forge.model.Block.hooks)] if forge.model.Block.hooks else []
+    return [export_source(forge.lm.model.Block.hooks)] if forge.lm.model.Block.hooks else []
 
 
 def modeling_source() -> str:
-    """The exported `modeling_forge.py`: forge_hf's shell with its forge.model import replaced by forge/model.py's
+    """The exported `modeling_forge.py`: forge_hf's shell with its forge.lm.model import replaced by forge/lm/model.py's
     definitions, so the exported model and the one the search trains share one source."""
     shell = resources.files("forge_hf").joinpath(MODELING_FILE).read_text()
     lines = shell.splitlines(keepends=True)
@@ -98,8 +98,8 @@ def modeling_source() -> str:
     parts = model_definitions()
     imports = "".join(p for p in parts if p.startswith(("import ", "from ")) and p not in lines)
     defs = "\n\n".join([*(p for p in parts if not p.startswith(("import ", "from "))), *hook_definitions()])
-    return shell.replace(mark, f"{imports}\n# --- from forge/model.py, verbatim (a gene's meaning is written there) ---\n"
-                               f"{defs}\n# --- end of forge/model.py ---\n", 1)
+    return shell.replace(mark, f"{imports}\n# --- from forge/lm/model.py, verbatim (a gene's meaning is written there) ---\n"
+                               f"{defs}\n# --- end of forge/lm/model.py ---\n", 1)
 
 
 def load_modeling(path: Path) -> Any:
@@ -138,12 +138,12 @@ def llama_config(genome: Genome, rope_base: float, norm_eps: float) -> dict[str,
 
 
 def forge_state(sd: dict[str, Any]) -> dict[str, Any]:
-    """forge.model names → ForgeForCausalLM names (the base model sits under `model.`)."""
+    """forge.lm.model names → ForgeForCausalLM names (the base model sits under `model.`)."""
     return {k if k.startswith("lm_head.") else f"model.{k}": v for k, v in sd.items()}
 
 
 def load_hf_weights(model: Any, path: Path) -> None:
-    """Load a format=hf `model.safetensors` (ForgeForCausalLM names) back into forge.model (strict)."""
+    """Load a format=hf `model.safetensors` (ForgeForCausalLM names) back into forge.lm.model (strict)."""
     from safetensors.torch import load_file
 
     sd = {k.removeprefix("model."): v for k, v in load_file(str(path)).items()}
@@ -157,7 +157,7 @@ LLAMA_NAMES = {"ln_attn": "input_layernorm", "ln_mlp": "post_attention_layernorm
 
 
 def llama_state(sd: dict[str, Any]) -> dict[str, Any]:
-    """forge.model names → LlamaForCausalLM names."""
+    """forge.lm.model names → LlamaForCausalLM names."""
     out = {}
     for k, v in sd.items():
         parts = k.split(".")

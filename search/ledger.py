@@ -138,7 +138,7 @@ def check_logs(run_dir: Path, state: Mapping[str, Any], durable: Mapping[str, An
 def snapshot_durable(run_dir: Path) -> None:
     """DURABLE := the checkpoint just made durable, as a hard link to its file (no bytes written, no fsync: the
     checkpoint is replaced by rename, so the link keeps this version); a copy where links are not supported."""
-    from forge.io import atomic_write_bytes
+    from forge.disk.io import atomic_write_bytes
     from search.state import CHECKPOINT
 
     src, dst = Path(run_dir) / CHECKPOINT, Path(run_dir) / DURABLE
@@ -203,7 +203,7 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
     a checkpoint without a ledger whose cache reads whole."""
     import json
 
-    from forge.io import json_line
+    from forge.disk.io import json_line
 
     path, gen, logs = Path(run_dir) / LOSS_CACHE, int(state["generation"]), state.get("logs")
     if isinstance(logs, Mapping) and LOSS_CACHE in logs:
@@ -241,7 +241,7 @@ def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any,
     rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp.
     A log the checkpoint's ledger `logs` covers keeps exactly the part covered; `kept`: logs' texts already
     decided (a rebuilt loss cache)."""
-    from forge.io import atomic_write_text
+    from forge.disk.io import atomic_write_text
 
     texts = {name: covered_text(run_dir, name, logs) for name in names}
     texts.update(kept or {})

@@ -5,8 +5,8 @@ An entry of `objectives` (or a name in a constraint) is
 - a mapping `{name: ..., direction: min|max, fn: package.module.function, params: {key: value}}` (`params`: the
   function's keyword arguments from config, `fn(genomes, **params)`).
 
-A name is the loss (`val_loss`), a model total of `forge.workload.model_totals` (params, kv_bytes_per_token,
-...), a workload total of `forge.workload.workload_totals` (kv_bytes and peak_memory_bytes at the workload's
+A name is the loss (`val_loss`), a model total of `forge.lm.workload.model_totals` (params, kv_bytes_per_token,
+...), a workload total of `forge.lm.workload.workload_totals` (kv_bytes and peak_memory_bytes at the workload's
 context and batch), a core backend metric (ttft_ms, tpot_ms, energy_per_token_uj), any numeric backend extra,
 or, with `fn`, a user function `fn(genomes) -> one number per genome`. The search minimizes `sign * value`,
 so a maximized objective enters pymoo, the archive and the hypervolume negated; every file stores the value.
@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from forge.genome import Genome
-from forge.workload import WORKLOAD_TOTALS
+from forge.genomes.genome import Genome
+from forge.lm.workload import WORKLOAD_TOTALS
 from search.errors import SearchConfigError
 
 LOSS = "val_loss"

@@ -2,12 +2,12 @@
 
 Every function takes the random generator explicitly, so one seed drives the whole search. Rows of X
 are genomes encoded by `SearchSpace.encode` (L_max slots × `space.n_genes` genes, layer-major: the two
-masks, then one grid index per searched gene of the registry, forge.genes); operators move whole
+masks, then one grid index per searched gene of the registry, forge.genomes.genes); operators move whole
 layer slots or grid indices and never produce off-grid values. The pymoo classes at the bottom are
 thin adapters whose `_do` calls these functions with pymoo's own `random_state` (seeded from the run
 seed), and every offspring is repaired by `space.repair_x`.
 
-With a precision-searching space the rows end in three precision genes (forge.space), after one column per
+With a precision-searching space the rows end in three precision genes (forge.spaces.space), after one column per
 searched global gene (d_model from a grid, ...): the layer operators leave that tail alone, crossover hands it
 on with the right-hand side of the cut, and `mutate_precision` moves each tail gene by one step along its
 list with probability p_precision.
@@ -22,10 +22,10 @@ from pymoo.core.mutation import Mutation
 from pymoo.core.repair import Repair
 from pymoo.core.sampling import Sampling
 
-from forge.genome import Genome
-from forge.space import SearchSpace
+from forge.genomes.genome import Genome
+from forge.spaces.space import SearchSpace
 
-# Gene columns inside one layer slot (see forge.space): active, attn, then one grid index per searched gene.
+# Gene columns inside one layer slot (see forge.spaces.space): active, attn, then one grid index per searched gene.
 ACTIVE, ATTN, FIRST_GRID = 0, 1, 2
 
 

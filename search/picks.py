@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from forge.errors import UserError
-from forge.io import as_float
-from forge.numeric import order_by_id
+from forge.disk.io import as_float
+from forge.runtime.numeric import order_by_id
 from search.export import select
 from search.objectives import LOSS
 

@@ -3,11 +3,11 @@
 `_evaluate` is vectorized over the whole offspring batch (LLMForge Algorithm 3, line 13): one
 predictor call and one backend call per generation. Every result is cached by genome id (the loss
 also by surrogate version, since co-evolution hot-swaps the predictor). Objectives and constraints
-are named and directed (`search.objectives`): the loss, a model or workload total from `forge.workload`,
+are named and directed (`search.objectives`): the loss, a model or workload total from `forge.lm.workload`,
 a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
 `val_loss < 3.8` or `ttft_ms <= 20` (`search.constraints`); hardware-infeasible genomes get one extra
 violated constraint and are dominated out. Every float the evaluator, the backend or a user function returns is
-rounded here, once, to `forge.numeric.DIGITS` significant digits (`settle`): F, G, the archive, the run files and
+rounded here, once, to `forge.runtime.numeric.DIGITS` significant digits (`settle`): F, G, the archive, the run files and
 every later comparison see the same numbers on any CPU (issue 33).
 """
 from __future__ import annotations
@@ -20,13 +20,13 @@ import numpy as np
 from pymoo.core.problem import Problem
 
 from backends.interface import Backend, Workload, evaluated
-from forge.arrays import GenomeBatch, PopArrays
-from forge.genes import attention_genes
-from forge.genome import Genome
-from forge.io import json_num
-from forge.numeric import round_sig, settle
-from forge.space import SearchSpace
-from forge.workload import WORKLOAD_TOTALS, model_totals, workload_totals
+from forge.spaces.arrays import GenomeBatch, PopArrays
+from forge.genomes.genes import attention_genes
+from forge.genomes.genome import Genome
+from forge.disk.io import json_num
+from forge.runtime.numeric import round_sig, settle
+from forge.spaces.space import SearchSpace
+from forge.lm.workload import WORKLOAD_TOTALS, model_totals, workload_totals
 from search.constraints import Constraint, parse_constraint
 from search.errors import SearchConfigError
 from search.objectives import CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, parse_objectives

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from forge.plugin_use import python_only
+from forge.runtime.plugin_use import python_only
 
 OBJECT = "_object_"  # in a surrogate's config node: why no command can rebuild it (refused, never built)
 PART = {"space": "space", "evaluator": "predictor", "backend": "backend"}  # a config key -> the part an object fills
@@ -157,7 +157,7 @@ def split_objects(space: Any, objectives: Sequence[Any] | None,
     """Python objects out of `forge.search`'s arguments, into the search's parts; the config keeps what rebuilds
     them (the space's own config node, the function's import path, the surrogate's class and arguments)."""
     from forge import plugins
-    from forge.space import SearchSpace, space_config
+    from forge.spaces.space import SearchSpace, space_config
 
     parts: dict[str, Any] = {}
     if isinstance(space, SearchSpace):

@@ -21,9 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.io import as_float as _f
-from forge.genes import LAYER_GENES, attention_genes
-from forge.io import atomic_write_json, atomic_write_text, check_writable
+from forge.disk.io import as_float as _f
+from forge.genomes.genes import LAYER_GENES, attention_genes
+from forge.disk.io import atomic_write_json, atomic_write_text, check_writable
 from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings, tier_note
 from search.state import read_jsonl, read_summary, require_complete
 from search.errors import ReportError
@@ -263,7 +263,7 @@ def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, 
 
 def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12,
                 progress: bool = False) -> dict[str, Any]:
-    from forge.steps import Steps
+    from forge.runtime.steps import Steps
 
     found = find_runs(paths)
     n_plots = min(len(found), max_pareto_plots)  # at most: runs of one recipe share a Pareto plot
@@ -299,8 +299,9 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from forge import plugin_use, plugins
-    from forge.config import output_dir, to_container
+    from forge import plugins
+    from forge.runtime import plugin_use
+    from forge.runtime.config import output_dir, to_container
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from forge.io import as_float as _f
+from forge.disk.io import as_float as _f
 from search.suggest import export_command
 from search.summary import predictor_label
 

@@ -61,8 +61,8 @@ def refuse_odd(run_dir: Path, names: tuple[str, ...], error: type[Exception] = R
 
 def check_run_files(run_dir: Path) -> None:
     """Every run file present is a regular file (not a link, FIFO or folder), config.yaml is plain YAML data and
-    summary.json matches its schema; else ResumeError (or forge.files' UserError) in one line."""
-    from forge.files import read_yaml_file
+    summary.json matches its schema; else ResumeError (or forge.disk.files' UserError) in one line."""
+    from forge.disk.files import read_yaml_file
 
     run_dir = Path(run_dir)
     odd = odd_run_file(run_dir, RUN_FILES)

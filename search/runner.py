@@ -18,8 +18,8 @@ import numpy as np
 from pymoo.algorithms.moo.nsga2 import NSGA2
 from pymoo.core.population import Population
 
-from forge.io import as_float, atomic_write_text, json_line
-from forge.signals import term_as_interrupt
+from forge.disk.io import as_float, atomic_write_text, json_line
+from forge.runtime.signals import term_as_interrupt
 from search.algorithms import pop_column, pop_state, restore
 from search.archive import Anchor, Hypervolume, ParetoArchive
 from search.coevolution import Survivors

@@ -13,8 +13,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from forge.config import group_yaml
-from forge.limits import check_range
+from forge.runtime.config import group_yaml
+from forge.runtime.limits import check_range
 from search.errors import SearchConfigError
 from search.operators import MutationParams
 
@@ -23,7 +23,7 @@ ALGORITHMS = ("nsga", "random")
 PROBABILITIES = ("search.crossover", *(f"search.mutation.{k}" for k in ("rate", "p_delete", "p_duplicate", "p_rotate",
                                                                         "p_gene")))
 SIZES = (("search.pop_size", 1), ("search.offspring", 1), ("search.generations", 0), ("search.mutation.max_step", 1))
-UPPER = ("seed", "search.pop_size", "search.offspring", "evaluator.n_mc")  # bounded by forge.limits
+UPPER = ("seed", "search.pop_size", "search.offspring", "evaluator.n_mc")  # bounded by forge.runtime.limits
 COUNTS = (("stop_after", 0), ("evaluator.n_mc", 0), ("threads", 1))  # run-level integers, null allowed
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
-from forge.io import atomic_write_bytes, atomic_write_text, json_default, json_line
+from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line
 from search.errors import ResumeError
 from search.run_files import SUMMARY, read_summary  # noqa: F401  (read_summary: the readers import it from here)
 
@@ -55,7 +55,7 @@ def sync_files(paths: Iterable[Path]) -> None:
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.fsync(fd)
-            except OSError as e:  # a full disk: name the file (a user error, not a bug), as forge.io's writes do
+            except OSError as e:  # a full disk: name the file (a user error, not a bug), as forge.disk.io's writes do
                 if e.filename is None:
                     raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
                 raise
@@ -145,7 +145,7 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
 def _read_config(path: Path) -> Any:
     """A saved run config as plain data: never resolved (`${oc.env:...}` stays as written, so a resume writes no
     environment value into new files), a !!tag or non-UTF-8 byte refused in one line naming the file."""
-    from forge.files import read_yaml_file
+    from forge.disk.files import read_yaml_file
 
     return read_yaml_file(path, "run config")
 
@@ -174,7 +174,7 @@ def require_complete(run_dir: Path, allow_partial: bool, what: str) -> dict[str,
     """Refuse to use an unfinished run (interrupted, stopped, running or killed) unless allow_partial."""
     st = run_status(run_dir)
     if st["status"] != "complete" and not allow_partial:
-        from forge.plugin_use import args
+        from forge.runtime.plugin_use import args
 
         of = f" of {st['generations']}" if st.get("generations") is not None else ""
         finish = " ".join(["forge-search", f"resume={run_dir}", *args(run_dir, code=True)])  # with its plug-ins
@@ -216,7 +216,7 @@ def append_lines(path: Path, lines: Iterable[str], sync: bool = True) -> None:
     """`append_jsonl` for rows already encoded by `json_line` (the runner encodes each record once)."""
     import os
 
-    from forge.confined import open_append
+    from forge.disk.confined import open_append
 
     try:
         with open_append(path) as f:  # never through a link planted in the run folder
@@ -235,7 +235,7 @@ def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, A
     (a kill in the middle of an append, which resume then drops)."""
     if not Path(path).is_file():
         return []
-    from forge.io import read_text
+    from forge.disk.io import read_text
 
     lines = read_text(path, "log").splitlines()  # not UTF-8: one line naming the file
     out = []
@@ -260,7 +260,7 @@ def truncate_jsonl(path: Path, last_generation: int) -> None:
 def kept_jsonl(path: Path, last_generation: int) -> str | None:
     """The log without its lines newer than the checkpoint (and a torn last line), kept byte for byte; None when
     there is no such file or nothing to drop. Read only: a resume checks every log before it rewrites one."""
-    from forge.io import read_text
+    from forge.disk.io import read_text
 
     if not Path(path).is_file():
         return None

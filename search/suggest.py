@@ -47,7 +47,7 @@ def tiny_space(space: str) -> str | None:
     """The CPU-trainable space nearest the run's: the run's own when it is a tiny one, else its tiny twin
     (iha-paper-swa -> iha-tiny-swa, gqa-paper -> gqa-tiny), else iha-tiny; None for a user's space (one that is
     not in conf/space): no shipped space stands for it."""
-    from forge.config import group_yaml
+    from forge.runtime.config import group_yaml
 
     if group_yaml("space", space) is None:
         return None
@@ -59,7 +59,7 @@ def tiny_space(space: str) -> str | None:
 
 def tiny_predictor(space: str) -> str:
     """The shipped cpu-proxy surrogate for `space` (gqa-tiny: iha-tiny's, blind to its 128-wide heads)."""
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
 
     own = f"forgeformer-{space}"
     return own if (data_dir() / "surrogate" / f"{own}.json").is_file() else "forgeformer-iha-tiny"
@@ -68,7 +68,7 @@ def tiny_predictor(space: str) -> str:
 def allow_blind(space: str, predictor: str) -> list[str]:
     """`evaluator.allow_blind=[...]` a suggested search needs: the genes `space` varies outside what the shipped
     `predictor` covers (search.blind), so the command runs as printed and its loss says where it is blind."""
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.blind import blind_genes, declared, varied
 
     return sorted(blind_genes(declared(predictor), varied(load_space(space))))
@@ -97,7 +97,7 @@ def is_tiny(run_cfg: Mapping[str, Any]) -> bool:
 def verify_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
     """`forge-verify run=<rel dir>`, with the tutorial's `k=4 control=4` for a tiny run and the plug-in modules the
     run needs; a run made with Python objects no command rebuilds is verified from Python (a `# ...` line)."""
-    from forge import plugin_use
+    from forge.runtime import plugin_use
     from search.python_objects import needs_python
 
     k = f" {TINY_K}" if is_tiny(run_cfg) else ""
@@ -109,7 +109,7 @@ def verify_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
 def export_command(run_dir: str | Path, *extra: str, select: str = "knee", base: str = "exported") -> str:
     """`forge-export run=<rel dir> select=... [extra] out=<a folder that holds no export yet>`, with the plug-in
     modules its genomes need."""
-    from forge import plugin_use
+    from forge.runtime import plugin_use
 
     args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra, *plugin_use.args(run_dir)]
     out = fresh_out(base)
@@ -126,7 +126,7 @@ def print_commands(console: Any, title: str, cmds: Sequence[str]) -> None:
 def resume_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
     """How to continue a stopped run, as it works when pasted: `forge-search resume=<dir>` with the plug-in modules
     it needs, or, for a run made with Python objects no command rebuilds, the `forge.search(resume=...)` call."""
-    from forge import plugin_use
+    from forge.runtime import plugin_use
     from search.python_objects import needs_python, python_resume
 
     missing = needs_python(run_cfg)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.io import atomic_write_json
+from forge.disk.io import atomic_write_json
 from search.archive import least_violating, loss_overlap
 
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from forge.confined import open_append
-from forge.io import atomic_write_text
+from forge.disk.confined import open_append
+from forge.disk.io import atomic_write_text
 from search.state import read_jsonl
 
 log = logging.getLogger("forge.search")

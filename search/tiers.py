@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from forge.io import as_float
+from forge.disk.io import as_float
 
 VERIFY_K = 4  # members trained to decide inside a tier (fewer when the tier is smaller)
 # (tokens, seconds low, seconds high, on what) per label of a reference protocol; other budgets scale linearly
@@ -50,7 +50,7 @@ def tier_sizes(tiers: np.ndarray | None) -> list[int]:
 def training_time(protocol: Mapping[str, Any] | None, k: int) -> str:
     """'about 6 h 00 min-8 h 00 min on one H100' for k labels under `protocol` (its tokens and accelerator),
     one after another; '' when the protocol names no token budget."""
-    from forge.steps import clock
+    from forge.runtime.steps import clock
 
     tokens = as_float((protocol or {}).get("tokens"))
     if not np.isfinite(tokens) or tokens <= 0:

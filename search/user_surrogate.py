@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge.config import group_yaml, searchpath_yaml
-from forge.space import SearchSpace
+from forge.runtime.config import group_yaml, searchpath_yaml
+from forge.spaces.space import SearchSpace
 from search.errors import SearchConfigError
 
 

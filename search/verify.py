@@ -20,14 +20,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from forge import plugin_use, plugins
-from forge.confined import inside, refuse_links
-from forge.genome import genome_from_dict
-from forge.io import atomic_write_json, check_writable
-from forge.launch_only import check_saved
-from forge.numeric import round_float, round_floats
-from forge.labels import Label
-from forge.redact import mask
+from forge import plugins
+from forge.runtime import plugin_use
+from forge.disk.confined import inside, refuse_links
+from forge.genomes.genome import genome_from_dict
+from forge.disk.io import atomic_write_json, check_writable
+from forge.runtime.launch_only import check_saved
+from forge.runtime.numeric import round_float, round_floats
+from forge.genomes.labels import Label
+from forge.disk.redact import mask
 from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
                                import_callable, refit_source)
 from search.picks import control_draw, front_picks, near_front_picks
@@ -75,11 +76,11 @@ class Verify:
         self.run_cfg = settle_config(self.run_cfg)  # the run's settings over their one home of defaults (checked above)
         out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / "verify")
         self.out = check_writable(out, "out")  # before training
-        from forge.tracking import node_for
+        from forge.runtime.tracking import node_for
 
         self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
-            from forge.needs import check_training
+            from forge.runtime.needs import check_training
 
             from search.suggest import tiny_recipe
 
@@ -167,7 +168,7 @@ class Verify:
 
     def train(self, recs: list[dict[str, Any]], roles: Mapping[str, str] | None = None) -> dict[str, Label]:
         """Real labels of `recs`, one progress step per trained genome (stored ones are reused silently)."""
-        from forge.steps import Steps
+        from forge.runtime.steps import Steps
 
         genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
         role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
@@ -176,7 +177,7 @@ class Verify:
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
             with label_hook(self.trainer, on_label):
-                # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
+                # rounded as a search rounds its surrogate (forge.runtime.numeric): coverage and error decisions see 6 digits
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
 
@@ -278,7 +279,7 @@ class Verify:
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
         """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
-        from forge.tracking import logged
+        from forge.runtime.tracking import logged
         from search.coevolution import replay_labels
 
         co = self.run_cfg["search"]["coevolve"]  # settled: every knob holds its value or conf/search/nsga.yaml's
@@ -313,7 +314,7 @@ def _fmt(x: float | None) -> str:
 
 
 def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
     if cfg.get("run"):

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from forge.app import forge_main
+from forge.runtime.app import forge_main
 
 
 def _num(x: Any, fmt: str = "{:.3f}") -> str:
@@ -23,7 +23,7 @@ def _num(x: Any, fmt: str = "{:.3f}") -> str:
 
 def human(b: dict[str, Any], wall_s: float) -> list[str]:
     """The few lines a researcher reads after a verification (every number is in verify.json)."""
-    from forge.steps import clock
+    from forge.runtime.steps import clock
     from search.suggest import rel
 
     lines = [f"verified {b.get('n_picks')} front picks against {b.get('n_control')} random controls of "

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from forge.config import group_yaml
-from forge.files import read_yaml_file
+from forge.runtime.config import group_yaml
+from forge.disk.files import read_yaml_file
 from search.components import backend_of
 from search.errors import SearchConfigError, VerifyError
 from search.run_files import refuse_odd

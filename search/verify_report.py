@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.io import as_float
+from forge.disk.io import as_float
 from search.archive import Hypervolume
 
 HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control

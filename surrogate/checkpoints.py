@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from forge.config import data_dir
+from forge.runtime.config import data_dir
 from forge.errors import ForgeError
 from surrogate.dataset import LabelSet
 
@@ -30,7 +30,7 @@ def covers_of(meta: dict[str, Any]) -> dict[str, Any]:
     its normalization statistics (the min/max of its training split, `norm`); `None` only where neither says."""
     if isinstance(meta.get("covers"), dict):
         return dict(meta["covers"])
-    from forge.genes import LAYER_GENES
+    from forge.genomes.genes import LAYER_GENES
 
     fields, norm = list(meta.get("fields") or ()), meta.get("norm") or {}
     lo, hi = list(norm.get("lo") or ()), list(norm.get("hi") or ())
@@ -50,7 +50,7 @@ def _num(x: float) -> float | int:
 def layer_values(genomes: Iterable[Any]) -> dict[str, set]:
     """{gene: values} the genomes' layers hold: `active` over every slot, `attn` and every grid gene over active
     layers, attention genes over attention layers only (identity attention blanks them)."""
-    from forge.genes import LAYER_GENES
+    from forge.genomes.genes import LAYER_GENES
 
     out: dict[str, set] = {g: set() for g in LAYER_GENES}
     for g in genomes:
@@ -68,7 +68,7 @@ def layer_values(genomes: Iterable[Any]) -> dict[str, set]:
 def data_covers(data: LabelSet) -> dict[str, list[float]]:
     """{gene: [lo, hi]} over the labelled genomes (`layer_values`): the built-in genes, and each registered gene
     whose labels hold a value other than its default (a gene never varied stays undeclared: blind)."""
-    from forge.genes import LAYER_GENES
+    from forge.genomes.genes import LAYER_GENES
 
     out: dict[str, list[float]] = {"active": [0, 1], "attn": [0, 1]}
     for name, vals in layer_values(data.genomes).items():
@@ -87,7 +87,7 @@ def uncovered(cov: dict[str, Any], grids: dict[str, Iterable[Any]]) -> dict[str,
     """{gene: why} for each gene of `grids` ({gene: values}) whose values `cov` (`covers_of`) does not cover: a gene
     it does not declare (its training genomes held only the default, so any other value is unseen), or values
     outside its range; the check search.blind makes wherever a predictor prices genomes."""
-    from forge.genes import LAYER_GENES
+    from forge.genomes.genes import LAYER_GENES
 
     out = {}
     for g, values in grids.items():

@@ -14,10 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
 from forge.errors import UserError
-from forge.app import forge_main
-from forge.config import output_dir, to_container
-from forge.io import atomic_write_json, check_writable, shared_data_dir
-from forge.space import space_from_config
+from forge.runtime.app import forge_main
+from forge.runtime.config import output_dir, to_container
+from forge.disk.io import atomic_write_json, check_writable, shared_data_dir
+from forge.spaces.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
 from surrogate.generic import build_model
@@ -144,7 +144,7 @@ def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
 def _calibrate(cfg: DictConfig) -> dict:
     """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
     the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
-    from forge.io import atomic_write_json
+    from forge.disk.io import atomic_write_json
     from surrogate.predictor import DEFAULT, load_predictor, resolve_checkpoint
 
     stem = resolve_checkpoint(cfg.ckpt or DEFAULT)
@@ -185,7 +185,7 @@ def _compare(cfg: DictConfig, out: Path) -> dict:
     data = _labels(cfg)
     models = list(cfg.models)
     save = out / "checkpoints" if cfg.get("save_ckpt") else None
-    from forge.steps import active
+    from forge.runtime.steps import active
 
     res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save,
                   workers=int(cfg.get("workers", 1)), step=active().step)  # run()'s Steps counts the fits
@@ -205,9 +205,9 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    from forge.tracking import log_to, node_for
+    from forge.runtime.tracking import log_to, node_for
 
-    from forge.steps import Steps
+    from forge.runtime.steps import Steps
 
     unit, total = ("fit", _fits(cfg)) if cfg.mode == "compare" else ("epoch", _epochs(cfg))
     steps = Steps("forge-surrogate", f"mode={cfg.mode}: {unit}s", total, enabled=bool(cfg.get("progress", True)),
@@ -239,7 +239,7 @@ def _epochs(cfg: DictConfig) -> int:
 
 def human(res: dict) -> str:
     """The job's end in a few lines (summary.json and `--json` hold everything)."""
-    from forge.steps import clock
+    from forge.runtime.steps import clock
 
     lines = [f"forge-surrogate mode={res.get('mode')} done in {clock(float(res.get('wall_s') or 0))}"]
     m = res.get("metrics") or {}

@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from forge.errors import UserError
 from forge import plugins
-from forge.config import conf_dir, is_name
-from forge.parallel import map_spawned
+from forge.runtime.config import conf_dir, is_name
+from forge.runtime.parallel import map_spawned
 from surrogate.dataset import LabelSet, train_val_test
 from surrogate.fit import train_forgeformer
 from surrogate.generic import build_model
@@ -79,9 +79,9 @@ def compare(data: LabelSet, models: list[str], seeds: int, seed0: int = 0, test_
             workers: int = 1, step: Callable[..., None] | None = None) -> dict[str, Any]:
     """{model: {"runs": [...per seed metrics], "summary": {metric: {mean, std}}, "fit_s": ...}}.
 
-    workers > 1 runs the splits in that many spawned processes with one torch thread each (forge.parallel);
+    workers > 1 runs the splits in that many spawned processes with one torch thread each (forge.runtime.parallel);
     every fit is seeded by its split, so the table equals a one-process run with torch.set_num_threads(1).
-    `step(note, n=...)` counts fits as they end (forge.steps.Steps.step): each fit here, each split's in workers."""
+    `step(note, n=...)` counts fits as they end (forge.runtime.steps.Steps.step): each fit here, each split's in workers."""
     jobs = [(data, models, s, test_frac, overrides, save_dir) for s in range(seed0, seed0 + seeds)]
     if workers == 1:
         def log_fit(line: str) -> None:
@@ -178,6 +178,6 @@ LEGEND = ("\nregret_at_10: true loss of the best of the 10 best-predicted rows m
 
 
 def write_markdown(path: Path, results: dict[str, Any], n_test: int, seeds: int) -> None:
-    from forge.io import atomic_write_text
+    from forge.disk.io import atomic_write_text
 
     atomic_write_text(path, markdown(results, n_test, seeds))

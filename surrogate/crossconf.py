@@ -33,7 +33,7 @@ def oof_rows(path: str | Path, parts: tuple[str, ...] = PARTS
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(labels, equal-weight out-of-fold prediction of `parts`, fold, ids) from a `bench/bench_grouped_cv.py`
     file; the labels are re-read from the shared CSV by row (never stored with the predictions)."""
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset
 
     d = np.load(path)

@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from forge.errors import ForgeError
-from forge.genome import Genome
-from forge.labels import Label, load_any
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label, load_any
 
 
 class LabelSetError(ForgeError):

@@ -7,11 +7,11 @@ appear and the attention fields (n_h, n_kv, d_qk, d_v) of identity-attention lay
 genomes with the same id always get the same features (and the same prediction).
 
 The `derived` field set adds per-layer quantities the encoder otherwise has to learn from raw fields
-(parameter counts, K/V elements per token and FLOPs, all from `forge.workload`, plus the depth fraction) plus a few whole-architecture context fields
+(parameter counts, K/V elements per token and FLOPs, all from `forge.lm.workload`, plus the depth fraction) plus a few whole-architecture context fields
 (active depth, attention layers among the first six, index of the first attention layer). The issue
 notes the high-loss mode is driven by missing early attention, which these fields expose directly.
 
-A registered gene beyond the original seven (forge.genes, `token=True`, e.g. `window`) joins the tokens
+A registered gene beyond the original seven (forge.genomes.genes, `token=True`, e.g. `window`) joins the tokens
 by name: field set `paper+window` (or `derived+window`) appends its value as one more field; a registered
 global gene with `token=True` joins the same way, its value broadcast to every active layer's token. The plain
 sets are unchanged, so shipped checkpoints featurize exactly as before.
@@ -23,17 +23,17 @@ from typing import Sequence
 
 import numpy as np
 
-from forge.arrays import PopArrays, population
+from forge.spaces.arrays import PopArrays, population
 from forge.errors import ForgeError
-from forge.genes import SHAPE_GENES
-from forge.genes import token_genes as registered_tokens
-from forge.genome import Genome
-from forge.workload import Precision, layer_ops
+from forge.genomes.genes import SHAPE_GENES
+from forge.genomes.genes import token_genes as registered_tokens
+from forge.genomes.genome import Genome
+from forge.lm.workload import Precision, layer_ops
 
 BASE_FIELDS = (*SHAPE_GENES, "mask", "attn", "d_model", "T")  # the paper's token: the shape genes, then the slot
 DERIVED_FIELDS = ("attn_params", "mlp_params", "kv_per_token", "flops_per_token", "depth_frac",
                   "n_active", "early_attn", "first_attn", "attn_frac_before")
-_COST_FIELDS = DERIVED_FIELDS[:4]  # from forge.workload (`_layer_costs`)
+_COST_FIELDS = DERIVED_FIELDS[:4]  # from forge.lm.workload (`_layer_costs`)
 _ATTN_OPS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP_OPS = ("mlp_gate", "mlp_up", "mlp_down")
 FIELD_SETS = {"paper": BASE_FIELDS, "derived": BASE_FIELDS + DERIVED_FIELDS}
@@ -85,7 +85,7 @@ def _pack(pop: PopArrays, L_max: int, extra: dict[str, np.ndarray] | None = None
 
 
 def _layer_costs(pop: PopArrays) -> dict[str, np.ndarray]:
-    """(P, L) per-layer costs from `forge.workload`, the one source of parameters and FLOPs: projection
+    """(P, L) per-layer costs from `forge.lm.workload`, the one source of parameters and FLOPs: projection
     and MLP weights (biases and a SwiGLU gate included), K/V elements stored per token, and the matmul
     FLOPs (projections + score/value products; element-wise ops excluded) of one token at full context T."""
     ops = layer_ops(pop, tokens=1, context=pop.block_size, prec=Precision(1.0, 1.0, 1.0))  # 1 byte = 1 element

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from forge.errors import UserError
-from forge.labels import Label
+from forge.genomes.labels import Label
 from surrogate.calibration import LowEndStretch
 from surrogate.checkpoints import data_covers
 from surrogate.conformal import BEST_BINS, ConformalInterval, coverage_cv

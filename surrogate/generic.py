@@ -12,8 +12,8 @@ import inspect
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from forge.config import to_container
-from forge.labels import Label
+from forge.runtime.config import to_container
+from forge.genomes.labels import Label
 from surrogate.dataset import LabelSet, from_labels, load_labelset
 from surrogate.interface import as_loss_predictor
 

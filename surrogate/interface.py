@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 
 @runtime_checkable

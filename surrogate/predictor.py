@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from forge.genome import Genome
-from forge.io import atomic_write_bytes, atomic_write_json
+from forge.genomes.genome import Genome
+from forge.disk.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
 from surrogate.checkpoints import (CheckpointError, checkpoint_stem, covers_of, data_covers,  # noqa: F401 (re-exported)
                                    resolve_checkpoint, shipped_sidecars)
@@ -139,7 +139,7 @@ class ForgeFormerPredictor:
 
         On the CPU the members run in float64 in numpy (surrogate/numpy_encoder.py; torch members' weights are
         converted exactly): float32 kernels of different instruction sets disagree at ~1e-8, float64 ones at
-        ~1e-16, far below the digits the search keeps (forge.numeric), so every machine predicts the same
+        ~1e-16, far below the digits the search keeps (forge.runtime.numeric), so every machine predicts the same
         rounded μ. Members moved to a GPU run there in torch float32."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)
@@ -258,7 +258,7 @@ def _read_sidecar(stem: Path) -> dict[str, Any]:
                               f"allowed: {', '.join([FORMAT, *LOADERS])}")
     fs = meta.get("field_set")
     try:
-        fields = list(field_names(fs))  # a plain set, or one + registered token genes (forge.genes)
+        fields = list(field_names(fs))  # a plain set, or one + registered token genes (forge.genomes.genes)
     except FeatureError:
         fields = None
     if fields is None or meta.get("fields") != fields:

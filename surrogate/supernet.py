@@ -1,7 +1,7 @@
 """A weight-sharing IHA supernet as a loss source (issue 38): score any genome of a space by the validation
 loss of its slice with inherited weights.
 
-The supernet is `forge.model.IHAModel` built from the space's largest genome (every slot active, with
+The supernet is `forge.lm.model.IHAModel` built from the space's largest genome (every slot active, with
 attention, at the largest n_h / n_kv / d_qk / d_v / d_mlp, full attention). A genome runs as a slice of it
 (`IHAModel.forward(..., sub=genome)`): the first n_h query heads and n_kv groups, the first d_qk / d_v dims per
 head, the first d_mlp units, its inactive slots skipped, attn=false slots without attention, its window as the
@@ -29,10 +29,10 @@ import torch
 import torch.nn as nn
 
 from forge.errors import UserError
-from forge.genome import Genome, LayerGene, genome_from_dict
-from forge.io import atomic_write_json
+from forge.genomes.genome import Genome, LayerGene, genome_from_dict
+from forge.disk.io import atomic_write_json
 from forge.labelling.train import Protocol, evaluate, save_weights
-from forge.model import IHAModel
+from forge.lm.model import IHAModel
 from surrogate.conformal import ConformalInterval, coverage_cv, interval_or_nan
 from surrogate.features import FeatureError
 

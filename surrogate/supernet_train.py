@@ -24,12 +24,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from forge.config import group_yaml
+from forge.runtime.config import group_yaml
 from forge.errors import UserError
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 from forge.labelling.train import Protocol, _Batches, _lit_module, _quiet_lightning, make_logger
-from forge.model import build_model
-from forge.space import load_space
+from forge.lm.model import build_model
+from forge.spaces.space import load_space
 from surrogate.supernet import SupernetPredictor, calibrate_interval, largest, smallest, space_meta
 
 

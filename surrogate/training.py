@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
 
-from forge.parallel import map_spawned
+from forge.runtime.parallel import map_spawned
 from surrogate.forgeformer import FFConfig, ForgeFormer
 from surrogate.lit_module import FFModule
 
@@ -75,18 +75,18 @@ class Recipe:
 
 
 def _logger() -> Any:
-    """The logger of the command this fit runs in (forge.tracking.log_to: forge-surrogate, forge-verify's refit,
+    """The logger of the command this fit runs in (forge.runtime.tracking.log_to: forge-surrogate, forge-verify's refit,
     co-evolution's refits), one version per fit; False outside one (and in spawned members)."""
-    from forge.tracking import build, current
+    from forge.runtime.tracking import build, current
 
     return build(current(), "surrogate")
 
 
 class EpochSteps(L.Callback):
-    """A progress step per epoch of the command's running Steps (forge.steps: forge-surrogate's fits)."""
+    """A progress step per epoch of the command's running Steps (forge.runtime.steps: forge-surrogate's fits)."""
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        from forge.steps import active
+        from forge.runtime.steps import active
 
         st = active()
         if st is not None and st.unit == "epoch":  # not a count of fits (mode=compare) or of trainings (verify)
@@ -152,7 +152,7 @@ def fit_member(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None, s
 def fit_members(cfg: FFConfig, recipe: Recipe, train: tuple, val: tuple | None,
                 y_std: float) -> list[tuple[ForgeFormer, dict]]:
     """Members k = 0 … n_members − 1 with seeds recipe.seed + k. Members are independent, so with
-    workers > 1 they train in that many spawned processes with one torch thread each (forge.parallel):
+    workers > 1 they train in that many spawned processes with one torch thread each (forge.runtime.parallel):
     the same weights as workers = 1 under torch.set_num_threads(1) (a test pins this), in ~1/workers
     of the wall time on as many idle cores. One small encoder cannot use two cores well; two can."""
     jobs = [(cfg, recipe, train, val, recipe.seed + k, y_std) for k in range(recipe.n_members)]

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from forge.errors import UserError
-from forge.genes import SHAPE_GENES
-from forge.genome import Genome
+from forge.genomes.genes import SHAPE_GENES
+from forge.genomes.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
 from surrogate.targets import TargetMap

@@ -16,8 +16,8 @@ from typing import Callable, Iterator, Sequence
 
 import pytest
 
-from forge.config import data_dir
-from forge.labels import Label, write_labels
+from forge.runtime.config import data_dir
+from forge.genomes.labels import Label, write_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -54,7 +54,7 @@ def _make_files(w: Path) -> None:
     (w / "binary.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 8)
     (w / "latin1.yaml").write_bytes("name: caf\xe9\nd_model: 64\n".encode("latin-1"))
     (w / "afile").write_text("a file, not a folder\n")
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     import numpy as np
 
     paper = load_space("iha-paper").sample(12, np.random.default_rng(0))
@@ -71,7 +71,7 @@ def _make_files(w: Path) -> None:
 def _llmforge_csv(w: Path) -> str:
     """A two-row LLMForge-format CSV (val_loss 3.5) of iha-tiny genomes."""
     import numpy as np
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     gs = load_space("iha-tiny").sample(2, np.random.default_rng(1))
     n = max(len(g.layers) for g in gs)

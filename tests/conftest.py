@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.io import shared_data_dir
+from forge.disk.io import shared_data_dir
 
 
 @pytest.fixture(scope="session")

@@ -156,8 +156,8 @@ def test_a_callers_own_mistake_is_one_line_in_the_calls_own_name(call, match, tm
 @pytest.mark.parametrize("override", ["hardware=h100-sxm", "+hardware=h100-sxm"])
 def test_forge_search_takes_a_hardware_preset_as_forge_hw_does_and_as_the_docs_showed(override):
     """`hardware` is a group of forge-search's defaults (none chosen): `hardware=x` works as in forge-hw, and the
-    `+hardware=x` the docs showed is the same choice (forge.config.as_choices), on the command line and here."""
-    from forge.config import as_choices
+    `+hardware=x` the docs showed is the same choice (forge.runtime.config.as_choices), on the command line and here."""
+    from forge.runtime.config import as_choices
     from search.api import compose
 
     assert compose("forge-search", overrides=[override]).hardware.name == "h100-sxm"

@@ -152,7 +152,7 @@ def test_bad_input_exits_2_with_one_line(table, case_id):
 
 
 def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monkeypatch):
-    from forge.app import user_errors
+    from forge.runtime.app import user_errors
     from forge.errors import UserError
 
     monkeypatch.delenv("FORGE_DEBUG", raising=False)
@@ -183,7 +183,7 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
 def test_override_types_follow_the_shipped_defaults():
     from hydra import compose, initialize_config_module
 
-    from forge.config import check_override_types
+    from forge.runtime.config import check_override_types
     from forge.errors import UserError
 
     def check(*overrides):
@@ -193,7 +193,7 @@ def test_override_types_follow_the_shipped_defaults():
         check_override_types(cfg.hydra)
 
     check("seed=3", "hv.ref=1", "search.mutation.rate=0.5", "search=random", "protocol.tokens=1e6", "+extra=x",
-          "space.d_model=[512,768]", "space.mlp=[gelu,swiglu]")  # a grid for a searchable global gene (forge.genes)
+          "space.d_model=[512,768]", "space.mlp=[gelu,swiglu]")  # a grid for a searchable global gene (forge.genomes.genes)
     for bad, says in (("seed=abc", "seed='abc' is not an integer"), ("search.pop_size=1.5", "search.pop_size"),
                       ("hv.ref=far", "hv.ref='far' is not a number"), ("progress=maybe", "progress='maybe' is not a boolean"),
                       ("seed=[1,2]", "seed=.* is not an integer"), ("space.d_model=[512,wide]", "is not an integer"),
@@ -203,7 +203,7 @@ def test_override_types_follow_the_shipped_defaults():
 
 
 def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path):
-    from forge.app import RunDirGuard
+    from forge.runtime.app import RunDirGuard
 
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
@@ -227,7 +227,7 @@ def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path)
 def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     """A fresh named run folder is removed only while it holds setup files; once a checkpoint exists, an error
     raised later takes back Hydra's files and leaves the computed state."""
-    from forge.app import RunDirGuard
+    from forge.runtime.app import RunDirGuard
 
     run = tmp_path / "named"
     g = RunDirGuard.from_argv([f"hydra.run.dir={run}"])

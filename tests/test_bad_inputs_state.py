@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from forge.config import data_dir
+from forge.runtime.config import data_dir
 
 from tests.bad_input_kit import Variant, refused, world  # noqa: F401  (world: a fixture)
 
@@ -139,7 +139,7 @@ def test_config_mistakes_fast_subset(v, world, tmp_path, monkeypatch, capsys):
 
 def test_range_messages_name_the_key_and_the_memory_bound():
     from forge.errors import RangeError
-    from forge.limits import check_range, genome_limit
+    from forge.runtime.limits import check_range, genome_limit
 
     check_range("forge-search", "search.pop_size", genome_limit())
     for app, key, value in (("forge-search", "seed", -1), ("forge-label", "n", 0), ("forge-hw", "calibrate.n", 0),

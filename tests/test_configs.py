@@ -15,7 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_object
 
-from forge.config import conf_dir
+from forge.runtime.config import conf_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

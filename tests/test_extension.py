@@ -51,7 +51,7 @@ def _check_run(run: Path) -> None:
     assert {lay["d_mlp"] / g["d_model"] for g in genomes for lay in g["layers"]} == {2, 3, 4}  # d_mlp = r * d_model
     front = [json.loads(line) for line in (run / "pareto.jsonl").read_text().splitlines()]
     assert front and all("memory_mb" in r["metrics"] for r in front)
-    from forge.genome import genome_from_dict
+    from forge.genomes.genome import genome_from_dict
     from tests.ext import genes  # noqa: F401  (this process reads the run's genomes, glu included)
     from tests.ext.objectives import memory_mb
 
@@ -119,7 +119,7 @@ def test_every_call_from_the_api(tmp_path):
     import yaml
 
     import forge
-    from forge.space import space_config, space_from_config
+    from forge.spaces.space import space_config, space_from_config
     from surrogate.cli import run as train_surrogate
     from tests.ext import genes  # noqa: F401  (the API's user imports their module)
     from tests.ext.objectives import memory_mb
@@ -155,9 +155,9 @@ def test_the_gene_changes_cost_and_means_the_same_in_the_model_and_the_hf_export
     import torch
 
     import forge
-    from forge.genome import genome_from_dict
-    from forge.model import build_model
-    from forge.workload import analyze
+    from forge.genomes.genome import genome_from_dict
+    from forge.lm.model import build_model
+    from forge.lm.workload import analyze
     from search.hf_export import write_hf
     from tests.ext import genes  # noqa: F401
 
@@ -187,7 +187,8 @@ def test_the_gene_is_its_declaration_its_model_meaning_and_its_workload_count_on
     import ast
     import re
 
-    from forge import genes, model, workload
+    from forge.genomes import genes
+    from forge.lm import model, workload
 
     tree = ast.parse((ROOT / "tests" / "ext" / "genes.py").read_text())
     defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
@@ -215,10 +216,10 @@ def test_two_plugins_on_the_mlp_compose_alike_in_the_model_the_workload_and_the_
     import torch
 
     from forge import plugins
-    from forge.genome import genome_from_dict
-    from forge.hooks import check_agreement
-    from forge.model import build_model
-    from forge.workload import analyze
+    from forge.genomes.genome import genome_from_dict
+    from forge.lm.hooks import check_agreement
+    from forge.lm.model import build_model
+    from forge.lm.workload import analyze
 
     plugins.load_modules(order)
     layer = {"n_h": 4, "n_kv": 2, "d_qk": 32, "d_v": 32, "d_mlp": 512}

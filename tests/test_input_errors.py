@@ -148,8 +148,8 @@ def test_a_failing_resume_rewrites_no_file(make_search, tmp_path, where):
 
 
 def test_the_model_card_escapes_html_from_run_data():
-    from forge.importers import load_genome
-    from forge.config import data_dir
+    from forge.genomes.importers import load_genome
+    from forge.runtime.config import data_dir
     from search.export_card import model_card
 
     genome = load_genome(data_dir() / "archs" / "gpt2.yaml")
@@ -163,7 +163,7 @@ def test_the_model_card_escapes_html_from_run_data():
 
 
 def test_a_yaml_tag_in_any_genome_file_is_one_line(tmp_path):
-    from forge.files import read_yaml_file
+    from forge.disk.files import read_yaml_file
 
     p = tmp_path / "g.yaml"
     p.write_bytes(BAD_FILES["tagged"])
@@ -195,7 +195,7 @@ def test_a_log_handler_on_a_closed_stderr_is_dropped_without_raising(monkeypatch
     import io
     import logging
 
-    from forge.app import quiet_log_errors
+    from forge.runtime.app import quiet_log_errors
 
     class Closed(io.StringIO):
         def write(self, s):

@@ -1,4 +1,4 @@
-"""Issue 34 §1: a run folder never supplies a shell line, a host or a path outside it (forge.launch_only).
+"""Issue 34 §1: a run folder never supplies a shell line, a host or a path outside it (forge.runtime.launch_only).
 
 Each attack of the issue is replayed on a shared copy of a finished run: its saved trainer options name a shell
 line (`local_setup`, `slurm_setup`), a folder outside the run, a Ray cluster, a store URL, a weights folder or a
@@ -16,7 +16,7 @@ import yaml
 
 from forge import plugins
 from forge.errors import ForgeError
-from forge.launch_only import LaunchOnlyError, check_saved
+from forge.runtime.launch_only import LaunchOnlyError, check_saved
 from tests.test_security import _cli, _tree, finished_run  # noqa: F401  (the module-scoped fixture)
 
 SUBMITIT = "forge.labelling.dispatch.SubmititTrainer"

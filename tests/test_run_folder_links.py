@@ -1,4 +1,4 @@
-"""Issue 42 §3: nothing is written through a link planted in a run folder (forge.confined).
+"""Issue 42 §3: nothing is written through a link planted in a run folder (forge.disk.confined).
 
 Attacks replayed on a shared copy of a finished run: `archive.jsonl`, `history.jsonl`, `history.csv`,
 `state/loss_cache.jsonl`, `cli.log` or `labels.db` replaced by a link to a file outside the run, `state` or
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from forge import plugins
-from forge.confined import LinkError
+from forge.disk.confined import LinkError
 from forge.errors import ForgeError
 from tests.test_launch_only import FAKES
 from tests.test_security import _cli, _tree, finished_run  # noqa: F401  (the module-scoped fixture)

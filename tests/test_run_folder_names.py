@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from forge import plugins
-from forge.config import conf_dir, group_yaml, is_name
+from forge.runtime.config import conf_dir, group_yaml, is_name
 from forge.errors import ForgeError
-from forge.launch_only import LaunchOnlyError, check_names, check_saved
+from forge.runtime.launch_only import LaunchOnlyError, check_names, check_saved
 from tests.test_launch_only import FAKES, SUBMITIT, _hostile
 from tests.test_security import _cli, _tree, finished_run  # noqa: F401  (the module-scoped fixture)
 
@@ -123,8 +123,8 @@ def test_the_loaders_refuse_a_path_as_a_name(tmp_path):
     """Defence in depth: each place a group name picks a file refuses a path, even with no check before it."""
     from backends.registry import backend_config
     from backends.interface import BackendError
-    from forge.genome import GenomeError
-    from forge.space import load_space
+    from forge.genomes.genome import GenomeError
+    from forge.spaces.space import load_space
     from search.components import build_trainer
     from search.errors import SearchConfigError
 

@@ -24,7 +24,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from forge import plugins
-from forge.redact import mask
+from forge.disk.redact import mask
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -122,7 +122,7 @@ def test_every_plugin_kind_a_run_config_names_is_refused(tmp_path):
     witness = tmp_path / "pwned"
     popen = {"_target_": "subprocess.Popen", "args": ["touch", str(witness)]}
     plugins.trust({})  # nothing from a test's own config
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     space = load_space("iha-tiny")
     with pytest.raises(SearchConfigError, match="'subprocess.Popen' is not an allowed surrogate plug-in"):
@@ -209,7 +209,7 @@ def test_a_store_password_is_in_no_file_and_not_on_the_console(finished_run, tmp
 
 
 def test_the_hydra_callback_masks_what_hydra_saved(tmp_path):
-    from forge.redact import MaskSecrets
+    from forge.disk.redact import MaskSecrets
 
     run, sweep = tmp_path / "many" / "0", tmp_path / "many"
     (run / ".hydra").mkdir(parents=True)
@@ -308,7 +308,7 @@ def test_only_forge_plugins_imports_code_by_name():
     pydoc.locate): every such path goes through the allowlist."""
     banned = {"instantiate", "get_class", "get_method", "call", "_locate", "locate", "import_module"}
     allowed = {"forge/plugins.py", "surrogate/__init__.py",  # surrogate/__init__: lazy re-exports of fixed names
-               "forge/entry.py"}  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
+               "forge/runtime/entry.py"}  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
     found = []
     for pkg in ("forge", "backends", "surrogate", "search"):
         for path in sorted((ROOT / pkg).rglob("*.py")):

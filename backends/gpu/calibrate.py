@@ -19,8 +19,8 @@ from scipy.optimize import least_squares
 
 from backends.interface import BackendError, Workload
 from backends.gpu.roofline import RooflineBackend
-from forge.arrays import PopArrays
-from forge.genome import Genome
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome
 
 FITTABLE = {"eta_compute": (0.01, 1.0), "eta_memory": (0.01, 1.0), "launch_us": (0.0, 1e5), "layer_us": (0.0, 1e6)}
 
@@ -104,7 +104,7 @@ def write_config(cfg: dict[str, Any], path: str | Path) -> None:
     """Write a backend config YAML loadable by `build_backend` (the `calibration` block is dropped on load)."""
     import yaml
 
-    from forge.io import atomic_write_text
+    from forge.disk.io import atomic_write_text
 
     body = {k: v for k, v in cfg.items() if k != "calibration"}
     note = "# calibration: " + yaml.safe_dump(cfg.get("calibration", {}), default_flow_style=True, width=10**6).strip()

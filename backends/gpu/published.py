@@ -10,7 +10,7 @@ operators per layer, so a per-kernel and a per-layer overhead cannot be told apa
 columns in the least-squares Jacobian are proportional). `launch_us` stays at the per-kernel floor of
 hardware.md (the CUDA launch itself), and `layer_us` absorbs everything else eager PyTorch spends per
 layer: Python module dispatch and the unfused small kernels (RMSNorm's pow/mean/rsqrt/mul, RoPE, the
-KV-cache cat, SDPA glue) that forge.workload counts as one operator or not at all. The efficiencies stay
+KV-cache cat, SDPA glue) that forge.lm.workload counts as one operator or not at all. The efficiencies stay
 at hardware.md's middle-of-range values: one more free parameter would fit three numbers exactly and
 leave nothing to check.
 """
@@ -102,8 +102,8 @@ def zeus_view(row: dict[str, Any], prefill: int, decode: int) -> dict[str, Any]:
 
 def arch_genome(arch: str) -> Any:
     """The genome of a shipped baseline, data/archs/<arch>.yaml."""
-    from forge.config import data_dir
-    from forge.importers import load_genome
+    from forge.runtime.config import data_dir
+    from forge.genomes.importers import load_genome
 
     return load_genome(data_dir() / "archs" / f"{arch}.yaml")
 
@@ -152,7 +152,7 @@ def main() -> None:
         return
     text = yaml_text(fit_eager(fit), fit)
     if a.out:
-        from forge.io import atomic_write_text
+        from forge.disk.io import atomic_write_text
 
         atomic_write_text(a.out, text)
     print(text)

@@ -1,6 +1,6 @@
 """Analytical GPU roofline (`backend=roofline`), vectorized over a whole population.
 
-Per operator of `forge.workload` (never recounted here):
+Per operator of `forge.lm.workload` (never recounted here):
     t = max(FLOPs / (peak · η_compute), bytes / (bandwidth · η_memory)) + launch overhead per kernel,
 plus a per-layer overhead per active layer (PLAS Appendix E, Eq. 27, generalised to heterogeneous
 per-layer IHA genomes). `ideal=True` sets η = 1 and both overheads to 0, which reproduces PLAS Eq. 29
@@ -8,7 +8,7 @@ per-layer IHA genomes). `ideal=True` sets η = 1 and both overheads to 0, which 
 
 TPOT is the exact mean over the L_d decode steps (context c = L_p + 1 … L_p + L_d): every operator's
 FLOPs and bytes are affine in c, so Σ_c max(f(c), g(c)) is summed in closed form (`sum_max_affine`);
-a sliding-window layer's are affine up to its window and constant after (`forge.workload.window_steps`),
+a sliding-window layer's are affine up to its window and constant after (`forge.lm.workload.window_steps`),
 summed in two closed-form pieces.
 Energy: e_flop · FLOPs + e_byte · bytes + P_static · time (the energy roofline, hardware.md).
 
@@ -25,9 +25,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends.interface import BackendError, CostTable, Workload, as_population
-from forge.arrays import LAYER_KEYS, PopArrays
-from forge.genes import ATTENTION_SHAPE
-from forge.workload import (HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, kv_cache_bytes, layer_ops, layer_windows,
+from forge.spaces.arrays import LAYER_KEYS, PopArrays
+from forge.genomes.genes import ATTENTION_SHAPE
+from forge.lm.workload import (HEAD_OP_NAMES, OP_NAMES, OpTable, head_ops, kv_cache_bytes, layer_ops, layer_windows,
                             max_batch, sum_capped_steps, weight_storage, window_steps)
 
 ALL_OPS = OP_NAMES + HEAD_OP_NAMES
@@ -68,7 +68,7 @@ class Hardware:
 
 
 def hardware_names() -> list[str]:
-    from forge.config import group_names
+    from forge.runtime.config import group_names
 
     return group_names("hardware")
 
@@ -78,13 +78,13 @@ def load_hardware(spec: Any) -> Hardware:
     if isinstance(spec, Hardware):
         return spec
     if isinstance(spec, str):
-        from forge.config import group_yaml
+        from forge.runtime.config import group_yaml
 
         name, spec = spec, group_yaml("hardware", spec)
         if spec is None:
             raise BackendError(f"hardware preset {name!r} is unknown; allowed: {', '.join(hardware_names())}")
         spec.update(group_yaml("calibrated/hardware", name) or {})  # this machine's own (forge-hw mode=calibrate)
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
     # `defaults` merges a calibrated preset under Hydra; `roofline` holds backend settings conf/backend/roofline.yaml reads
     d = {k: v for k, v in dict(to_container(spec)).items() if k not in ("defaults", "roofline")}
@@ -213,7 +213,7 @@ class RooflineBackend:
         move = lambda a: np.take_along_axis(a, order, axis=1)[:, :L]  # noqa: E731
         for k in LAYER_KEYS:
             kw[k] = move(kw[k])
-        kw["genes"] = {k: move(v) for k, v in pop.genes.items()}  # registered genes (forge.genes) move too
+        kw["genes"] = {k: move(v) for k, v in pop.genes.items()}  # registered genes (forge.genomes.genes) move too
         return PopArrays(**kw)
 
     def rates(self, workload: Workload, pop: PopArrays | None = None) -> tuple[Any, float]:

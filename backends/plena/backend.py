@@ -19,7 +19,7 @@ import numpy as np
 from backends.interface import BackendError, CostTable, Workload, as_population
 from backends.plena.array import (Shape, bandwidth_reason, make_shape, matrix_area_mm2, peak_tops, shape_reasons)
 from backends.plena.cost import ALL_OPS, System, shape_cost, tables
-from forge.workload import genome_bytes, kv_cache_bytes, max_batch, weight_storage
+from forge.lm.workload import genome_bytes, kv_cache_bytes, max_batch, weight_storage
 
 RANKS = ("balanced", "tpot", "ttft", "energy", "area", "throughput")
 BATCH_ROUNDS = ("exact", "pow2")

@@ -1,6 +1,6 @@
 """Cost of a population on one PLENA array shape: prefill, the exact decode sum, energy (vectorized).
 
-Per operator of `forge.workload` (bytes from its OpTable, so the genomes' own precisions follow):
+Per operator of `forge.lm.workload` (bytes from its OpTable, so the genomes' own precisions follow):
     t = max(compute cycles / (cores · clock), HBM bytes / bandwidth)
 (the prefetch engines overlap loads with compute, §III-C). HBM bytes are weights, KV reads/writes and
 the activations of linear operators; FlashAttention keeps scores and softmax on chip, so attention
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from backends.plena.array import Shape, attention_cycles, gemm_cycles, sum_ceil
-from forge.arrays import PopArrays
-from forge.workload import (ELEM_J, GEMM_J, HEAD_OP_NAMES, OP_NAMES, OpTable, Precision, attended_keys, causal_keys,
+from forge.spaces.arrays import PopArrays
+from forge.lm.workload import (ELEM_J, GEMM_J, HEAD_OP_NAMES, OP_NAMES, OpTable, Precision, attended_keys, causal_keys,
                             decode_sum, head_ops, layer_ops, layer_windows)
 
 SCORE_J, VALUE_J, SOFTMAX_J = (OP_NAMES.index(n) for n in ("attn_score", "attn_value", "softmax"))

@@ -27,7 +27,7 @@ from backends.rdxe.pack import ChipCaps, Packing, balanced_pack, capacity_cores,
 from backends.rdxe.pareto import RANK_BY, dedupe, in_envelope, top_k
 from backends.rdxe.profile import LayerProfile, pop_key_rows, profile_population
 from backends.rdxe.ring import RingConstants, chip_area_mm2, scratchpad_bytes, simulate, split_cores
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 
 KB = 1024
 OPTIONS = ("name", "conventions", "llmforge", "n_mac", "w_core_kb", "n_chips_max", "k_core_kb", "min_cores_per_chip", "max_cores_per_chip", "top_k",

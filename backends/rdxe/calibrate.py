@@ -20,8 +20,8 @@ from scipy.optimize import least_squares
 
 from backends.interface import Workload
 from backends.rdxe.backend import RDXEBackend
-from forge.config import data_dir
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
 
 WORKLOAD = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
 # Public rDXE outputs of the LLMForge release (256/256): TTFT ms, TPOT ms, energy µJ/token, chips.

@@ -1,4 +1,4 @@
-"""Per-layer resource profiles for the rDXE ring (LLMForge App. E.3, step 1), from `forge.workload`.
+"""Per-layer resource profiles for the rDXE ring (LLMForge App. E.3, step 1), from `forge.lm.workload`.
 
 Every *active* layer is profiled on its own, so heterogeneous IHA genomes are costed layer by layer
 (the public release costed every layer like the first active one: a known defect we avoid). For
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forge.arrays import PopArrays
-from forge.workload import OpTable, Precision, attended_keys, genome_bytes, layer_ops, layer_windows
+from forge.spaces.arrays import PopArrays
+from forge.lm.workload import OpTable, Precision, attended_keys, genome_bytes, layer_ops, layer_windows
 
 GEMM_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up", "mlp_down")
 HEAD_BUFFER_OPS = ("attn_score", "softmax", "attn_value")  # per-head data lives in the tile's head buffer

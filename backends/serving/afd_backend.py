@@ -19,7 +19,7 @@ from backends.interface import CostTable, Workload, as_population
 from backends.registry import build_backend
 from backends.serving.afd import AfdWorkload, optimal_ratio
 from backends.serving.fit import Link, fit_afd
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 
 DEFAULT_GRID = {"batch_scale": [0.5, 1, 2], "load_scale": [0.25, 0.5, 1, 1.5], "ffn_scale": [1, 2, 4, 8, 16, 32]}
 

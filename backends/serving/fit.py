@@ -27,7 +27,7 @@ from scipy.optimize import lsq_linear
 
 from backends.interface import Backend, BackendError, Workload
 from backends.serving.afd import AfdParams, AfdWorkload
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 
 ATTN_OPS = ("norm_attn", "q_proj", "k_proj", "v_proj", "attn_score", "softmax", "attn_value", "o_proj")
 FFN_OPS = ("norm_mlp", "mlp_gate", "mlp_up", "mlp_act", "mlp_down")

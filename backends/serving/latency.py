@@ -3,7 +3,7 @@ forms the batching simulator sums in closed form.
 
 The roofline is the one of `backends.gpu.roofline` (its efficiencies and launch overhead from
 conf/backend/roofline.yaml): t = Σ_ops max(FLOPs / (peak·η_c), bytes / (bandwidth·η_m)) + launch per kernel,
-operators from `forge.workload`. The FLOPs and bytes of each grid point are computed once per genome and the
+operators from `forge.lm.workload`. The FLOPs and bytes of each grid point are computed once per genome and the
 roofline is applied to all devices at once (tests check it equals `RooflineBackend.evaluate`). Fits (scipy
 non-negative least squares, R² reported):
     prefill batch of prompts L_i:       t_P = a1·Σ L_i + a2·Σ L_i² + b_P     (attention is quadratic in L)
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from backends.serving.fit import fit_linear
-from forge.arrays import PopArrays
-from forge.genome import Genome
-from forge.workload import Precision, head_ops, layer_ops, weight_storage
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome
+from forge.lm.workload import Precision, head_ops, layer_ops, weight_storage
 
 PREFILL_GRID = ((1, 128), (1, 512), (1, 2048), (4, 256), (4, 1024), (8, 512), (16, 2048))   # (batch, prompt)
 DECODE_GRID = ((1, 256), (1, 2048), (16, 512), (64, 256), (64, 2048), (256, 1024))         # (batch, context)

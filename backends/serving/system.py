@@ -16,7 +16,7 @@ from backends.serving.batching import Instance, simulate
 from backends.serving.latency import fit_models, grid_ops, systolic_models, tensor_parallel
 from backends.serving.pool import col, device_perf, pool_cost
 from backends.serving.trace import Trace
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 SCHED_DEFAULTS = {"max_batch": 256, "max_prefill_tokens": 8192, "mem_usable": 0.9, "weights_share": 0.6}
 LATENCY = ("roofline", "systolic")  # backends/serving/latency.py: the device latency model of both pools

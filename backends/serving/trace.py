@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from forge.errors import ForgeError
-from forge.files import require_file
+from forge.disk.files import require_file
 
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

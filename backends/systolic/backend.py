@@ -1,7 +1,7 @@
 """Systolic accelerators (`backend=gemmini|eyeriss|simba|flat|dxe|dxe-relaxed`, or any YAML template):
 a Timeloop-like mapper.
 
-Every operator of `forge.workload` becomes a GEMM or an elementwise pass: projections and MLP as
+Every operator of `forge.lm.workload` becomes a GEMM or an elementwise pass: projections and MLP as
 (B·tokens × K)·(K × N); attention score and value per KV group, the R = n_h/n_kv query heads of a
 group stacked as rows — score (R·tokens × d_qk)·(d_qk × context), value (R·tokens × context)·(context × d_v),
 batch = B·n_kv — so K/V are read once per group. `mapper.map_many` picks the best mapping per
@@ -24,7 +24,7 @@ from backends.systolic.conventions import resolve
 from backends.systolic.mapper import MODES
 from backends.systolic.phase import evaluate_chunk
 from backends.systolic.template import Template, make_template
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 
 
 class SystolicBackend:

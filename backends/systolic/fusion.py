@@ -29,8 +29,8 @@ import numpy as np
 
 from backends.systolic.gemm import pad_to
 from backends.systolic.template import Template
-from forge.arrays import PopArrays
-from forge.workload import OP_NAMES
+from forge.spaces.arrays import PopArrays
+from forge.lm.workload import OP_NAMES
 
 _J = {n: OP_NAMES.index(n) for n in OP_NAMES}
 EDGES = (("q_proj", "attn_score"), ("k_proj", "attn_score"), ("v_proj", "attn_value"), ("attn_score", "attn_value"),

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from backends.systolic import reference as R
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 INDEX = {"input": ("L", "E"), "weight": ("E", "D"), "output": ("L", "D")}
 

@@ -18,8 +18,8 @@ from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS
 from backends.systolic.gemm import BIT, NCOL, gemm_costs, map_gemm, pad_to, sweep_costs
 from backends.systolic.fusion import compulsory, fusion_savings, sweep_traffic
-from forge.arrays import PopArrays
-from forge.workload import (ELEM_J, GEMM_J, OP_NAMES, OpTable, attended_keys, genome_bytes, head_ops, kv_cache_bytes,
+from forge.spaces.arrays import PopArrays
+from forge.lm.workload import (ELEM_J, GEMM_J, OP_NAMES, OpTable, attended_keys, genome_bytes, head_ops, kv_cache_bytes,
                             layer_ops, layer_windows, sum_capped_steps, window_steps)
 
 SCORE_J, VALUE_J, SOFTMAX_J = OP_NAMES.index("attn_score"), OP_NAMES.index("attn_value"), OP_NAMES.index("softmax")

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 ALL = ("E", "D")
 

@@ -110,7 +110,7 @@ def template_names() -> list[str]:
     """Backends in conf/backend whose config has a `template:` block."""
     import yaml
 
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
 
     out = []
     for p in sorted((conf_dir() / "backend").glob("*.yaml")):
@@ -153,7 +153,7 @@ def make_template(spec: Any) -> Template:
         if spec not in template_names():
             raise BackendError(f"template {spec!r} is unknown; allowed: {', '.join(template_names())}")
         spec = backend_config(spec)["template"]
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
     d = dict(to_container(spec))
     allowed = {f.name for f in fields(Template)}

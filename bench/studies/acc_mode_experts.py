@@ -26,7 +26,7 @@ from scipy.stats import spearmanr
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.metrics import roc_auc_score
 
-from forge.io import shared_data_dir
+from forge.disk.io import shared_data_dir
 from surrogate.dataset import LabelSet, load_labelset, train_val_test
 from surrogate.metrics import evaluate, summarize
 from surrogate.trees import fit_forests, forests_predict, tree_views

@@ -25,7 +25,7 @@ from sklearn.ensemble import (ExtraTreesRegressor, HistGradientBoostingClassifie
                               RandomForestRegressor)
 from sklearn.inspection import permutation_importance
 
-from forge.io import shared_data_dir
+from forge.disk.io import shared_data_dir
 from surrogate.dataset import load_labelset, split_ids, train_val_test
 from surrogate.features import featurize, flat_packed
 from surrogate.metrics import METRICS, evaluate

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from acc_study import agg_features  # noqa: E402
 
-from forge.io import shared_data_dir  # noqa: E402
+from forge.disk.io import shared_data_dir  # noqa: E402
 from surrogate.calibration import LowEndStretch  # noqa: E402
 from surrogate.crossconf import PARTS, oof_rows  # noqa: E402
 from surrogate.dataset import load_labelset  # noqa: E402

@@ -18,7 +18,7 @@ import torch
 
 
 def _data(seed: int):
-    from forge.io import shared_data_dir
+    from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.features import MinMax, featurize
     from surrogate.fit import _arrays

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol as TypingProtocol, Sequence
 
 from forge.errors import ForgeError
-from forge.genome import Genome, genome_from_dict
-from forge.labels import Label
+from forge.genomes.genome import Genome, genome_from_dict
+from forge.genomes.labels import Label
 from forge.labelling.store import RETRY, LabelStore
 
 

@@ -20,16 +20,16 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
-from forge.config import output_dir, to_container
-from forge.files import require_file
-from forge.genome import Genome, GenomeError, genome_from_dict
-from forge.importers import load_genome
-from forge.io import atomic_write_json, check_writable, read_text
-from forge.labels import Label
-from forge.signals import term_as_interrupt
-from forge.steps import Steps, clock
-from forge.space import space_from_config
+from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.runtime.config import output_dir, to_container
+from forge.disk.files import require_file
+from forge.genomes.genome import Genome, GenomeError, genome_from_dict
+from forge.genomes.importers import load_genome
+from forge.disk.io import atomic_write_json, check_writable, read_text
+from forge.genomes.labels import Label
+from forge.runtime.signals import term_as_interrupt
+from forge.runtime.steps import Steps, clock
+from forge.spaces.space import space_from_config
 from forge.labelling.status import where
 from forge.labelling.store import LabelStore
 
@@ -47,7 +47,7 @@ def read_genomes(path: str | Path) -> list[Genome]:
     if not p.is_file():
         raise GenomeError(f"genomes={p}: file not found; allowed: .jsonl, .yaml, .csv or a folder of .yaml")
     if p.suffix == ".csv":
-        from forge.importers import load_llmforge_csv
+        from forge.genomes.importers import load_llmforge_csv
 
         return [r.genome for r in load_llmforge_csv(p)[0]]
     if p.suffix in (".yaml", ".yml"):
@@ -93,9 +93,9 @@ def _progress(new: list[Label], caught: dict[str, str], steps: Steps):
 
 
 def logger_node(cfg: Any) -> dict[str, Any] | None:
-    """The Lightning logger of each training (forge.tracking): conf `logger` (csv by default), its save_dir
+    """The Lightning logger of each training (forge.runtime.tracking): conf `logger` (csv by default), its save_dir
     defaulting to <run dir>/logs; `logger=none` logs nothing; a missing package is refused here."""
-    from forge.tracking import node_for
+    from forge.runtime.tracking import node_for
 
     return node_for(to_container(cfg.get("logger")), _out_dir(cfg), "forge-label")
 
@@ -109,7 +109,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return status(cfg)
     if cfg.get("action", "label") != "label":
         raise GenomeError(f"action = {cfg.action!r} is unknown; allowed: label | status")
-    from forge.needs import check_training
+    from forge.runtime.needs import check_training
 
     check_training(to_container(cfg.protocol), to_container(cfg.corpus), "forge-label")  # before any work
     if cfg.get("export"):  # an unwritable export path is found now, not after hours of training

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from forge.genome import Genome
-from forge.labels import Label
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label
 from forge.labelling.base import DispatchError, Trainer, _Base, _from_json, train_one
 
 __all__ = ["DispatchError", "Trainer", "train_one", "LocalTrainer", "RayTrainer", "SubmititTrainer", "make_trainer"]
@@ -55,7 +55,7 @@ def _preload(corpus_cfg: Mapping[str, Any]) -> None:
     try:
         import lightning.pytorch  # noqa: F401
 
-        import forge.model  # noqa: F401
+        import forge.lm.model  # noqa: F401
         from forge.labelling.corpus import build_corpus
 
         build_corpus(dict(corpus_cfg))

@@ -15,8 +15,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from forge.genome import genome_from_dict
-from forge.labels import Label
+from forge.genomes.genome import genome_from_dict
+from forge.genomes.labels import Label
 from forge.labelling.rows import UNKNOWN, row_of
 
 OLD, DONE = "forge_labels", "forge_labels_v1"

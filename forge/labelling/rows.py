@@ -8,8 +8,8 @@ import platform
 import time
 from typing import Any
 
-from forge.genome import genome_from_dict
-from forge.labels import Label
+from forge.genomes.genome import genome_from_dict
+from forge.genomes.labels import Label
 
 UNKNOWN = "unknown"  # fingerprint of a label whose provenance does not record its protocol config
 

@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from forge.config import to_container
+from forge.runtime.config import to_container
 from forge.labelling.store import LabelStore, StoreError, labels_table
 
 T = labels_table.c
@@ -73,7 +73,7 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
 def where(store: LabelStore) -> str:
     """The store as a user types it: a SQLite file relative to the working folder (when under it), else the
     file's path, else the URL with its password masked."""
-    from forge.redact import mask
+    from forge.disk.redact import mask
 
     if not store.url.startswith("sqlite:///"):
         return mask(store.url)

@@ -27,9 +27,9 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from forge.errors import ForgeError
-from forge.genome import Genome
-from forge.labels import Label, read_labels, write_labels
-from forge.redact import mask
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label, read_labels, write_labels
+from forge.disk.redact import mask
 from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
 
 RESULTS = ("done", "diverged")           # a label: never retrained
@@ -45,7 +45,7 @@ _meta = MetaData()
 labels_table = Table(
     "forge_labels_v2", _meta,
     Column("genome_id", String(32), primary_key=True),
-    Column("protocol", String(32), primary_key=True),      # fingerprint (forge.labels.fingerprint)
+    Column("protocol", String(32), primary_key=True),      # fingerprint (forge.genomes.labels.fingerprint)
     Column("protocol_name", String(200), nullable=False, default=""),
     Column("genome", Text, nullable=False),
     Column("status", String(16), nullable=False),          # running | done | diverged | failed

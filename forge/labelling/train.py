@@ -30,8 +30,8 @@ import torch
 
 from forge.errors import ForgeError
 from forge.labelling.corpus import Corpus
-from forge.genome import Genome
-from forge.labels import Label, fingerprint
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label, fingerprint
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 SCHEDULES = ("constant", "cosine")
@@ -147,9 +147,9 @@ def _lit_module(model: torch.nn.Module, p: Protocol):
 
 
 def make_logger(node: Mapping[str, Any] | None, name: str) -> Any:
-    """A Lightning logger from a config node (forge.tracking.build: CSV by default in the CLIs, or TensorBoard,
+    """A Lightning logger from a config node (forge.runtime.tracking.build: CSV by default in the CLIs, or TensorBoard,
     MLflow, ...); `name` (the genome id) is passed where the logger takes one. None: False."""
-    from forge.tracking import build
+    from forge.runtime.tracking import build
 
     return build(node, name)
 
@@ -193,7 +193,7 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus, weights_dir
     logger node (`make_logger`), one run per genome; none: nothing is logged."""
     import lightning.pytorch as pl
 
-    from forge.model import build_model
+    from forge.lm.model import build_model
 
     _check_fit(genome, corpus, protocol)
     _quiet_lightning()

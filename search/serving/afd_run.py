@@ -14,9 +14,9 @@ from backends.serving.afd import (AfdParams, AfdWorkload, check_ratio, idle_frac
 from backends.serving.afd_backend import build_inner
 from backends.serving.afd_sim import simulate
 from backends.serving.fit import Link, fit_afd
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
-from forge.config import to_container
+from forge.runtime.config import to_container
 
 
 def afd_workload(a: dict[str, Any]) -> AfdWorkload:

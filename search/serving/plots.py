@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from forge.io import atomic_write_bytes  # noqa: E402
+from forge.disk.io import atomic_write_bytes  # noqa: E402
 
 
 def _save(fig: Any, path: Path) -> None:

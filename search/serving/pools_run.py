@@ -17,7 +17,7 @@ from backends.serving.pool import FIELDS, PoolError, PoolSpace, design
 from backends.serving.system import ServingModel
 from backends.serving.trace import resolve_trace
 from forge.cli import resolve_arch
-from forge.config import to_container
+from forge.runtime.config import to_container
 from search.serving.pools import (JointProblem, MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga,
                                   quality, settled)
 
@@ -92,7 +92,7 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     if joint and true_front is not None:
         summary["brute_force"]["front_archs"] = sorted({x["arch"] for x in summary["brute_force"]["front"]})
     runs, seen = {}, []
-    from forge.steps import Steps
+    from forge.runtime.steps import Steps
 
     with Steps("forge-serve", "pool co-searches", len(p["inits"]), enabled=not cfg.get("quiet", False)) as st:
         for name in p["inits"]:

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_module
 
 from backends.cli import run
 from backends.interface import BackendError
-from forge.genome import GenomeError
+from forge.genomes.genome import GenomeError
 
 
 def cfg(*overrides: str, out=None):

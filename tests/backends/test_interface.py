@@ -6,9 +6,9 @@ import pytest
 
 from backends.interface import BackendError, CostTable, Workload, as_population
 from backends.registry import backend_config, build_backend, list_backends, resolve_workload
-from forge.config import data_dir
-from forge.importers import load_genome
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
 
 SHIPPED = ("roofline", "gemmini", "eyeriss", "flat", "dxe", "gpu-measured")
 

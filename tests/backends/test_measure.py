@@ -10,8 +10,8 @@ from backends.host import CpuMeasuredBackend
 from backends.interface import BackendError, Workload
 from backends.measure import measure_rounds
 from backends.registry import build_backend
-from forge.genome import Genome, LayerGene
-from forge.workload import analyze
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import analyze
 
 WL = Workload(prefill=4, decode=3, weight_bits=32, act_bits=32, kv_bits=32)
 

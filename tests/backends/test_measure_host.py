@@ -11,14 +11,14 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import backends.host as host
-import forge.config
+import forge.runtime.config
 from backends.cli import run
 from backends.gpu.roofline import RooflineBackend, load_hardware
 from backends.host import calibrate_host, host_hardware, write_preset
 from backends.interface import BackendError, Workload
 from backends.registry import build_backend
-from forge.config import conf_dir, group_yaml
-from forge.space import load_space
+from forge.runtime.config import conf_dir, group_yaml
+from forge.spaces.space import load_space
 
 WL = Workload(prefill=32, decode=16, weight_bits=32, act_bits=32, kv_bits=32)
 TRUTH = {"eta_compute": 0.4, "eta_memory": 0.7, "launch_us": 30.0, "layer_us": 50.0}
@@ -46,7 +46,7 @@ def conf_copy(tmp_path, monkeypatch):
     """The shipped conf/ without any calibrated preset of this machine, as the install's conf dir."""
     d = tmp_path / "conf"
     shutil.copytree(conf_dir(), d, ignore=shutil.ignore_patterns("calibrated", "__pycache__"))
-    monkeypatch.setattr(forge.config, "conf_dir", lambda: d)
+    monkeypatch.setattr(forge.runtime.config, "conf_dir", lambda: d)
     return d
 
 

@@ -1,4 +1,4 @@
-"""Every backend family prices a sliding-window genome through `forge.workload` and its helpers: cheaper KV
+"""Every backend family prices a sliding-window genome through `forge.lm.workload` and its helpers: cheaper KV
 and attention than full attention at a long context, equal when the window covers the context."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from backends.gpu.roofline import RooflineBackend
 from backends.interface import Workload
 from backends.registry import build_backend
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.workload import head_ops, kv_cache_bytes, layer_ops
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import head_ops, kv_cache_bytes, layer_ops
 from tests.forge.windows import windowed_pop
 
 LAYERS = tuple(LayerGene(n_h=8, n_kv=2, d_qk=64, d_v=64, d_mlp=1536) for _ in range(6))
@@ -78,7 +78,7 @@ def test_windows_cost_less_at_long_context_and_the_same_when_they_cover_it(name,
 def test_rdxe_packs_kappa_times_min_window_context():
     from backends.rdxe.profile import profile_population
     from backends.rdxe.ring import RingConstants
-    from forge.workload import Precision
+    from forge.lm.workload import Precision
 
     pop = windowed_pop([G], [LOCAL])
     prof = profile_population(pop, 1024, 64, Precision(), RingConstants())[0]

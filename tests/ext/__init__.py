@@ -9,7 +9,9 @@ GENES = ("glu", "mlp_off")
 
 def forget() -> None:
     """Undo the extension in this process (a test's teardown): its genes, its modules, the plug-in record."""
-    from forge import genes, hooks, model, plugins, workload
+    from forge import plugins
+    from forge.genomes import genes
+    from forge.lm import hooks, model, workload
 
     hooks.forget("tests.ext")
     for fns in (model.Block.hooks, workload.OP_HOOKS):  # a hook a test put on the lists directly

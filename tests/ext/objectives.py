@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from forge.arrays import PopArrays
-from forge.genome import Genome
-from forge.workload import Precision, workload_totals
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome
+from forge.lm.workload import Precision, workload_totals
 
 
 def memory_mb(genomes: Sequence[Genome], context: int = 256, batch: int = 1) -> list[float]:

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestRegressor
 
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 from tests.ext import genes  # noqa: F401  (the glu gene this surrogate reads)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from forge.cli import run_arch, run_space
-from forge.genome import GenomeError
+from forge.genomes.genome import GenomeError
 
 
 def _cfg(app: str, overrides: list[str]):
@@ -70,7 +70,7 @@ def test_forge_arch_on_an_unregistered_gene_says_how_to_import_its_module(tmp_pa
 
 def test_a_bool_gene_prints_as_true_or_false_in_every_row(tmp_path, capsys):
     """A layer at the default holds False, one set holds 1 in its canonical form: the table spells both alike."""
-    from forge.genes import Gene, registered
+    from forge.genomes.genes import Gene, registered
 
     with registered(Gene("toy_off", kind="bool", lo=0, default=False)):
         cfg = _cfg("forge-arch", [f"arch={_arch_file(tmp_path, toy_off=True)}", f"+out_dir={tmp_path}"])

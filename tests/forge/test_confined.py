@@ -1,4 +1,4 @@
-"""forge.confined: a write inside a run folder never goes through a link planted there (issue 42 §3)."""
+"""forge.disk.confined: a write inside a run folder never goes through a link planted there (issue 42 §3)."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.confined import LinkError, inside, open_append, refuse_links
+from forge.disk.confined import LinkError, inside, open_append, refuse_links
 from forge.errors import UserError
 
 

@@ -1,4 +1,4 @@
-"""The gene registry (forge.genes): old genomes keep their ids, the window gene is declared once, and a toy
+"""The gene registry (forge.genomes.genes): old genomes keep their ids, the window gene is declared once, and a toy
 per-layer gene registered from this test folder alone runs through a search, an export and a surrogate fit."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from forge.arrays import PopArrays
-from forge.config import group_yaml
-from forge.genes import LAYER_GENES, Gene, register, registered
-from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
-from forge.space import load_space, space_from_config
+from forge.spaces.arrays import PopArrays
+from forge.runtime.config import group_yaml
+from forge.genomes.genes import LAYER_GENES, Gene, register, registered
+from forge.genomes.genome import Genome, GenomeError, LayerGene, genome_from_dict
+from forge.spaces.space import load_space, space_from_config
 
 TOY = Gene("toy", lo=1, default=1, doc="a test-only gene with no meaning in the model")
 
@@ -111,7 +111,7 @@ def test_toy_gene_search_export_and_surrogate_fit(tmp_path):
 
 def _fit_with_toy_tokens(space) -> None:
     """A surrogate whose tokens carry the toy gene learns a loss that depends on it alone."""
-    from forge.labels import Label
+    from forge.genomes.labels import Label
     from surrogate.features import featurize
     from surrogate.fit import train_forgeformer
     from surrogate.dataset import from_labels
@@ -130,7 +130,7 @@ def _fit_with_toy_tokens(space) -> None:
 
 def test_a_bool_gene_is_a_bool_in_every_genome_the_space_decodes():
     """Decoded slots held 1 where a file's genome holds True: one type, one printed form, the same id."""
-    from forge.genes import show
+    from forge.genomes.genes import show
 
     with registered(Gene("toy_off", kind="bool", lo=0, default=False)):
         space = space_from_config({**group_yaml("space", "iha-tiny"), "toy_off": [False, True]})

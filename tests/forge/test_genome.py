@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
-from forge.importers import load_genome
+from forge.genomes.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
+from forge.genomes.importers import load_genome
 
 
 def _g(**kw) -> Genome:

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from forge.genome import Genome, LayerGene
-from forge.space import load_space, space_from_config
+from forge.genomes.genome import Genome, LayerGene
+from forge.spaces.space import load_space, space_from_config
 
 
 def _reference_id(g: Genome) -> str:
@@ -36,7 +36,7 @@ def test_precision_copies_get_their_own_frame() -> None:
 
 
 def test_searched_global_gene_ids() -> None:
-    from forge.config import group_yaml
+    from forge.runtime.config import group_yaml
 
     space = space_from_config({**group_yaml("space", "iha-tiny"), "d_model": [128, 192]})
     genomes = space.sample(40, np.random.default_rng(1))

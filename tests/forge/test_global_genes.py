@@ -1,4 +1,4 @@
-"""Global genes in the registry (forge.genes.GLOBAL_GENES): the nine legacy globals keep every id and file,
+"""Global genes in the registry (forge.genomes.genes.GLOBAL_GENES): the nine legacy globals keep every id and file,
 a space may search one (d_model from a grid), and a toy global gene registered from this test folder alone
 runs through a search, an export and a surrogate fit."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import yaml
 
-from forge.arrays import PopArrays
-from forge.config import group_yaml
-from forge.genes import GLOBAL_GENES, GlobalGene, register, registered
-from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict
-from forge.importers import load_genome
-from forge.io import REPO_ROOT
-from forge.space import space_from_config
+from forge.spaces.arrays import PopArrays
+from forge.runtime.config import group_yaml
+from forge.genomes.genes import GLOBAL_GENES, GlobalGene, register, registered
+from forge.genomes.genome import Genome, GenomeError, LayerGene, genome_from_dict
+from forge.genomes.importers import load_genome
+from forge.disk.io import REPO_ROOT
+from forge.spaces.space import space_from_config
 
 TOYG = GlobalGene("toyg", lo=1, default=1, token=True, doc="a test-only global gene with no meaning in the model")
 # ids of the shipped baselines computed by the tree before global genes were registered (commit f187dfb)
@@ -171,7 +171,7 @@ def test_toy_global_gene_search_export_and_surrogate_fit(tmp_path):
 
 def _fit_with_global_token(space) -> None:
     """A surrogate whose tokens carry the toy global gene (broadcast to every layer) fits and predicts."""
-    from forge.labels import Label
+    from forge.genomes.labels import Label
     from surrogate.dataset import from_labels
     from surrogate.features import featurize
     from surrogate.fit import train_forgeformer

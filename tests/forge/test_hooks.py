@@ -1,4 +1,4 @@
-"""forge.hooks: plug-in hooks on one operator run in a declared order or are refused naming both modules; a model
+"""forge.lm.hooks: plug-in hooks on one operator run in a declared order or are refused naming both modules; a model
 hook ships in the HF export with its helpers or is refused when registered; the workload's parameter count is
 checked against the model's wherever plug-ins hook an operator, and nowhere else."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ import textwrap
 
 import pytest
 
-from forge import hooks, model, workload
-from forge.genome import genome_from_dict
-from forge.hooks import HookError, check_agreement
+from forge.lm import hooks, model, workload
+from forge.genomes.genome import genome_from_dict
+from forge.lm.hooks import HookError, check_agreement
 
 LAYER = {"n_h": 2, "n_kv": 1, "d_qk": 16, "d_v": 16, "d_mlp": 64}
 GENOME = {"d_model": 32, "block_size": 16, "vocab_size": 64, "mlp": "gelu", "norm": "layernorm", "layers": [LAYER]}
-HEAD = "import torch\nimport torch.nn as nn\nfrom forge.hooks import hook\n"
+HEAD = "import torch\nimport torch.nn as nn\nfrom forge.lm.hooks import hook\n"
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_a_cycle_in_the_declared_order_is_refused(modules):
 def test_a_model_hook_that_cannot_ship_in_the_export_is_refused_when_registered(modules):
     with pytest.raises(HookError, match=r"hk_bad.bad_block cannot be exported: bad_block uses atomic_write_json"):
         modules("bad", """
-            from forge.io import atomic_write_json
+            from forge.disk.io import atomic_write_json
             def bad_block(block, cfg, gene):
                 atomic_write_json
             hook('block', model=bad_block)
@@ -68,7 +68,7 @@ def test_a_model_hook_that_cannot_ship_in_the_export_is_refused_when_registered(
 
 
 def test_a_model_hook_ships_with_the_helpers_and_constants_it_uses(modules):
-    from forge.hook_export import export_source
+    from forge.lm.hook_export import export_source
 
     mod = modules("good", """
         import math as m
@@ -105,17 +105,17 @@ def test_disagreeing_hooks_are_one_line_naming_the_genome_and_both_counts(module
 
 
 def test_without_hooks_the_check_builds_no_model(monkeypatch):
-    import forge.model
+    import forge.lm.model
 
-    monkeypatch.setattr(forge.model, "build_model", lambda *a, **k: pytest.fail("a model was built"))
+    monkeypatch.setattr(forge.lm.model, "build_model", lambda *a, **k: pytest.fail("a model was built"))
     assert not hooks.active()
     check_agreement([genome_from_dict(GENOME)])
 
 
 def test_an_error_raised_inside_a_plugin_is_that_plugins_naming_its_module(modules, capsys):
     """The traceback stays (it is a bug), but in the plug-in: the last line names its module, not Forge."""
-    from forge.app import user_errors
-    from forge.genes import register
+    from forge.runtime.app import user_errors
+    from forge.genomes.genes import register
 
     mod = modules("boom", """
         def boom_block(block, cfg, gene):
@@ -129,7 +129,7 @@ def test_an_error_raised_inside_a_plugin_is_that_plugins_naming_its_module(modul
     assert err[-1].startswith("forge-x: error in plug-in module hk_boom (") and "AttributeError" in err[-1]
     assert "bug in Forge" not in err[-1]
     with pytest.raises(SystemExit), user_errors("forge-x"):
-        register(object())  # Forge's own TypeError (a caller's bug inside forge.genes): still Forge's
+        register(object())  # Forge's own TypeError (a caller's bug inside forge.genomes.genes): still Forge's
     assert "bug in Forge" in capsys.readouterr().err.strip().splitlines()[-1]
 
 

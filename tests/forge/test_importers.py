@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from forge.genome import GenomeError
-from forge.importers import load_genome
-from forge.importers import genome_from_llmforge_yaml, iter_llmforge_csv, load_llmforge_csv
-from forge.labels import LabelFileError, from_llmforge_csv, read_labels, write_labels
-from forge.workload import analyze
+from forge.genomes.genome import GenomeError
+from forge.genomes.importers import load_genome
+from forge.genomes.importers import genome_from_llmforge_yaml, iter_llmforge_csv, load_llmforge_csv
+from forge.genomes.labels import LabelFileError, from_llmforge_csv, read_labels, write_labels
+from forge.lm.workload import analyze
 
 EXPECTED = {"smollm2_135m.yaml": 134_515_008, "smollm2_360m.yaml": 361_821_120, "qwen2_5_0_5b.yaml": 494_032_768,
             "pythia_160m.yaml": 162_322_944}

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from forge.io import as_float, json_line, json_num
-from forge.labels import Label
-from forge.space import load_space
+from forge.disk.io import as_float, json_line, json_num
+from forge.genomes.labels import Label
+from forge.spaces.space import load_space
 
 
 @pytest.mark.parametrize("x, text", [(1.5, 1.5), (math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan"),

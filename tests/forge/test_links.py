@@ -1,13 +1,13 @@
-"""Ratio and tied genes declared in a space yaml (forge.links): grids, sampling, repair, validation, round trip,
+"""Ratio and tied genes declared in a space yaml (forge.spaces.links): grids, sampling, repair, validation, round trip,
 and a ratio of a searched d_model that follows each genome's own width."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from forge.config import group_yaml
-from forge.genome import GenomeError
-from forge.space import space_config, space_from_config
+from forge.runtime.config import group_yaml
+from forge.genomes.genome import GenomeError
+from forge.spaces.space import space_config, space_from_config
 
 NODE = {**group_yaml("space", "iha-tiny"), "d_mlp": {"ratio": [2, 3, 4], "of": "d_model"},
         "n_kv": {"same_as": "n_h"}, "d_v": {"same_as": "d_qk"}}
@@ -49,7 +49,7 @@ def test_a_ratio_of_a_searched_d_model_follows_each_genome():
     """d_model: [128, 192] with d_mlp: {ratio: [2, 3, 4]}: the codec column holds r, each genome stores r * its own
     d_model (valid in the space, same id through encode/repair/decode and as a fixed-width space's genome), and
     moving only the d_model column moves every d_mlp with it, so the workload's cost follows."""
-    from forge.workload import analyze
+    from forge.lm.workload import analyze
 
     s = space_from_config({**NODE, "d_model": [128, 192]})
     assert s.d_mlp == (256, 384, 512, 576, 768) and s.index_grid("d_mlp") == (2, 3, 4)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from forge.config import data_dir
-from forge.genome import Genome, GenomeError, LayerGene
-from forge.importers import load_genome
-from forge.model import IHAConfig, IHAModel, build_model
-from forge.space import load_space
-from forge.workload import analyze
+from forge.runtime.config import data_dir
+from forge.genomes.genome import Genome, GenomeError, LayerGene
+from forge.genomes.importers import load_genome
+from forge.lm.model import IHAConfig, IHAModel, build_model
+from forge.spaces.space import load_space
+from forge.lm.workload import analyze
 
 torch.set_num_threads(2)
 V, D, T = 61, 32, 16

@@ -5,8 +5,8 @@ import importlib.util
 
 import pytest
 
-import forge.needs as needs
-from forge.config import group_yaml
+import forge.runtime.needs as needs
+from forge.runtime.config import group_yaml
 
 
 def _spec_without(*names):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge.parallel import map_spawned
+from forge.runtime.parallel import map_spawned
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_a_script_without_a_main_guard_falls_back_to_this_process(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from forge.parallel import map_spawned
+        from forge.runtime.parallel import map_spawned
         from tests.forge.test_parallel import seeded_job
         print("RESULT", map_spawned(seeded_job, [(1, 1.0), (2, 1.0)], workers=2))
     """))

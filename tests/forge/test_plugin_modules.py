@@ -12,9 +12,9 @@ import pytest
 
 from forge import plugins
 from search.api import compose
-from forge.config import group_yaml
-from forge.genes import LAYER_GENES
-from forge.genome import GenomeError
+from forge.runtime.config import group_yaml
+from forge.genomes.genes import LAYER_GENES
+from forge.genomes.genome import GenomeError
 from tests.ext import forget
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from forge import plugins
-from forge.config import group_yaml
+from forge.runtime.config import group_yaml
 from search.api import compose
 from tests.ext import forget
 
@@ -27,7 +27,7 @@ SMALL = {"search": {"pop_size": 6, "offspring": 6, "generations": 2}}
 
 def _uninstall(site: Path) -> None:
     """`pip uninstall`, for this process: the folder, its module and its gene are gone."""
-    from forge.genes import unregister
+    from forge.genomes.genes import unregister
 
     shutil.rmtree(site, ignore_errors=True)
     sys.path[:] = [p for p in sys.path if p != str(site)]
@@ -111,7 +111,8 @@ def test_the_lines_a_user_space_run_prints_work_when_pasted(tmp_path):
 def test_a_module_whose_hook_comes_with_no_gene_binds_every_run_and_a_gene_module_only_its_users(monkeypatch):
     """A hook without a gene changes every model, so every run records its module; a gene's module (its hooks
     included) is recorded only by a run whose space names the gene."""
-    from forge import model, plugin_use
+    from forge.lm import model
+    from forge.runtime import plugin_use
     from tests.ext import genes  # noqa: F401  (glu, with its two hooks)
 
     def everywhere(block, cfg, gene):

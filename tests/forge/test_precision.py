@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
-from forge.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
-from forge.importers import load_genome
-from forge.precision import (FORMATS, TABLE_VI, TABLE_VI_BASE, PrecisionError, PrecisionGenes, QuantPenalty,
+from forge.genomes.genome import Genome, GenomeError, LayerGene, genome_from_dict, save_genome
+from forge.genomes.importers import load_genome
+from forge.genomes.precision import (FORMATS, TABLE_VI, TABLE_VI_BASE, PrecisionError, PrecisionGenes, QuantPenalty,
                              paper_deltas, parse_format)
-from forge.workload import (Precision, head_ops, kv_cache_bytes, layer_ops, max_batch, model_totals,
+from forge.lm.workload import (Precision, head_ops, kv_cache_bytes, layer_ops, max_batch, model_totals,
                             weight_storage)
 
 GIB = 2 ** 30

@@ -18,6 +18,6 @@ def test_forge_search_from_a_folder_with_its_own_search_package_is_refused(tmp_p
 
 
 def test_no_refusal_where_nothing_shadows():
-    from forge.shadow import check
+    from forge.runtime.shadow import check
 
     check()  # this checkout: every package is Forge's own, found beside `forge`

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.genome import GenomeError, LayerGene
-from forge.space import N_GENES, load_space
+from forge.genomes.genome import GenomeError, LayerGene
+from forge.spaces.space import N_GENES, load_space
 
 SPACES = ("iha-paper", "gqa-paper", "iha-tiny")
 
@@ -19,7 +19,7 @@ def test_configs_per_layer_reproduce_llmforge_claim():
 def test_configs_per_layer_count_what_tied_genes_allow():
     """n_kv tied to n_h and d_v to d_qk: 2 head counts x 2 widths are 4 configurations, 2 GQA pairs (the tie
     ignored, the tied grids would count 3 pairs and 12 configurations)."""
-    from forge.space import space_from_config
+    from forge.spaces.space import space_from_config
 
     base = {"name": "tied", "d_model": 128, "block_size": 64, "L_max": 2, "n_h": [2, 4], "d_qk": [16, 32],
             "d_mlp": [64]}
@@ -30,7 +30,7 @@ def test_configs_per_layer_count_what_tied_genes_allow():
 
 
 def test_an_unregistered_gene_in_a_space_says_how_to_register_it():
-    from forge.space import space_from_config
+    from forge.spaces.space import space_from_config
 
     node = {"name": "x", "d_model": 128, "block_size": 64, "L_max": 2, "n_h": [2], "n_kv": [1], "d_qk": [16],
             "d_v": [16], "d_mlp": [64], "glu": [0, 1]}

@@ -7,9 +7,9 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from forge import plugins
-from forge.config import group_yaml
-from forge.genome import GenomeError
-from forge.space import SearchSpace, space_from_config
+from forge.runtime.config import group_yaml
+from forge.genomes.genome import GenomeError
+from forge.spaces.space import SearchSpace, space_from_config
 from search.state import read_jsonl
 from tests.forge.plugins.user_space import MinDepthSpace
 
@@ -39,12 +39,12 @@ def test_the_target_picks_the_class_and_its_extra_field():
 
 
 def test_a_target_that_is_not_a_space_is_refused_in_one_line():
-    for bad in ("os.system", "no.such.Module", "forge.genome.Genome"):
+    for bad in ("os.system", "no.such.Module", "forge.genomes.genome.Genome"):
         with pytest.raises(GenomeError, match="not an allowed space plug-in"):
             space_from_config(_user_node(_target_=bad))
-    plugins.register("space", "forge.genome.Genome")  # allowed, but not a space
-    with pytest.raises(GenomeError, match="space._target_ = .* is invalid; allowed: forge.space.SearchSpace"):
-        space_from_config(_user_node(_target_="forge.genome.Genome"))
+    plugins.register("space", "forge.genomes.genome.Genome")  # allowed, but not a space
+    with pytest.raises(GenomeError, match="space._target_ = .* is invalid; allowed: forge.spaces.space.SearchSpace"):
+        space_from_config(_user_node(_target_="forge.genomes.genome.Genome"))
 
 
 def test_a_user_space_yaml_runs_a_search_through_the_cli(tmp_path):

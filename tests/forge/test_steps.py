@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from forge.steps import Steps, clock
+from forge.runtime.steps import Steps, clock
 
 
 def test_a_line_per_step_with_n_of_m_elapsed_and_remaining_when_not_a_terminal():
@@ -58,8 +58,8 @@ def test_forge_label_steps_and_its_human_summary(tiny_label):
 def tiny_label():
     import numpy as np
 
-    from forge.labels import Label
-    from forge.space import load_space
+    from forge.genomes.labels import Label
+    from forge.spaces.space import load_space
 
     g = load_space("iha-tiny").sample(1, np.random.default_rng(0))[0]
     return Label(g, 3.25, {"protocol": "cpu-proxy", "wall_s": 60.5, "tokens_per_s": 500}, "")

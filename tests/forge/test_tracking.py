@@ -8,7 +8,7 @@ import json
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge import tracking
+from forge.runtime import tracking
 
 
 def _cfg(app: str, overrides: list[str]):
@@ -18,7 +18,7 @@ def _cfg(app: str, overrides: list[str]):
 
 @pytest.mark.parametrize("app", ["forge-label", "forge-surrogate", "forge-search", "forge-verify"])
 def test_every_training_command_takes_the_same_logger_choice(app):
-    from forge.config import to_container
+    from forge.runtime.config import to_container
 
     assert to_container(_cfg(app, []).logger)["_target_"] == tracking.DEFAULT  # CSV by default
     for name, cls in (("tensorboard", "TensorBoardLogger"), ("mlflow", "MLFlowLogger")):
@@ -51,7 +51,7 @@ def test_forge_label_refuses_a_missing_logger_before_training_anything(tmp_path,
 
 def test_verify_and_coevolution_trainings_log_into_the_run_folder(tmp_path):
     """The dispatch trainer of verify and of co-evolution gets the logger node; their refits run inside it."""
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.components import build_coevolution
     from search.settings import settle_config
     from tests.search.conftest import tiny_cfg
@@ -68,7 +68,7 @@ def test_verify_and_coevolution_trainings_log_into_the_run_folder(tmp_path):
     def fit(*a, **k):
         seen.append(tracking.current())
 
-    from forge.tracking import logged
+    from forge.runtime.tracking import logged
 
     logged(fit, co.trainer.logger)()
     assert seen == [co.trainer.logger] and tracking.current() is None

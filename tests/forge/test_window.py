@@ -1,7 +1,7 @@
 """Sliding-window attention in the IHA model: banded training mask, rolling KV cache, equal logits.
 
 Windows are set with `tests.forge.windows.with_window`: the registry's `LayerGene.window` once it is
-declared, an attached attribute (what `forge.model.layer_window` reads) before.
+declared, an attached attribute (what `forge.lm.model.layer_window` reads) before.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from forge.genome import Genome, LayerGene
-from forge.model import Attention, build_model
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.model import Attention, build_model
 from tests.forge.windows import with_window
 
 torch.set_num_threads(2)
@@ -46,7 +46,7 @@ def naive_attention(self: Attention, x, rope, cache, li):
     k = self.k_proj(x).view(B, n, self.n_kv, self.d_qk).transpose(1, 2)
     v = self.v_proj(x).view(B, n, self.n_kv, self.d_v).transpose(1, 2)
     if rope is not None:
-        from forge.model import apply_rope
+        from forge.lm.model import apply_rope
 
         cos, sin = rope[self.d_qk]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
-from forge.genome import Genome, LayerGene
-from forge.space import load_space
-from forge.workload import OP_KINDS, OP_NAMES, Precision, analyze, describe, head_ops, layer_ops, model_totals
+from forge.genomes.genome import Genome, LayerGene
+from forge.spaces.space import load_space
+from forge.lm.workload import OP_KINDS, OP_NAMES, Precision, analyze, describe, head_ops, layer_ops, model_totals
 
 # Published totals (../shared/reference/architectures.md, from each model's config.json).
 PUBLISHED = {"smollm2-135m": 134_515_008, "smollm2-360m": 361_821_120, "qwen2.5-0.5b": 494_032_768,
@@ -92,7 +92,7 @@ def test_csv_params_reproduced(shared_csv):
     48 rows (#idx 1969-2024, one contiguous tail batch of the release) carry `params` values that no
     consistent counting rule reproduces (off by 7-21%); they are listed, not hidden: the test pins
     that they are exactly that tail batch, so any new discrepancy fails."""
-    from forge.importers import load_llmforge_csv
+    from forge.genomes.importers import load_llmforge_csv
 
     rows, dropped = load_llmforge_csv(shared_csv)
     assert (len(rows), dropped) == (1753, 4)
@@ -108,7 +108,7 @@ def test_csv_params_reproduced(shared_csv):
 def test_workload_totals_equal_the_memory_functions():
     """kv_bytes / weight_bytes / peak_memory_bytes (the workload-total objectives) are the analyzer's own
     kv_cache_bytes and weight_storage, from one operator table."""
-    from forge.workload import kv_cache_bytes, weight_storage, workload_totals
+    from forge.lm.workload import kv_cache_bytes, weight_storage, workload_totals
 
     pop = PopArrays.from_genomes(load_space("iha-paper").sample(16, np.random.default_rng(3)))
     prec = Precision(1.0, 2.0, 0.5)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.space import load_space
-from forge.workload import OP_FIELDS, Precision, layer_ops, model_totals
+from forge.spaces.space import load_space
+from forge.lm.workload import OP_FIELDS, Precision, layer_ops, model_totals
 
 
 @pytest.mark.parametrize("name", ["iha-paper", "gqa-tiny", "iha-tiny-swa", "iha-paper-mx"])

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.workload import (OP_NAMES, attended_keys, causal_keys, kv_cache_bytes, layer_ops, layer_windows,
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import (OP_NAMES, attended_keys, causal_keys, kv_cache_bytes, layer_ops, layer_windows,
                             model_totals, sum_capped_steps, window_steps)
 from tests.forge.windows import windowed_pop
 
@@ -94,7 +94,7 @@ def test_causal_keys_and_flops_per_token_follow_the_window():
 
 @pytest.mark.parametrize("lo, hi", [(100, 1599), (2000, 2500), (10, 40), (300, 300)])
 def test_decode_sum_from_two_endpoints_equals_the_step_by_step_sum(lo, hi):
-    from forge.workload import decode_sum
+    from forge.lm.workload import decode_sum
 
     pop = windowed_pop([G], WIN)
     brute = sum(layer_ops(pop, 1, c).flops for c in range(lo, hi + 1))

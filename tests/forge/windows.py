@@ -1,7 +1,7 @@
 """Test helpers for the per-layer `window` gene, before and after the gene registry declares it.
 
-Until `LayerGene.window` / `PopArrays.window` exist (forge.genes), a window is attached as an attribute,
-which is what `forge.model.layer_window` and `forge.workload.layer_windows` read.
+Until `LayerGene.window` / `PopArrays.window` exist (forge.genomes.genes), a window is attached as an attribute,
+which is what `forge.lm.model.layer_window` and `forge.lm.workload.layer_windows` read.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
 
 
 def with_window(gene: LayerGene, window: int) -> LayerGene:

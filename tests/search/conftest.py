@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from backends.interface import Workload
-from forge.space import load_space
+from forge.spaces.space import load_space
 from search.evaluators import LossEvaluator
 from search.build import build_search
 from search.runner import Search

@@ -6,10 +6,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends.interface import CostTable, Workload
-from forge.arrays import PopArrays
-from forge.genome import Genome
-from forge.labels import Label
-from forge.workload import model_totals
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome
+from forge.genomes.labels import Label
+from forge.lm.workload import model_totals
 
 
 def _jitter(genomes: Sequence[Genome], salt: str = "") -> np.ndarray:
@@ -41,7 +41,7 @@ class FakePredictor:
 
 
 class FakeBackend:
-    """Backend protocol from forge.workload totals; genomes above `max_params` do not fit (inf, reason)."""
+    """Backend protocol from forge.lm.workload totals; genomes above `max_params` do not fit (inf, reason)."""
 
     name = "fake"
 

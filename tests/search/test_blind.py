@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from forge.space import load_space
+from forge.spaces.space import load_space
 from search.blind import blind_genes, default_predictor, varied
 from search.cli import run
 from search.errors import SearchConfigError

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from forge.config import group_yaml
-from forge.genome import genome_from_dict
-from forge.space import load_space, space_from_config
+from forge.runtime.config import group_yaml
+from forge.genomes.genome import genome_from_dict
+from forge.spaces.space import load_space, space_from_config
 from search.blind import resolve_auto, varied
 from search.cli import run
 from search.evaluators import LossEvaluator

@@ -111,19 +111,19 @@ def test_hooks_that_disagree_are_refused_before_any_cost_and_none_costs_a_model_
     the check builds no model at all."""
     import torch.nn as nn
 
-    import forge.model
-    from forge.hooks import HookError
+    import forge.lm.model
+    from forge.lm.hooks import HookError
 
     built = []
-    real = forge.model.build_model
-    monkeypatch.setattr(forge.model, "build_model", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = forge.lm.model.build_model
+    monkeypatch.setattr(forge.lm.model, "build_model", lambda *a, **k: built.append(1) or real(*a, **k))
     build_search(tiny_cfg(), tmp_path / "plain", _parts(tiny_space))
     assert built == []
 
     def extra(block, cfg, gene):  # a parameter the workload never hears of
         block.extra = nn.Linear(2, 2)
 
-    monkeypatch.setattr(forge.model.Block, "hooks", [extra])
+    monkeypatch.setattr(forge.lm.model.Block, "hooks", [extra])
     with pytest.raises(HookError, match=r"parameters in the workload but [0-9,]+ in the model"):
         build_search(tiny_cfg(), tmp_path / "bad", _parts(tiny_space))
     assert built and not (tmp_path / "bad").exists()

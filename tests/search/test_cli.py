@@ -187,8 +187,8 @@ def test_a_verified_export_states_its_measured_loss_and_its_card_loads_from_anyw
 
     from safetensors.torch import save_model
 
-    from forge.genome import genome_from_dict
-    from forge.model import build_model
+    from forge.genomes.genome import genome_from_dict
+    from forge.lm.model import build_model
     from search.cli import export_lines
 
     row = read_jsonl(two_runs / "0" / "pareto.jsonl")[0]

@@ -96,7 +96,7 @@ def test_coevolution_config(tmp_path, tiny_space):
 
 
 def test_replay_corpus_resolution(tmp_path):
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
     from search.coevolution import replay_labels
 
     assert replay_labels(None, "iha-paper").endswith("llmforge_iha_200M.csv")

@@ -31,7 +31,7 @@ class IntervalPredictor(FakePredictor):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     from backends.interface import Workload
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.evaluators import LossEvaluator
     from search.build import build_search
     from tests.search.conftest import tiny_cfg
@@ -168,8 +168,8 @@ def test_next_commands_suggest_only_what_trains_here(tmp_path, monkeypatch, prot
     the tiny recipe whose verification trains on this CPU."""
     import yaml
 
-    import forge.needs as needs
-    from forge.config import group_yaml
+    import forge.runtime.needs as needs
+    from forge.runtime.config import group_yaml
     from search.console import next_commands
 
     monkeypatch.setattr(needs, "_cuda", lambda: cuda)

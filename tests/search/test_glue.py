@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from backends.interface import Workload, as_population
-from forge.arrays import GenomeBatch, PopArrays
-from forge.genome import genome_from_dict
-from forge.space import load_space
+from forge.spaces.arrays import GenomeBatch, PopArrays
+from forge.genomes.genome import genome_from_dict
+from forge.spaces.space import load_space
 from search.operators import mutate
 from search.evaluators import strip_precision
 from search.problem import ForgeProblem

@@ -1,4 +1,4 @@
-"""forge-export format=hf: the exported folder loads in transformers and computes what forge.model computes."""
+"""forge-export format=hf: the exported folder loads in transformers and computes what forge.lm.model computes."""
 from __future__ import annotations
 
 import ast
@@ -12,8 +12,8 @@ import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from forge.genome import genome_from_dict
-from forge.model import build_model
+from forge.genomes.genome import genome_from_dict
+from forge.lm.model import build_model
 from search.cli import run as run_search
 from search.export import load_exported
 from search.export import run as run_export
@@ -152,19 +152,19 @@ def test_modeling_file_stands_alone():
 
 
 def test_the_exported_model_is_forge_model_verbatim(tmp_path):
-    """One source: every definition of forge/model.py but its own plumbing is in the exported file as written
+    """One source: every definition of forge/lm/model.py but its own plumbing is in the exported file as written
     there, the shell keeps none of its own, and a model.py change (a new helper, a gene's meaning) ships."""
     import inspect
 
-    import forge.model
+    import forge.lm.model
     from search.hf_export import SHELL_ONLY, load_modeling
 
     src = modeling_source()
-    model_src = inspect.getsource(forge.model)
+    model_src = inspect.getsource(forge.lm.model)
     names = [n.name for n in ast.parse(model_src).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
     for name in names:
         if name not in SHELL_ONLY:
-            assert inspect.getsource(getattr(forge.model, name)) in src, name
+            assert inspect.getsource(getattr(forge.lm.model, name)) in src, name
     shell = Path(__import__("forge_hf").__file__).with_name("modeling_forge.py").read_text()
     shell_defs = {n.name for n in ast.parse(shell).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     assert not shell_defs & (set(names) - {"rope_tables"})  # no second copy of a model definition

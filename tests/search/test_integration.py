@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from backends.registry import list_backends
-from forge.labels import Label
-from forge.space import load_space
+from forge.genomes.labels import Label
+from forge.spaces.space import load_space
 from search.coevolution import CoEvolution
 from search.components import backend_of, build_workload
 from search.evaluators import LossEvaluator
@@ -64,7 +64,7 @@ def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
 
 
 def _shipped() -> bool:
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
 
     return (data_dir() / "surrogate" / "forgeformer-iha-paper.json").is_file()
 

@@ -66,7 +66,7 @@ def test_a_user_function_is_one_config_entry(tmp_path, make_search, fresh_plugin
     s = make_search(tmp_path, cfg)
     s.run()
     rows = read_jsonl(tmp_path / "archive.jsonl")
-    from forge.genome import genome_from_dict
+    from forge.genomes.genome import genome_from_dict
     from tests.search.user_plugins import width
 
     for r in rows[:5]:
@@ -124,7 +124,7 @@ def test_a_user_surrogate_and_objectives_work_from_the_cli_config(tmp_path):
     summary = run(cfg)
     assert summary["status"] == "complete" and summary["objectives"] == ["val_loss", "ttft_ms", "params", "kv_bytes"]
     rows = read_jsonl(tmp_path / "archive.jsonl")
-    from forge.genome import genome_from_dict
+    from forge.genomes.genome import genome_from_dict
 
     g = genome_from_dict(rows[0]["genome"])
     assert rows[0]["metrics"]["mu"] == pytest.approx(5.0 - 0.2 * g.n_active)

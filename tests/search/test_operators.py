@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.space import N_GENES, load_space
+from forge.spaces.space import N_GENES, load_space
 from search import operators as ops
 
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from backends.interface import Workload
-from forge.config import group_yaml
-from forge.genome import GenomeError
-from forge.precision import PrecisionGenes, QuantPenalty
-from forge.space import load_space, space_from_config
+from forge.runtime.config import group_yaml
+from forge.genomes.genome import GenomeError
+from forge.genomes.precision import PrecisionGenes, QuantPenalty
+from forge.spaces.space import load_space, space_from_config
 from search.export import chosen_design, export_one, load_exported
 from search.operators import (MutationParams, delete, duplicate, layer_crossover, mutate, mutate_precision,
                               perturb, rotate_reflect)

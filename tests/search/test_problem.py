@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from backends.interface import Workload
-from forge.numeric import round_sig
+from forge.runtime.numeric import round_sig
 from search.components import check_predictor_space
 from search.constraints import parse_constraint
 from search.duplicates import IdDuplicateElimination
@@ -30,7 +30,7 @@ def test_f_and_g_follow_the_config(tiny_space):
     p._evaluate(X, out)
     genomes = tiny_space.decode(X)
     assert out["F"].shape == (16, 4) and out["G"].shape == (16, 3)
-    assert np.array_equal(out["F"][:, 0], round_sig(fake_loss(genomes)))  # 6 significant digits (forge.numeric)
+    assert np.array_equal(out["F"][:, 0], round_sig(fake_loss(genomes)))  # 6 significant digits (forge.runtime.numeric)
     assert np.allclose(out["G"][:, 0], round_sig(fake_loss(genomes)) - 3.8)
     assert np.allclose(out["G"][:, 1], out["F"][:, 1] - 0.01)
     assert np.all(out["G"][:, 2] == 0)  # all fit the fake chip
@@ -109,7 +109,7 @@ def test_beta_needs_mc_passes():
     with pytest.raises(SearchConfigError, match="n_mc"):
         LossEvaluator(FakePredictor(), beta=1.0, n_mc=0)
     ev = LossEvaluator(FakePredictor(), beta=2.0, n_mc=4)
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     g = load_space("iha-tiny").sample(3, np.random.default_rng(5))
     loss, mu, sigma = ev(g)
@@ -118,7 +118,7 @@ def test_beta_needs_mc_passes():
 
 def test_beta_uses_the_calibrated_lower_tail_when_the_predictor_has_one():
     """With a two-tailed calibration, β multiplies (μ − lo) / z: β = z reaches the calibrated lower bound."""
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from surrogate.conformal import ConformalInterval
 
     class Calibrated(FakePredictor):
@@ -167,13 +167,13 @@ def test_a_generation_converts_the_matrix_once(tiny_space, monkeypatch):
     genomes, m = p.metrics(X)
     assert calls == [12]
     assert [g.id for g in genomes] == [g.id for g in tiny_space.decode(X)]
-    from forge.workload import model_totals
+    from forge.lm.workload import model_totals
     assert np.allclose(m["params"], model_totals(tiny_space.to_arrays(X))["params"])
 
 
 def test_select_upper_makes_the_loss_objective_the_interval_upper_bound():
     """evaluator.select=upper (issue 35 §5): the loss objective is loss_hi, μ and σ are reported unchanged."""
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     class Calibrated(FakePredictor):
         def interval(self, mu, sigma, level):

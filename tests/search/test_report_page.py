@@ -15,7 +15,7 @@ from tests.search.test_console import IntervalPredictor
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     from backends.interface import Workload
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.evaluators import LossEvaluator
     from search.build import build_search
     from tests.search.conftest import tiny_cfg

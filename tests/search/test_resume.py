@@ -69,7 +69,7 @@ from tests.search.fakes import FakeBackend, FakePredictor
 from tests.search.conftest import tiny_cfg
 from search.cli import run
 from backends.interface import Workload
-from forge.space import load_space
+from forge.spaces.space import load_space
 from search.evaluators import LossEvaluator
 
 class Slow(FakeBackend):
@@ -88,7 +88,7 @@ sys.exit(exit_code(summary))
 
 def _components():
     from backends.interface import Workload
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from search.evaluators import LossEvaluator
     from tests.search.fakes import FakePredictor
 

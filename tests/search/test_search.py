@@ -58,7 +58,7 @@ def test_random_recipe_has_the_same_budget(make_search, tmp_path):
 
 
 def test_gqa_space_search_stays_gqa(make_search, tmp_path):
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     gqa = load_space("gqa-paper")
     make_search(tmp_path, tiny_cfg(search={"generations": 1, "pop_size": 6, "offspring": 6}), space=gqa).run()
@@ -83,7 +83,7 @@ def test_pareto_archive_update_and_hypervolume():
 
 
 def test_default_anchor_is_gpt2_small_on_the_paper_spaces():
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     for name in ("iha-paper", "gqa-paper"):
         a = default_anchor(load_space(name))

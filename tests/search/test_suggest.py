@@ -7,8 +7,8 @@ import pytest
 import yaml
 from rich.console import Console
 
-import forge.needs as needs
-from forge.config import group_yaml
+import forge.runtime.needs as needs
+from forge.runtime.config import group_yaml
 from search import suggest
 from search.console import next_commands
 

@@ -48,7 +48,7 @@ def test_the_inference_commands_never_import_torch(tmp_path):
                                          f"hydra.run.dir={run}"))
     assert json.loads((run / "summary.json").read_text())["status"] == "complete"
     for cmd in (_command("search.entry:forge_report", f"runs=[{run}]", f"out_dir={tmp_path / 'report'}"),
-                _command("forge.entry:forge_arch"), _command("forge.entry:forge_space"),
+                _command("forge.runtime.entry:forge_arch"), _command("forge.runtime.entry:forge_space"),
                 _command("backends.entry:forge_hw"), _command("search.entry:forge_serve", "afd")):
         run_without_torch(tmp_path, cmd)
 
@@ -57,7 +57,7 @@ def test_the_python_api_predicts_and_costs_without_torch(tmp_path):
     out = run_without_torch(tmp_path, """
         import numpy as np
         import forge
-        from forge.space import load_space
+        from forge.spaces.space import load_space
         for name, space in (("forgeformer-iha-paper-all", "iha-paper"), ("forgeformer-iha-tiny", "iha-tiny")):
             g = load_space(space).sample(6, np.random.default_rng(0))
             print(len(forge.predict(g, predictor=name, n_mc=4)))

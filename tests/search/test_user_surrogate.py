@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forge.config import data_dir, group_yaml
-from forge.space import space_from_config
+from forge.runtime.config import data_dir, group_yaml
+from forge.spaces.space import space_from_config
 from search.archive import default_anchor
 from search.components import build_evaluator
 from search.errors import SearchConfigError
@@ -66,7 +66,7 @@ def test_a_recipe_on_the_users_own_searchpath_works_as_a_shipped_one(tiny_space,
     from hydra.core.hydra_config import HydraConfig
 
     from forge import plugins
-    from forge.config import searchpath_yaml
+    from forge.runtime.config import searchpath_yaml
 
     plugins.trust({})  # nothing allowed beyond Forge's own
     conf = data_dir().parent / "tests" / "ext" / "conf"

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from backends.interface import Workload
-from forge.genome import genome_from_dict
+from forge.genomes.genome import genome_from_dict
 from forge.labelling.store import LabelStore
-from forge.labels import Label
+from forge.genomes.labels import Label
 from search.picks import control_draw, front_picks
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.problem import ForgeProblem
@@ -122,7 +122,7 @@ def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_
     assert [r["role"] for r in out["picks"]][0] == "knee" and len(out["picks"]) == 5 and len(out["control"]) == 4
     for r in out["picks"] + out["control"]:
         # fake protocol = fake prediction + 0.1, fake measurement = 1.3 × fake cost, both of the unrounded values
-        # (the run keeps 6 significant digits, forge.numeric)
+        # (the run keeps 6 significant digits, forge.runtime.numeric)
         assert r["real_loss"] == pytest.approx(r["mu"] + 0.1, abs=2e-5)
         assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"], rel=1e-5)
         assert r["inside"] is False and r["loss_lo"] == r["loss_hi"] == r["mu"]  # no interval in this run

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.genome import Genome
+from forge.genomes.genome import Genome
 
 
 def width(genomes: Sequence[Genome]) -> list[float]:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from forge.labels import Label, write_labels
-from forge.space import load_space
-from forge.workload import model_totals
-from forge.arrays import PopArrays
+from forge.genomes.labels import Label, write_labels
+from forge.spaces.space import load_space
+from forge.lm.workload import model_totals
+from forge.spaces.arrays import PopArrays
 
 
 def synth_labels(n: int, seed: int = 0) -> list[Label]:

@@ -22,7 +22,7 @@ def test_scaling_law_recovers_its_own_parameters(tiny_jsonl):
 
 
 def test_aggregate_features():
-    from forge.genome import Genome, LayerGene
+    from forge.genomes.genome import Genome, LayerGene
 
     g = Genome(d_model=128, block_size=256, vocab_size=256,
                layers=(LayerGene(4, 2, 16, 32, 256), LayerGene(2, 1, 16, 16, 512, attn=False),

@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from forge.steps import Steps
+from forge.runtime.steps import Steps
 
 from surrogate.compare import compare
 from surrogate.dataset import load_labelset

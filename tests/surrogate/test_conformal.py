@@ -10,7 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from forge.config import data_dir
+from forge.runtime.config import data_dir
 from surrogate.cli import run as surrogate_run
 from surrogate.conformal import ConformalInterval, ScoreBins, coverage_cv
 from surrogate.dataset import load_labelset, train_val_test
@@ -175,7 +175,7 @@ def test_mode_calibrate_refuses_labels_that_do_not_remake_the_training_split(tmp
 
 
 def test_a_replay_finetune_keeps_the_base_calibration_and_says_so():
-    from forge.labels import load_any
+    from forge.genomes.labels import load_any
     from surrogate.fit import finetune
 
     torch.set_num_threads(1)

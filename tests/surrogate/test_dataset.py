@@ -3,14 +3,14 @@ import math
 import numpy as np
 import pytest
 
-from forge.labels import Label, LabelFileError, write_labels
+from forge.genomes.labels import Label, LabelFileError, write_labels
 from surrogate.dataset import (LabelSetError, duplicate_groups, from_labels, group_folds, load_labelset,
                                train_val_test)
 
 
 def _with_duplicates(labels):
     """Append copies of 20 architectures (same id, different pruned-slot content)."""
-    from forge.genome import LayerGene
+    from forge.genomes.genome import LayerGene
 
     extra = [Label(l.genome.with_layers(list(l.genome.layers) + [LayerGene(2, 1, 16, 16, 128, active=False)]),
                    l.label + 0.01) for l in labels[:20]]
@@ -18,7 +18,7 @@ def _with_duplicates(labels):
 
 
 def test_split_leaks_nothing_and_is_deterministic(tiny_jsonl):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     data = from_labels(_with_duplicates(list(read_labels(tiny_jsonl))))
     assert len(set(data.ids)) < len(data)  # duplicates present
@@ -42,7 +42,7 @@ def test_corrupt_line_is_reported_with_its_number(tiny_jsonl, tmp_path):
 
 
 def test_nonfinite_rows_are_dropped_and_counted(tiny_jsonl, tmp_path):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     labels = list(read_labels(tiny_jsonl))[:30]
     labels[3] = Label(labels[3].genome, float("inf"), reason="diverged")
@@ -52,7 +52,7 @@ def test_nonfinite_rows_are_dropped_and_counted(tiny_jsonl, tmp_path):
 
 
 def test_several_label_files_join_and_mixed_protocols_are_refused(tiny_jsonl, tmp_path):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     labels = list(read_labels(tiny_jsonl))[:30]
     labels[29] = Label(labels[29].genome, float("inf"), labels[29].provenance, reason="diverged")
@@ -68,7 +68,7 @@ def test_several_label_files_join_and_mixed_protocols_are_refused(tiny_jsonl, tm
 
 
 def test_nan_label_in_memory_is_an_error(tiny_jsonl):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     labels = list(read_labels(tiny_jsonl))[:5]
     labels[2] = Label(labels[2].genome, float("nan"))
@@ -82,7 +82,7 @@ def test_llmforge_csv_loads_with_drop_count(shared_csv):
 
 
 def test_group_folds_keep_an_architecture_in_one_fold_and_duplicates_are_counted(tiny_jsonl):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     data = from_labels(_with_duplicates(list(read_labels(tiny_jsonl))))
     dup = duplicate_groups(data.ids)

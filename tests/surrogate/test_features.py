@@ -1,4 +1,4 @@
-"""The `derived` per-layer costs come from forge.workload and match the built model's modules."""
+"""The `derived` per-layer costs come from forge.lm.workload and match the built model's modules."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from forge.model import IHAModel
-from forge.space import load_space
+from forge.lm.model import IHAModel
+from forge.spaces.space import load_space
 from surrogate.features import featurize, field_names
 
 NAMES = field_names("derived")

@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import torch
 
-from forge.genome import LayerGene
+from forge.genomes.genome import LayerGene
 from surrogate.features import featurize, field_names
 from surrogate.forgeformer import FFConfig, ForgeFormer, n_params
 
@@ -29,7 +29,7 @@ def test_trailing_padding_does_not_change_the_output():
 
 
 def test_features_follow_genome_id(tiny_jsonl):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     g = next(lab.genome for lab in read_labels(tiny_jsonl) if any(x.active and x.attn for x in lab.genome.layers))
     i = next(j for j, x in enumerate(g.layers) if x.active and x.attn)

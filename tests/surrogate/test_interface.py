@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge.space import load_space
+from forge.spaces.space import load_space
 from surrogate.cli import run
 from surrogate.interface import LossPredictor, PointPredictor, as_loss_predictor
 from surrogate.predictor import LOADERS, CheckpointError, load_predictor, register_format

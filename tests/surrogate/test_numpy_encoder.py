@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from forge.config import data_dir
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.spaces.space import load_space
 from surrogate.numpy_encoder import CHUNK, FFConfig, NumpyForgeFormer, param_shapes
 from surrogate.predictor import FORMAT, load_predictor
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from forge.genome import Genome, LayerGene
+from forge.genomes.genome import Genome, LayerGene
 from surrogate.dataset import load_labelset, train_val_test
 from surrogate.features import FeatureError, MinMax, featurize
 from surrogate.fit import finetune, train_forgeformer
@@ -32,7 +32,7 @@ def base(split, tmp_path_factory):
 def test_normalization_uses_train_split_only(split, base):
     from dataclasses import replace
 
-    from forge.labels import Label
+    from forge.genomes.labels import Label
     from surrogate.dataset import from_labels
 
     tr, va, te = split
@@ -225,7 +225,7 @@ def test_hybrid_finetune_refits_forests_on_replay_plus_new(split, hybrid):
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
-    from forge.labels import write_labels
+    from forge.genomes.labels import write_labels
     from tests.surrogate.conftest import synth_labels
 
     path = tmp_path_factory.mktemp("cal") / "labels.jsonl"

@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from forge.config import data_dir
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.spaces.space import load_space
 from surrogate.forgeformer import n_params
 from surrogate.predictor import load_predictor
 
@@ -51,7 +51,7 @@ def test_shipped_metrics_reproduce_on_its_held_out_split(shared_csv):
 def test_eval_mode_defaults_to_the_shipped_checkpoint(shared_csv, tmp_path):
     from hydra import compose, initialize_config_module
 
-    from forge.labels import from_llmforge_csv, write_labels
+    from forge.genomes.labels import from_llmforge_csv, write_labels
     from surrogate.cli import run
 
     labels, _ = from_llmforge_csv(shared_csv)

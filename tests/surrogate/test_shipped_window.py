@@ -3,8 +3,8 @@ not, scores iha-tiny and iha-tiny-swa genomes, and reproduces its recorded metri
 import numpy as np
 import pytest
 
-from forge.config import data_dir
-from forge.space import load_space
+from forge.runtime.config import data_dir
+from forge.spaces.space import load_space
 from surrogate.predictor import load_predictor
 
 SWA = "forgeformer-iha-tiny-swa"

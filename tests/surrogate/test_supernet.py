@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from forge.genome import Genome, LayerGene
+from forge.genomes.genome import Genome, LayerGene
 from forge.labelling.train import Protocol, evaluate
-from forge.model import IHAModel, build_model
+from forge.lm.model import IHAModel, build_model
 from surrogate.dataset import LabelSet
 from surrogate.supernet import SupernetPredictor, calibrate_interval, check_slice, score
 from surrogate.features import FeatureError
@@ -98,7 +98,7 @@ def test_slice_gradients_reach_only_its_weights():
 
 
 def test_check_slice_refuses_wider_or_foreign_genomes():
-    from forge.space import load_space
+    from forge.spaces.space import load_space
     from surrogate.supernet import space_meta
 
     meta = space_meta(load_space("iha-tiny"))
@@ -179,7 +179,7 @@ def test_cli_trains_saves_and_the_search_api_uses_it(tmp_path):
     from hydra import compose, initialize_config_module
 
     import forge
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
     from surrogate.cli import run
 
     stem, swa = tmp_path / "sn", data_dir() / "labels" / "iha-tiny-swa-cpu-proxy.jsonl"
@@ -203,7 +203,7 @@ def test_a_config_node_with_init_predicts_and_coevolution_refits_its_line(tiny_c
     """`evaluator.predictor: {_target_: ...SupernetSurrogate, init: CKPT}` predicts with the saved line;
     co-evolution's `surrogate.generic.refit` re-fits the line on replay + new labels (same scores)."""
     from forge.labelling import corpus as corpus_mod
-    from forge.labels import Label
+    from forge.genomes.labels import Label
     from surrogate.generic import refit
     from surrogate.interface import as_loss_predictor
     from surrogate.supernet_train import SupernetSurrogate

@@ -33,7 +33,7 @@ def test_rank_forest_roundtrips_through_tensors(tiny_jsonl):
 
 
 def test_features_see_the_first_attention_layer_width(tiny_jsonl):
-    from forge.labels import read_labels
+    from forge.genomes.labels import read_labels
 
     from dataclasses import replace
 

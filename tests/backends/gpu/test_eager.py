@@ -8,9 +8,9 @@ from backends.gpu.published import EAGER_POINTS, arch_genome, fit_eager, yaml_te
 from backends.gpu.roofline import RooflineBackend
 from backends.interface import BackendError, Workload
 from backends.registry import build_backend
-from forge.config import conf_dir, data_dir
-from forge.genome import Genome
-from forge.importers import load_genome
+from forge.runtime.config import conf_dir, data_dir
+from forge.genomes.genome import Genome
+from forge.genomes.importers import load_genome
 
 
 def test_shipped_yaml_is_the_fit_to_the_published_points():

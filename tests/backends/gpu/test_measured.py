@@ -9,7 +9,7 @@ import pytest
 from backends.gpu.measured import GpuMeasuredBackend, measure_generation
 from backends.interface import BackendError, Workload
 from backends.registry import build_backend
-from forge.genome import Genome, LayerGene
+from forge.genomes.genome import Genome, LayerGene
 
 
 class FakeTimer:
@@ -67,12 +67,12 @@ def test_cache_fills_exactly_prefill_plus_decode():
 
 
 def test_out_of_memory_is_infeasible_not_an_exception(monkeypatch):
-    import forge.model
+    import forge.lm.model
 
     def boom(*a, **k):
         raise MemoryError("cannot allocate")
 
-    monkeypatch.setattr(forge.model, "build_model", boom)
+    monkeypatch.setattr(forge.lm.model, "build_model", boom)
     r = GpuMeasuredBackend(device="cpu").evaluate([tiny()], Workload(weight_bits=32, act_bits=32, kv_bits=32))
     assert not r.feasible[0] and np.isinf(r.tpot_ms[0]) and "out of memory" in r.reason[0]
 

@@ -9,12 +9,12 @@ from backends.gpu.calibrate import calibrate
 from backends.interface import Workload
 from backends.gpu.roofline import ALL_OPS, RooflineBackend, load_hardware, sum_max_affine
 from backends.registry import build_backend
-from forge.arrays import PopArrays
-from forge.config import data_dir
-from forge.genome import Genome, LayerGene
-from forge.importers import load_genome
-from forge.space import load_space
-from forge.workload import OP_NAMES, head_ops, layer_ops
+from forge.spaces.arrays import PopArrays
+from forge.runtime.config import data_dir
+from forge.genomes.genome import Genome, LayerGene
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
+from forge.lm.workload import OP_NAMES, head_ops, layer_ops
 
 GEMMS = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up", "mlp_down")
 

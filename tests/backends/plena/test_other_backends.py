@@ -16,9 +16,9 @@ from backends.interface import CostTable, Workload
 from backends.rdxe.profile import pop_key_rows, profile_population
 from backends.rdxe.ring import RingConstants
 from backends.registry import build_backend, resolve_workload
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.workload import analyze, weight_storage
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import analyze, weight_storage
 
 
 def _g(prec=None, d=256, layers=4, d_mlp=1024) -> Genome:
@@ -105,8 +105,8 @@ def test_rdxe_hop_bytes_follow_the_genome_activation_format():
 
 # ------------------------------------------------------------------------------------------- roofline
 def _llama(prec=None) -> Genome:
-    from forge.config import data_dir
-    from forge.importers import load_genome
+    from forge.runtime.config import data_dir
+    from forge.genomes.importers import load_genome
 
     g = load_genome(data_dir() / "archs" / "llama-2-7b.yaml")
     return g.with_precision(prec) if prec else g

@@ -10,10 +10,10 @@ from backends.interface import Workload
 from backends.plena import PlenaBackend
 from backends.plena.array import Shape, matrix_area_mm2, peak_tops, sum_ceil
 from backends.registry import build_backend, resolve_workload
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
-from forge.genome import Genome, LayerGene
-from forge.workload import kv_cache_bytes, max_batch, weight_storage
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import kv_cache_bytes, max_batch, weight_storage
 
 
 def _g(prec=None, n_kv=2, layers=3) -> Genome:

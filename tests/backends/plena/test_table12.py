@@ -15,7 +15,7 @@ from backends.plena import PlenaBackend
 from backends.plena.cost import GEMM_J, SCORE_J, VALUE_J
 from backends.registry import build_backend, resolve_workload
 from forge.cli import resolve_arch
-from forge.workload import layer_ops
+from forge.lm.workload import layer_ops
 
 # Table XII PLENA rows whose BS our batch=max (MXINT4 4/4/4, 320 GB, pow2) reproduces exactly
 BS_ROWS = [("llama-3.1-8b", 90000, 8000, 64), ("llama-3.1-8b", 114000, 5000, 64),

@@ -9,12 +9,12 @@ import pytest
 
 from backends.interface import BackendError, Workload
 from backends.rdxe import RDXEBackend
-from forge.arrays import PopArrays
-from forge.config import data_dir
-from forge.genome import Genome, LayerGene
-from forge.importers import load_genome
-from forge.space import load_space
-from forge.workload import analyze
+from forge.spaces.arrays import PopArrays
+from forge.runtime.config import data_dir
+from forge.genomes.genome import Genome, LayerGene
+from forge.genomes.importers import load_genome
+from forge.spaces.space import load_space
+from forge.lm.workload import analyze
 
 WL = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
 OBJ = ("ttft_ms", "tpot_ms", "energy_per_token_uj", "area_mm2")
@@ -57,7 +57,7 @@ def test_baselines_get_a_chip_an_assignment_and_a_non_dominated_top_k(baselines)
 def test_baselines_tpot_sits_between_the_port_floor_and_the_serial_ceiling(baselines):
     from backends.rdxe.profile import profile_population
     from backends.rdxe.ring import decode_bounds
-    from forge.workload import Precision
+    from forge.lm.workload import Precision
 
     names, ct = baselines
     b = RDXEBackend()
@@ -166,7 +166,7 @@ def test_configs_build_through_the_registry():
     from omegaconf import OmegaConf
 
     from backends.registry import build_backend, resolve_workload
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
 
     b = build_backend("rdxe", top_k=2, mac_pj=0.3)
     assert b.top_k == 2 and b.k.mac_pj == 0.3 and b.default_bits == (8, 8, 8)

@@ -12,9 +12,9 @@ from backends.rdxe import RDXEBackend
 from backends.rdxe.calibrate import PUBLIC, WORKLOAD, fit_prompt_scale, prompt_candidates
 from backends.rdxe.llmforge import LLMForgeConventions
 from backends.rdxe.pack import capacity_cores, capacity_partition, min_stages
-from forge.config import conf_dir, data_dir
-from forge.genome import Genome, LayerGene
-from forge.importers import load_genome
+from forge.runtime.config import conf_dir, data_dir
+from forge.genomes.genome import Genome, LayerGene
+from forge.genomes.importers import load_genome
 
 
 def _models():

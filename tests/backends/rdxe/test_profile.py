@@ -5,9 +5,9 @@ import numpy as np
 
 from backends.rdxe.profile import pop_key_rows, profile_population
 from backends.rdxe.ring import RingConstants
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.workload import Precision, model_totals
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import Precision, model_totals
 
 INT8 = Precision(1.0, 1.0, 1.0)
 

@@ -7,9 +7,9 @@ import pytest
 from backends.rdxe.profile import profile_population
 from backends.rdxe.ring import (RingConstants, chip_area_mm2, chip_leak_pj_per_cycle, decode_bounds, layer_cycles,
                                 mean_ceil, simulate, split_cores, vector_elems)
-from forge.arrays import PopArrays
-from forge.genome import Genome, LayerGene
-from forge.workload import Precision
+from forge.spaces.arrays import PopArrays
+from forge.genomes.genome import Genome, LayerGene
+from forge.lm.workload import Precision
 
 K = RingConstants()
 KB = 1024

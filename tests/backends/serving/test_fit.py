@@ -9,7 +9,7 @@ from backends.registry import build_backend
 from backends.serving.afd import AfdWorkload
 from backends.serving.afd_backend import AfdBackend, build_inner
 from backends.serving.fit import ATTN_OPS, FFN_OPS, Link, comm_coefficients, fit_afd
-from forge.arrays import PopArrays
+from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
 
 GRID = {"batch_scale": [0.5, 1, 2], "load_scale": [0.5, 1, 1.5], "ffn_scale": [1, 4, 16]}
@@ -61,7 +61,7 @@ def test_comm_is_one_round_trip_per_layer():
 
 
 def test_afd_backend_keeps_inner_costs_and_adds_extras():
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     pop = load_space("iha-tiny").sample(5, np.random.default_rng(0))
     wl = Workload(prefill=64, decode=16)

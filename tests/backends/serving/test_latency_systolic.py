@@ -11,7 +11,7 @@ from backends.serving.pool import design, device_perf
 from backends.serving.system import ServingModel
 from backends.serving.trace import synthetic
 from forge.cli import resolve_arch
-from forge.config import conf_dir
+from forge.runtime.config import conf_dir
 
 
 def load(group: str, name: str) -> dict:

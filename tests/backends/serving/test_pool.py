@@ -7,7 +7,7 @@ import yaml
 
 from backends.serving.pool import (FIELDS, PoolError, PoolSpace, design, device_cost, device_perf, die_area_mm2,
                                    pool_cost, total_memory_gb)
-from forge.config import conf_dir
+from forge.runtime.config import conf_dir
 
 
 def load(group: str, name: str) -> dict:

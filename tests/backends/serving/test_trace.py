@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from backends.serving.trace import TraceError, load_csv, resolve_trace, synthetic
-from forge.config import conf_dir
+from forge.runtime.config import conf_dir
 
 AZ = yaml.safe_load((conf_dir() / "serve" / "trace" / "azure-conv.yaml").read_text())
 

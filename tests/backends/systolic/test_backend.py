@@ -14,9 +14,9 @@ from backends.interface import BackendError, Workload
 from backends.registry import backend_config, build_backend
 from backends.systolic.gemm import _CACHE, map_gemm
 from backends.systolic.template import make_template, template_names
-from forge.config import data_dir
-from forge.genome import Genome, LayerGene
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.genome import Genome, LayerGene
+from forge.genomes.importers import load_genome
 
 GOLDENS = json.loads((Path(__file__).parent / "data" / "scalesim_goldens.json").read_text())
 TEMPLATES = ("gemmini", "eyeriss", "flat", "dxe", "simba", "dxe-relaxed")

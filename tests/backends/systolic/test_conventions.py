@@ -12,8 +12,8 @@ from backends.registry import backend_config, build_backend
 from backends.systolic.gemm import map_gemm
 from backends.systolic.reference import SUBSTRATES, release_reading, spatial
 from backends.systolic.template import make_template
-from forge.config import data_dir
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
 
 WL = Workload(prefill=256, decode=256, weight_bits=8, act_bits=8, kv_bits=8)
 

@@ -37,8 +37,8 @@ import pytest
 from backends.interface import Workload
 from backends.registry import build_backend
 from backends.systolic.reference import layer_edges, layer_gemms, release_reading
-from forge.config import data_dir
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
 from tests.backends.systolic.test_conventions import llmforge
 
 NAMES = ["gemmini", "eyeriss", "simba", "flat", "dxe-relaxed"]

@@ -6,8 +6,8 @@ import pytest
 
 from backends.systolic import reference as R
 from backends.systolic.mapspace import RELEASE, fetches, least_traffic, prefill_savings, traffic
-from forge.config import data_dir
-from forge.importers import load_genome
+from forge.runtime.config import data_dir
+from forge.genomes.importers import load_genome
 
 
 def genome(arch: str):

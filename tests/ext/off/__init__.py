@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from forge.genes import Gene, register
-from forge.hooks import hook
+from forge.genomes.genes import Gene, register
+from forge.lm.hooks import hook
 
 OFF = register(Gene("mlp_off", kind="bool", lo=0, default=False, doc="true: this layer has no MLP"))
 MLP_OPS = ("mlp_gate", "mlp_up", "mlp_act", "mlp_down")
@@ -21,13 +21,13 @@ class ZeroMLP(nn.Module):
 
 
 def off_block(block, cfg, gene):
-    """A hook of forge.model.Block: the layers that set mlp_off get ZeroMLP instead of their MLP (gate and all)."""
+    """A hook of forge.lm.model.Block: the layers that set mlp_off get ZeroMLP instead of their MLP (gate and all)."""
     if getattr(gene, "mlp_off", False):
         block.mlp = ZeroMLP()
 
 
 def off_ops(pop, t):
-    """A hook of forge.workload.layer_ops: every MLP operator (the glu gate too) is absent where mlp_off is set."""
+    """A hook of forge.lm.workload.layer_ops: every MLP operator (the glu gate too) is absent where mlp_off is set."""
     on = 1.0 - t["f"](pop.mlp_off)
     for name in MLP_OPS:
         t["scale"](name, on)

@@ -7,8 +7,8 @@ import uuid
 import numpy as np
 import pytest
 
-from forge.labels import Label
-from forge.space import load_space
+from forge.genomes.labels import Label
+from forge.spaces.space import load_space
 
 
 def fake_labels(n: int, seed: int = 0) -> list[Label]:

@@ -1,7 +1,7 @@
 """Tiny genomes/protocols shared by the training, dispatch and label-CLI tests (a label in ~1 s)."""
 from __future__ import annotations
 
-from forge.genome import Genome, LayerGene
+from forge.genomes.genome import Genome, LayerGene
 
 TINY_CORPUS = {"_target_": "forge.labelling.corpus.stdlib_corpus", "tokenizer": "byte", "val_fraction": 0.1,
                "max_bytes": 1_000_000}

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge.genome import GenomeError
+from forge.genomes.genome import GenomeError
 from forge.labelling.cli import read_genomes, run
-from forge.labels import read_labels
+from forge.genomes.labels import read_labels
 from forge.labelling.store import LabelStore
 from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
 
@@ -66,7 +66,7 @@ def test_sampling_uses_the_space_and_seed(tmp_path):
 
 
 def test_read_genomes_formats_and_errors(tmp_path):
-    from forge.config import data_dir
+    from forge.runtime.config import data_dir
 
     assert read_genomes(data_dir() / "archs" / "gpt2.yaml")[0].d_model == 768
     assert len(read_genomes(data_dir() / "archs")) >= 7

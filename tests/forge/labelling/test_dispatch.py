@@ -9,7 +9,7 @@ import time
 import pytest
 
 from forge.labelling.dispatch import DispatchError, LocalTrainer, make_trainer, train_one
-from forge.labels import Label
+from forge.genomes.labels import Label
 from forge.labelling.store import LabelStore
 from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
 

@@ -12,9 +12,9 @@ from dataclasses import asdict
 import pytest
 import yaml
 
-from forge.config import conf_dir, data_dir
-from forge.genome import GenomeError
-from forge.labels import Label, LabelFileError, fingerprint, load_any, read_labels, write_labels
+from forge.runtime.config import conf_dir, data_dir
+from forge.genomes.genome import GenomeError
+from forge.genomes.labels import Label, LabelFileError, fingerprint, load_any, read_labels, write_labels
 from forge.labelling.dispatch import DispatchError, LocalTrainer
 from forge.labelling.store import LabelStore, StoreError
 from forge.labelling.train import Protocol, protocol_fingerprint

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge.labels import Label
+from forge.genomes.labels import Label
 from forge.labelling.store import LabelStore
 from tests.forge.labelling._proc_helpers import alive, children
 from tests.forge.labelling._store_helpers import fake_labels

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from forge.labels import Label, read_labels
+from forge.genomes.labels import Label, read_labels
 from forge.labelling.store import LabelStore, StoreError, normalize_url
 from tests.forge.labelling._store_helpers import fake_labels, pg_url  # noqa: F401
 

@@ -26,7 +26,7 @@ def test_tiny_run_learns_and_records_provenance(corpus):
     assert prov["tokens"] == p.steps * p.batch * p.seq_len == TINY_PROTOCOL["tokens"]
     assert prov["tokens_per_s"] > 0 and prov["wall_s"] > 0 and prov["steps"] == p.steps
     assert prov["corpus_hash"] == corpus.content_hash and prov["protocol"] == "test-tiny"
-    assert prov["params"] == sum(q.numel() for q in __import__("forge.model", fromlist=["x"]).build_model(tiny_genome()).parameters())
+    assert prov["params"] == sum(q.numel() for q in __import__("forge.lm.model", fromlist=["x"]).build_model(tiny_genome()).parameters())
 
 
 def test_same_seed_same_label_other_seed_differs(corpus):
@@ -38,7 +38,7 @@ def test_same_seed_same_label_other_seed_differs(corpus):
 
 
 def test_divergence_is_an_inf_label_not_a_crash(corpus, monkeypatch):
-    import forge.model as M
+    import forge.lm.model as M
 
     real = M.build_model
 
@@ -89,7 +89,7 @@ def test_vocab_mismatch_is_refused(corpus):
 def test_shipped_protocol_configs_load():
     import yaml
 
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
 
     for name in ("paper", "cpu-proxy"):
         p = Protocol.from_config(yaml.safe_load((conf_dir() / "protocol" / f"{name}.yaml").read_text()))
@@ -106,9 +106,9 @@ def test_cpu_proxy_budget_is_self_consistent():
     import yaml
     from scipy.stats import spearmanr
 
-    from forge.config import conf_dir
+    from forge.runtime.config import conf_dir
     from forge.labelling.corpus import stdlib_corpus
-    from forge.space import load_space
+    from forge.spaces.space import load_space
 
     torch.set_num_threads(1)
     cfg = yaml.safe_load((conf_dir() / "protocol" / "cpu-proxy.yaml").read_text())
@@ -126,7 +126,7 @@ def test_weights_dir_keeps_the_trained_model(corpus, tmp_path):
     """forge-verify's trainer keeps each trained model, so forge-export can ship it (not a random init)."""
     from safetensors.torch import load_file
 
-    from forge.model import build_model
+    from forge.lm.model import build_model
 
     g = tiny_genome()
     lab = train_genome(g, Protocol.from_config(TINY_PROTOCOL), corpus, weights_dir=str(tmp_path))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forge.space import SearchSpace
+from forge.spaces.space import SearchSpace
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from backends.serving.pool import PoolError, PoolSpace, design, total_memory_gb
 from backends.serving.system import ServingModel
 from backends.serving.trace import TraceError, synthetic
 from forge.cli import resolve_arch
-from forge.config import conf_dir
+from forge.runtime.config import conf_dir
 from search.serving.cli import run
 from search.serving.pools import MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga, quality
 from tests.search.serving.test_cli_afd import cfg

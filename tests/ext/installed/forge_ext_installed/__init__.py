@@ -4,7 +4,7 @@ only when it uses its gene or its objective. Tests copy the folder and put the c
 then take it away ("pip uninstall")."""
 from __future__ import annotations
 
-from forge.genes import Gene, register
+from forge.genomes.genes import Gene, register
 
 LOWRANK = register(Gene("lowrank", lo=0, default=0, doc="1: a low-rank MLP on this layer (a test gene: no cost)"))
 

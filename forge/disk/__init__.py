@@ -1,0 +1,9 @@
+"""What Forge reads and writes: atomic writes, files a user names, writes kept inside a run folder, secrets masked.
+
+io (atomic writes, YAML/JSON reading, the shared-data location) · files (a file the user names: every way it can
+be wrong is one line) · confined (a link planted in a run folder never sends a write outside it) · redact (URL
+passwords masked in everything written or printed).
+
+May import forge.errors (and, lazily, forge.runtime.app: redact's Hydra callback notes the run folder there);
+every other part writes through it.
+"""

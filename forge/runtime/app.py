@@ -1,0 +1,348 @@
+"""The app wrapper every `forge-*` command runs in: `forge_main` (its Hydra main), `user_errors` (one error path:
+a known error is one line and exit 2, a bug its traceback and exit 1, Ctrl-C exit 130) and the guard that
+takes back what Hydra wrote for a refused command.
+
+Where configs live and what they hold is forge.runtime.config; this module is what happens around a command's run.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
+from forge.errors import REPORT_BUG, ForgeError
+
+EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
+TRAIN_MODULES = ("torch", "lightning", "pytorch_lightning", "torchmetrics")  # the `train` extra (issue 45)
+TRAIN_EXTRA = "pip install 'forge-nas[train]'"
+_ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
+_GUARD: list["RunDirGuard"] = []  # the outermost command's guard
+
+
+@contextmanager
+def user_errors(app: str) -> Iterator[None]:
+    """One error path for every forge-* command: a known error (the ForgeError family, an OS error naming a
+    file, Hydra's and OmegaConf's config errors) prints one line `app: error: ...` and exits 2; Ctrl-C exits 130.
+    Anything else is a bug: its traceback, one line saying how to report it, exit 1.
+
+    Use it outside @hydra.main (catches Hydra's own errors, which HYDRA_FULL_ERROR makes Hydra re-raise) and,
+    optionally, inside the task (it then also checks override types). FORGE_DEBUG=1 keeps the traceback.
+    Files Hydra wrote for a refused command are taken back (`RunDirGuard`)."""
+    outer = not _ACTIVE
+    if outer:
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        _GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
+    elif _GUARD:
+        _GUARD[0].hydra_dir = _hydra_output_dir()
+    _ACTIVE.append(app)
+    try:
+        if outer and _GUARD:
+            _GUARD[0].refuse_links()
+        if not outer:
+            check_override_types()
+        yield
+    except SystemExit as e:
+        if outer and e.code == EXIT_USAGE and _GUARD:
+            _GUARD[0].undo()
+        raise
+    except KeyboardInterrupt:
+        if not outer:
+            raise
+        print(f"{app}: interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_SIGINT) from None
+    except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
+        msg = describe_error(e, app)
+        if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):
+            raise
+        if msg is None:
+            _report_bug(app)
+        if outer and _GUARD:
+            _GUARD[0].undo()
+        print(f"{app}: error: {msg}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    finally:
+        _ACTIVE.pop()
+
+
+def _report_bug(app: str) -> None:
+    """A bug: the traceback, then one line saying it is a bug and how to report it (a plug-in's: naming its module);
+    exit 1 (not 2)."""
+    import traceback
+
+    from forge.runtime.blame import plugin_error_line
+
+    traceback.print_exc()
+    try:  # raised inside a user's plug-in: name its module (never let that question hide the report)
+        theirs = plugin_error_line(app, sys.exc_info()[1])
+    except Exception:  # noqa: BLE001
+        theirs = None
+    print(theirs or f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    raise SystemExit(EXIT_BUG) from None
+
+
+def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
+    """`@forge_main("forge-x")` on `task(cfg)`: the console-script entry, a Hydra main on conf/<config_name>.yaml
+    with `user_errors(app)` around Hydra (its own errors) and inside the task (ours, plus override types)."""
+    def decorate(task: Callable[[Any], Any]) -> Callable[[], None]:
+        import hydra
+
+        @functools.wraps(task)
+        def job(cfg: Any) -> Any:
+            quiet_log_errors(app)  # Hydra has just attached the run's log handlers
+            with user_errors(app):
+                return task(cfg)
+
+        entry = hydra.main(config_path=CONFIG_PATH, config_name=config_name or app, version_base="1.3")(job)
+
+        @functools.wraps(task)
+        def main() -> None:
+            if "--version" in sys.argv[1:]:  # Forge's version, not Hydra's (Hydra's own flag prints "Hydra 1.3.x")
+                from forge import __version__
+
+                print(f"{app} (forge-nas) {__version__}")
+                return
+            sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
+            with user_errors(app):
+                entry()
+        return main
+    return decorate
+
+
+def quiet_log_errors(app: str) -> None:
+    """A log handler that cannot write (a full disk under cli.log) says so in one line and is dropped, instead of
+    logging's `--- Logging error ---` traceback on every record; the command's own writes still refuse in one line
+    when they fail. Any other exception in a handler is a bug and keeps logging's report."""
+    for handler in logging.getLogger().handlers:
+        handler.handleError = functools.partial(_log_write_failed, app, handler)  # type: ignore[method-assign]
+
+
+def _log_write_failed(app: str, handler: logging.Handler, record: logging.LogRecord) -> None:
+    e = sys.exc_info()[1]
+    if not isinstance(e, OSError):
+        return logging.Handler.handleError(handler, record)
+    logging.getLogger().removeHandler(handler)
+    where = getattr(handler, "baseFilename", None) or type(handler).__name__
+    try:  # stderr itself may be the stream that failed (a closed pipe): then there is no one to tell
+        print(f"{app}: cannot write {where}: {e.strerror or e}; the command goes on without that log (free some "
+              "disk space)", file=sys.stderr)
+    except OSError:
+        pass
+
+
+def describe_error(e: BaseException, app: str | None = None) -> str | None:
+    """One line for a known, user-fixable error; None for a bug (which keeps its traceback)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    e = _log_setup_cause(e)
+    if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
+        before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
+        where = job or (before / ".hydra" if before else None)
+        e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
+    if isinstance(e, OSError) and e.filename is not None:
+        text = f"{e.filename}: {e.strerror or e}"
+        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
+            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
+                     "last checkpoint with resume=<run dir>)")
+    elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
+        text = str(e).split("\nConfig search path", 1)[0]
+    elif missing_train_extra(e):
+        text = missing_train_extra(e)
+    else:
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return _hint("; ".join(lines), app) or type(e).__name__
+
+
+def _log_setup_cause(e: BaseException) -> BaseException:
+    """Hydra's log set-up that could not open the run's log (`cli.log` a link pointing nowhere, a folder): the
+    OSError naming the file, said of a link as such; any other error as it is."""
+    cause = e.__cause__
+    if not (isinstance(e, ValueError) and str(e).startswith("Unable to configure handler") and
+            isinstance(cause, OSError) and cause.filename):
+        return e
+    if os.path.islink(cause.filename):
+        return ForgeError(f"{cause.filename}: a link to {os.readlink(cause.filename)} that cannot be opened "
+                          f"({cause.strerror}); allowed: a regular file (remove the link)")
+    return cause
+
+
+def missing_train_extra(e: BaseException) -> str | None:
+    """The one line for torch or Lightning missing from a search-only install (issue 45); None otherwise."""
+    root = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else ""
+    if root not in TRAIN_MODULES:
+        return None
+    return (f"this command needs {root}, which this install left out (the search and inference run without it); "
+            f"allowed: {TRAIN_EXTRA} (training, labelling, fine-tuning, export, measured backends)")
+
+
+def _hint(text: str, app: str | None = None) -> str:
+    """Hydra's own messages made to say what is allowed: a group's choices as one list, how to quote a value
+    its override lexer cannot read (a non-ASCII or spaced path), and for a misspelled key the closest valid key
+    (Hydra's advice, `+key=value`, would add a key nothing reads)."""
+    import re
+
+    m = re.fullmatch(r"Could not override '([^']+)'\.; To append to your config use \+(\S+)", text)
+    if m and app:
+        return unknown_key(m.group(1), m.group(2).split("=", 1)[1] if "=" in m.group(2) else "", app)
+
+    m = re.search(r"; Available options in '([^']+)':((?:; [^;]+)+)$", text)
+    if m:
+        text = f"{text[:m.start()]}; allowed: {m.group(1)}=" + " | ".join(x.strip() for x in m.group(2).split(";")[1:])
+    if "LexerNoViableAltException" in text:
+        text += ("; allowed: quote a value holding spaces or non-ASCII characters for Hydra, inside shell quotes: "
+                 "\"key='my folder/é'\"")
+    return text
+
+
+def unknown_key(key: str, value: str, app: str) -> str:
+    """`key` is in no config of `app`: name the closest valid dotted key (difflib), or say how to list them."""
+    import difflib
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig, OmegaConf
+
+    def keys(node: Any, prefix: str = "") -> list[str]:
+        out = []
+        for k in node:
+            sub = node._get_node(k)
+            name = f"{prefix}{k}"
+            deeper = isinstance(sub, DictConfig) and not (sub._is_missing() or sub._is_none())
+            out += [name] + (keys(sub, name + ".") if deeper else [])
+        return out
+
+    try:
+        if GlobalHydra.instance().is_initialized():
+            GlobalHydra.instance().clear()
+        with initialize_config_module(config_module=CONFIG_PATH.split("://")[1], version_base="1.3"):
+            cfg = compose(config_name=app)
+        OmegaConf.set_readonly(cfg, True)
+        close = difflib.get_close_matches(key, [k for k in keys(cfg) if k != "hydra"], n=1, cutoff=0.6)
+    except Exception:  # the hint is a courtesy: a config that does not compose here keeps Hydra's own words
+        close = []
+    fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
+    return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
+            + fix)
+
+
+class RunDirGuard:
+    """What Hydra writes before the task runs (`.hydra/*.yaml`, the job log), undone for a refused command:
+    restored byte for byte (and mtime) in a run directory named by `hydra.run.dir=`, removed from a fresh one."""
+
+    HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+    def __init__(self, run_dir: Path | None):
+        self.run_dir, self.saved, self.hydra_dir = run_dir, {}, None
+        if run_dir is not None and run_dir.is_dir():
+            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
+            self.saved = {n: _snapshot(run_dir / n) for n in names}
+
+    def refuse_links(self) -> None:
+        """Before Hydra opens the job log in a named run folder (`resume=`): a log or `.hydra` there that is a link
+        is refused in one line (it would send the log outside the run), and nothing is undone through it."""
+        d = self.run_dir
+        names = [*d.glob("*.log"), d / ".hydra", *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
+        link = next((p for p in names if p.is_symlink()), None)
+        if link is not None:
+            from forge.disk.confined import refused
+
+            self.run_dir, self.saved = None, {}  # undo() then touches nothing
+            raise refused(link, d)
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> "RunDirGuard":
+        given = [a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")]
+        return cls(Path(given[-1]) if given else None)
+
+    def undo(self) -> None:
+        d = self.run_dir or self.hydra_dir
+        if d is None or not d.is_dir():
+            return
+        if self.saved:
+            for name, snap in self.saved.items():
+                _restore(d / name, snap)
+            for log in d.glob("*.log"):  # a job log Hydra opened for this command
+                if log.name not in self.saved and not log.is_symlink() and log.stat().st_size == 0:
+                    log.unlink()
+            return
+        if self.run_dir is not None and _only_setup_files(d):  # named, absent before, and no work written yet
+            shutil.rmtree(d, ignore_errors=True)
+            return
+        for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
+            (d / name).unlink(missing_ok=True)
+        for log in d.glob("*.log"):
+            if not log.is_symlink() and log.stat().st_size == 0:
+                log.unlink()
+        if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
+            (d / ".hydra").rmdir()
+        cwd = Path.cwd().resolve()
+        for folder in (d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
+            if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
+                break
+            folder.rmdir()
+
+
+def _only_setup_files(d: Path) -> bool:
+    """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
+    run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
+    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml"}
+    return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
+
+
+_LINK = (None, -1)  # a link in the run folder: never written through, removed or followed by the guard
+
+
+def _snapshot(path: Path) -> tuple[bytes | None, int] | None:
+    if path.is_symlink():
+        return _LINK
+    if path.is_dir():
+        return (None, path.stat().st_mtime_ns)
+    return (path.read_bytes(), path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
+    if snap == _LINK or path.is_symlink():
+        return
+    if snap is None:  # Hydra made it
+        if path.is_dir():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
+        return
+    data, mtime = snap
+    if data is not None and (not path.is_file() or path.read_bytes() != data):
+        path.write_bytes(data)
+    if path.exists():
+        os.utime(path, ns=(mtime, mtime))
+
+
+def note_run_dir(config: Any) -> None:
+    """The run folder Hydra is about to create (its `hydra.run.dir`), known to the command's guard before Hydra
+    writes into it: a failure there (a full disk) is then named and undone like any refused command's files."""
+    try:
+        if _GUARD and _GUARD[0].hydra_dir is None:
+            _GUARD[0].hydra_dir = Path(str(config.hydra.run.dir))
+    except Exception:  # noqa: BLE001 - a run.dir that cannot resolve: nothing to note
+        pass
+
+
+def _hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        from omegaconf import OmegaConf
+
+        hc = HydraConfig.get()  # before the job starts, only its configured run.dir is known
+        return Path(OmegaConf.select(hc, "runtime.output_dir", default=None, throw_on_missing=False) or hc.run.dir)
+    except Exception:  # noqa: BLE001 - no Hydra job (ValueError), or a run.dir that cannot resolve yet
+        return None
