@@ -285,7 +285,10 @@ def test_plugins_resolve_shipped_refuse_others_before_importing_them():
         plugins.resolve("backend", None)
 
 
-def test_the_live_config_registers_its_own_classes_until_the_next_command():
+def test_the_live_config_registers_its_own_classes_until_the_next_command(monkeypatch):
+    from collections import defaultdict
+
+    monkeypatch.setattr(plugins, "_registered", defaultdict(set))  # the API's objects from earlier tests: not the live config's
     plugins.trust({"backend": {"_target_": "tests.search.fakes.FakeBackend"},
                    "plugins": {"finetune": ["tests.search.fakes:fake_finetune"]}})
     from tests.search.fakes import FakeBackend, fake_finetune

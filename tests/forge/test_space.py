@@ -33,8 +33,8 @@ def test_an_unregistered_gene_in_a_space_says_how_to_register_it():
     from forge.spaces.space import space_from_config
 
     node = {"name": "x", "d_model": 128, "block_size": 64, "L_max": 2, "n_h": [2], "n_kv": [1], "d_qk": [16],
-            "d_v": [16], "d_mlp": [64], "glu": [0, 1]}
-    with pytest.raises(GenomeError, match=r"^space config: glu is neither a field of SearchSpace nor a registered "
+            "d_v": [16], "d_mlp": [64], "no_such_gene": [0, 1]}  # never registered (glu may be, by an earlier test)
+    with pytest.raises(GenomeError, match=r"^space config: no_such_gene is neither a field of SearchSpace nor a registered "
                                           r"gene; allowed: .*plugins.modules=\[mypkg.genes\]"):
         space_from_config(node)
 
