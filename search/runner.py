@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from pymoo.algorithms.moo.nsga2 import NSGA2
 from pymoo.core.population import Population
 
 from forge.disk.io import as_float, atomic_write_text, json_line
 from forge.runtime.signals import term_as_interrupt
-from search.algorithms import pop_column, pop_state, restore
+from search.algorithms import ForgeNSGA2, pop_column
 from search.archive import Anchor, Hypervolume, ParetoArchive
 from search.coevolution import Survivors
 from search.evaluators import check_resumed
@@ -42,7 +41,7 @@ class Search:
     """One search run in `run_dir`, its parts built by `search.build.build_search`; `load()` continues from the
     checkpoint. `config` is what the checkpoint saves (the launched config, as given)."""
 
-    def __init__(self, run_dir: Path, problem: ForgeProblem, algo: NSGA2, archive: ParetoArchive,
+    def __init__(self, run_dir: Path, problem: ForgeProblem, algo: ForgeNSGA2, archive: ParetoArchive,
                  anchor: Anchor, config: dict[str, Any], plan: Plan, coevolution: Any = None):
         self.run_dir, self.problem, self.algo, self.archive = Path(run_dir), problem, algo, archive
         self.space, self.cfg, self.plan, self._anchor = problem.space, config, plan, anchor
@@ -164,8 +163,7 @@ class Search:
     def state(self) -> dict[str, Any]:
         ev = self.problem.evaluator
         pop_ids = self.problem.ids(pop_column(self.algo.pop, "X"))
-        return {"generation": self.gen, "config": self.cfg, "n_iter": self.algo.n_iter,
-                "rng": self.algo.random_state.bit_generator.state, "pop": pop_state(self.algo.pop),
+        return {"generation": self.gen, "config": self.cfg, **self.algo.checkpoint_state(),
                 "pop_records": [self.records[i] for i in pop_ids], "archive": self.archive.to_rows(),
                 "history": self.history, "n_evaluated": self.problem.n_evaluated,
                 "surrogate_version": ev.version, "timers": self.all_timers(), "wall_s": self.wall(),
@@ -243,7 +241,7 @@ class Search:
             raise ResumeError(f"{self.run_dir / CHECKPOINT}: its population has {n_var} genes per genome, the space "
                               f"{self.space.name} {self.space.n_var}; allowed: the checkpoint of a run of this space")
         if self.gen >= 0:
-            restore(self.algo, st["pop"], int(st["n_iter"]), st["rng"])
+            self.algo.restore(st)
         self.archive = ParetoArchive.from_rows(self.archive.objectives, st["archive"], self.problem.signs)
         self.records.update({r["id"]: r for r in st["pop_records"]})
         self.problem.n_evaluated = int(st["n_evaluated"])
