@@ -21,6 +21,7 @@ from search.duplicates import IdDuplicateElimination
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
 from search.problem import ForgeProblem
+from search.settings import SearchSettings
 from search.survival import StableRankAndCrowding
 
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
@@ -69,15 +70,11 @@ class RandomSearch(ForgeNSGA2):
         return off[: self.n_offsprings]
 
 
-def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
+def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: SearchSettings, seed: int,
                    seed_genome: Genome | None = None) -> ForgeNSGA2:
-    """The recipe's pymoo algorithm, set up on `problem`, from the search section `search.settings.settle_config`
-    filled in and checked."""
-    mut = dict(s["mutation"])
-    rate = float(mut.pop("rate"))
-    cls = ForgeNSGA2 if s["algorithm"] == "nsga" else RandomSearch
-    algo = cls(space, problem.keys, int(s["pop_size"]), int(s["offspring"]), float(s["crossover"]), rate,
-               MutationParams(**mut), seed_genome)
+    """The recipe's pymoo algorithm, set up on `problem`."""
+    cls = ForgeNSGA2 if s.algorithm == "nsga" else RandomSearch
+    algo = cls(space, problem.keys, s.pop_size, s.offspring, s.crossover, s.mutation_rate, s.mutation, seed_genome)
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
     return algo
 

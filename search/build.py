@@ -22,7 +22,7 @@ from search.components import (backend_of, build_coevolution, build_evaluator, b
                                seed_genome)
 from search.problem import ForgeProblem
 from search.runner import Search
-from search.settings import Plan, settle_config
+from search.settings import Plan, SearchSettings, settle_config
 
 PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor")
 
@@ -34,20 +34,20 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     unknown = sorted(set(p) - set(PARTS))
     if unknown:  # a caller's bug, never the user's input
         raise TypeError(f"build_search: unknown parts {unknown}; known: {', '.join(PARTS)}")
-    s, hv = c["search"], c["hv"]
+    s, hv = SearchSettings.of(c["search"]), c["hv"]
     space = p.get("space") or build_space(c)
     anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
     check_agreement([anchor.genome, *space.sample(SAMPLE, np.random.default_rng(int(c.get("seed", 0))))])
-    sampling = seed_genome(s["sampling"], space)
+    sampling = seed_genome(s.sampling, space)
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
     backend = p.get("backend") or backend_of(c)
     workload = p.get("workload") or build_workload(c, backend)
     if "coevolution" in p:
         coevo = p["coevolution"]
     else:  # none to build while the settled search.coevolve.every is 0
-        coevo = build_coevolution(c, space, run_dir) if s["coevolve"]["every"] else None
+        coevo = build_coevolution(c, space, run_dir) if s.coevolve_every else None
     problem = ForgeProblem(space, evaluator, backend, workload, c["objectives"], c.get("constraints", []))
-    plan = Plan(generations=int(s["generations"]), seed=int(c.get("seed", 0)), algorithm=str(s["algorithm"]),
+    plan = Plan(generations=s.generations, seed=int(c.get("seed", 0)), algorithm=s.algorithm,
                 hv_ref=float(hv["ref"]), anchor_values=dict(hv["anchor_values"] or {}),
                 progress=bool(c.get("progress", False)))
     algo = make_algorithm(space, problem, s, plan.seed, sampling)
