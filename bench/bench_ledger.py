@@ -26,16 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 @contextmanager
 def ledger_off():
     """The loop as before issue 34: no ledger in the checkpoint, no durable copy, only archive.jsonl fsynced."""
-    import search.runner as runner
+    import search.runlog as runlog
 
-    saved = (runner.LogLedger.update, runner.snapshot_durable, runner.sync_files)
-    runner.LogLedger.update = lambda self: {}
-    runner.snapshot_durable = lambda run_dir: None
-    runner.sync_files = lambda paths: saved[2]([p for p in paths if Path(p).name != "loss_cache.jsonl"])
+    saved = (runlog.LogLedger.update, runlog.snapshot_durable, runlog.sync_files)
+    runlog.LogLedger.update = lambda self: {}
+    runlog.snapshot_durable = lambda run_dir: None
+    runlog.sync_files = lambda paths: saved[2]([p for p in paths if Path(p).name != "loss_cache.jsonl"])
     try:
         yield
     finally:
-        runner.LogLedger.update, runner.snapshot_durable, runner.sync_files = saved
+        runlog.LogLedger.update, runlog.snapshot_durable, runlog.sync_files = saved
 
 
 def one_run(arm: str) -> dict[str, float]:

@@ -3,9 +3,9 @@
 operators (layer-aware variation) · objectives (objectives by name and direction: loss, model and workload
 totals, backend metrics, user functions; `SearchConfigError`) · constraints (`val_loss < 3.8`) · problem (the
 pymoo problem only: vectorized, cached evaluation, F and G) · evaluators (the loss: surrogate or real training)
-· duplicates (pymoo's duplicate remover, by network) · algorithms (nsga | random) · archive (Pareto archive,
+· duplicates (pymoo's duplicate remover, by network) · algorithms (`ForgeNSGA2`: nsga | random) · archive (Pareto archive,
 hypervolume) · coevolution (surrogate refits, through the evaluator's narrow `SurrogateSlot`) · runner (the
-generation loop, run files; building a `Search` runs nothing) · state (checkpoint/resume) · report · export ·
+generation loop; building a `Search` runs nothing) · runlog (the files a run writes) · state (checkpoint/resume) · report · export ·
 cli (forge-search, forge-report, forge-export) · api (the Python API behind `forge.search`).
 The top of the import order: it may import `surrogate`, `backends` and the `forge` core; nothing imports it.
 """

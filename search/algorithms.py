@@ -1,4 +1,4 @@
-"""pymoo algorithms for the two search recipes, and (re)storing their population.
+"""pymoo algorithms for the two search recipes, each holding its space and its checkpointed state (`ForgeNSGA2`).
 
 `nsga`: pymoo's NSGA-II (binary tournament on constraint-dominance, rank and crowding; RankAndCrowding
 survival with stable ties, `search.survival`) with the layer operators of `search.operators` and duplicate
@@ -8,7 +8,7 @@ Random + IHA): the evaluation budget (N + G·λ) and survival are identical, onl
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from pymoo.algorithms.moo.nsga2 import NSGA2
@@ -21,12 +21,47 @@ from search.duplicates import IdDuplicateElimination
 from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
                               sample_uniform)
 from search.problem import ForgeProblem
+from search.settings import SearchSettings
 from search.survival import StableRankAndCrowding
 
 POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
 
 
-class RandomSearch(NSGA2):
+class ForgeNSGA2(NSGA2):
+    """pymoo's NSGA-II over a Forge space, holding its own state (as pymoo's algorithms do): the space it samples, mates, mutates and repairs
+    in, and `checkpoint_state()` / `restore()`, what a checkpoint saves of it and how a resume puts it back."""
+
+    def __init__(self, space: SearchSpace, keys: Callable[[np.ndarray], list], pop_size: int, n_offsprings: int,
+                 crossover: float, mutation_rate: float, mutation: MutationParams,
+                 seed_genome: Genome | None = None) -> None:
+        super().__init__(pop_size=pop_size, n_offsprings=n_offsprings, sampling=SpaceSampling(space, seed_genome),
+                         crossover=LayerCrossover(space, crossover), mutation=LayerMutation(space, mutation_rate, mutation),
+                         repair=SpaceRepair(space), eliminate_duplicates=IdDuplicateElimination(keys),
+                         survival=StableRankAndCrowding())
+        self.space = space
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint holds of the algorithm: the survived population, pymoo's iteration counter and the
+        generator's state (JSON-able; floats round-trip exactly)."""
+        return {"n_iter": self.n_iter, "rng": self.random_state.bit_generator.state, "pop": pop_state(self.pop)}
+
+    def restore(self, st: Mapping[str, Any]) -> None:
+        """Put `checkpoint_state()`'s population, counter and generator state back into this freshly set-up algorithm."""
+        self._initialize()  # pymoo's own set-up hook
+        cols = {k: np.asarray(st["pop"][k]) for k in POP_KEYS if st["pop"].get(k) is not None}
+        cols["X"] = cols["X"].astype(np.int64)
+        cols.pop("feas", None)  # derived by pymoo from CV
+        for k in ("rank", "fgen"):
+            if k in cols and not any(x is None for x in cols[k].ravel()):  # generation 0's pop has no rank yet
+                cols[k] = cols[k].astype(int)
+        pop = Population.new("X", cols.pop("X"))
+        for k, v in cols.items():
+            pop.set(k, v)
+        self.pop, self.is_initialized, self.n_iter = pop, True, int(st["n_iter"])
+        self.random_state.bit_generator.state = dict(st["rng"])
+
+
+class RandomSearch(ForgeNSGA2):
     """NSGA-II bookkeeping with undirected offspring: λ fresh uniform samples per generation."""
 
     def _infill(self):
@@ -35,17 +70,11 @@ class RandomSearch(NSGA2):
         return off[: self.n_offsprings]
 
 
-def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: Mapping[str, Any], seed: int,
-                   seed_genome: Genome | None = None) -> NSGA2:
-    """The recipe's pymoo algorithm, from the search section `search.settings.settle_config` filled in and checked."""
-    mut = dict(s["mutation"])
-    rate = float(mut.pop("rate"))
-    cls = NSGA2 if s["algorithm"] == "nsga" else RandomSearch
-    algo = cls(pop_size=int(s["pop_size"]), n_offsprings=int(s["offspring"]),
-               sampling=SpaceSampling(space, seed_genome), crossover=LayerCrossover(space, float(s["crossover"])),
-               mutation=LayerMutation(space, rate, MutationParams(**mut)), repair=SpaceRepair(space),
-               eliminate_duplicates=IdDuplicateElimination(problem.keys), survival=StableRankAndCrowding())
-    algo.space = space
+def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: SearchSettings, seed: int,
+                   seed_genome: Genome | None = None) -> ForgeNSGA2:
+    """The recipe's pymoo algorithm, set up on `problem`."""
+    cls = ForgeNSGA2 if s.algorithm == "nsga" else RandomSearch
+    algo = cls(space, problem.keys, s.pop_size, s.offspring, s.crossover, s.mutation_rate, s.mutation, seed_genome)
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
     return algo
 
@@ -59,19 +88,3 @@ def pop_column(pop: Population, key: str) -> np.ndarray:
 def pop_state(pop: Population) -> dict[str, Any]:
     """JSON-able columns of a population (floats round-trip exactly through JSON)."""
     return {k: np.array([ind.get(k) for ind in pop]).tolist() for k in POP_KEYS}  # = pop.get(k), read directly
-
-
-def restore(algo: NSGA2, st: Mapping[str, Any], n_iter: int, rng_state: Mapping[str, Any]) -> None:
-    """Put a checkpointed population and generator state back into a freshly set-up algorithm."""
-    algo._initialize()
-    cols = {k: np.asarray(st[k]) for k in POP_KEYS if st.get(k) is not None}
-    cols["X"] = cols["X"].astype(np.int64)
-    cols.pop("feas", None)  # derived by pymoo from CV
-    for k in ("rank", "fgen"):
-        if k in cols and not any(x is None for x in cols[k].ravel()):  # generation 0's pop has no rank yet
-            cols[k] = cols[k].astype(int)
-    pop = Population.new("X", cols.pop("X"))
-    for k, v in cols.items():
-        pop.set(k, v)
-    algo.pop, algo.is_initialized, algo.n_iter = pop, True, n_iter
-    algo.random_state.bit_generator.state = dict(rng_state)

@@ -1,5 +1,5 @@
 """One place builds a search: the config settled once (`search.settings.settle_config`: defaults filled, ranges checked),
-then the space and its hypervolume anchor, the evaluator, backend, workload and co-evolution
+then the space and its hypervolume anchor, the backend and workload, the evaluator and co-evolution
 (`search.components`), the pymoo problem and algorithm and the Pareto archive, handed to `Search` ready.
 
 Building writes nothing and runs no evaluation (the anchor is scored when the run starts), so bad input is
@@ -22,7 +22,7 @@ from search.components import (backend_of, build_coevolution, build_evaluator, b
                                seed_genome)
 from search.problem import ForgeProblem
 from search.runner import Search
-from search.settings import Plan, settle_config
+from search.settings import Plan, SearchSettings, settle_config
 
 PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor")
 
@@ -34,24 +34,37 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     unknown = sorted(set(p) - set(PARTS))
     if unknown:  # a caller's bug, never the user's input
         raise TypeError(f"build_search: unknown parts {unknown}; known: {', '.join(PARTS)}")
-    s, hv = c["search"], c["hv"]
+    s, hv = SearchSettings.of(c["search"]), c["hv"]
     space = p.get("space") or build_space(c)
     anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
     check_agreement([anchor.genome, *space.sample(SAMPLE, np.random.default_rng(int(c.get("seed", 0))))])
-    sampling = seed_genome(s["sampling"], space)
+    sampling = seed_genome(s.sampling, space)
+    cost = build_cost(c, p)  # a refused backend is refused before the surrogate loads
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
-    backend = p.get("backend") or backend_of(c)
-    workload = p.get("workload") or build_workload(c, backend)
     if "coevolution" in p:
         coevo = p["coevolution"]
     else:  # none to build while the settled search.coevolve.every is 0
-        coevo = build_coevolution(c, space, run_dir) if s["coevolve"]["every"] else None
-    problem = ForgeProblem(space, evaluator, backend, workload, c["objectives"], c.get("constraints", []))
-    plan = Plan(generations=int(s["generations"]), seed=int(c.get("seed", 0)), algorithm=str(s["algorithm"]),
+        coevo = build_coevolution(c, space, run_dir) if s.coevolve_every else None
+    problem = build_problem(c, space, evaluator, cost)
+    plan = Plan(generations=s.generations, seed=int(c.get("seed", 0)), algorithm=s.algorithm,
                 hv_ref=float(hv["ref"]), anchor_values=dict(hv["anchor_values"] or {}),
                 progress=bool(c.get("progress", False)))
     algo = make_algorithm(space, problem, s, plan.seed, sampling)
     return Search(run_dir, problem, algo, ParetoArchive(problem.objectives, problem.signs), anchor, cfg, plan, coevo)
+
+
+def build_cost(c: Mapping[str, Any], parts: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The run's backend and workload from the settled config, or `parts`' ones (`forge-verify` builds its problem
+    from these too)."""
+    backend = parts.get("backend") or backend_of(c)
+    return backend, parts.get("workload") or build_workload(c, backend)
+
+
+def build_problem(c: Mapping[str, Any], space: SearchSpace, evaluator: Any, cost: tuple[Any, Any]) -> ForgeProblem:
+    """The pymoo problem: the space scored by `evaluator` and `cost` (`build_cost`), under the config's objectives
+    and constraints."""
+    backend, workload = cost
+    return ForgeProblem(space, evaluator, backend, workload, c["objectives"], c.get("constraints", []))
 
 
 def hv_anchor(spec: Any, space: SearchSpace) -> Anchor:

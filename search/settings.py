@@ -4,7 +4,9 @@ the recipe Hydra composes), and every range Hydra cannot check, refused in one l
 A config built by Hydra already holds every key; a section built by hand (the Python API, tests) gets the YAML's
 values for what it leaves out, so no default is written twice. `search.build.build_search` settles the config
 once; everything it builds from (algorithm, co-evolution, the run's plain settings) reads the settled section and
-neither re-checks nor re-defaults it.
+neither re-checks nor re-defaults it. The config stays a plain dict (what the run saves, config.yaml and the
+checkpoint, is unchanged); the search section is also handed on typed, as `SearchSettings` (as Hydra's structured
+configs are), so each function's signature shows what it gets.
 """
 from __future__ import annotations
 
@@ -37,6 +39,30 @@ class Plan:
     hv_ref: float = 2.0  # the HV reference point, in anchor units
     anchor_values: Mapping[str, float] = field(default_factory=dict)  # anchor metrics given, not scored
     progress: bool = False  # the rich progress display
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The settled `search` section, typed: what the algorithm and the builder read of it."""
+
+    algorithm: str  # nsga | random
+    pop_size: int  # N
+    offspring: int  # λ per generation
+    generations: int  # G
+    crossover: float  # single-point crossover probability
+    mutation_rate: float  # per offspring (pymoo's `prob`)
+    mutation: MutationParams  # the four operators' probabilities inside one mutation
+    sampling: Any  # `uniform`, or a genome file or data/archs name to sample around
+    coevolve_every: int  # K: a co-evolution event every K generations (0: off)
+
+    @classmethod
+    def of(cls, s: Mapping[str, Any]) -> "SearchSettings":
+        """From a search section `settle_config` filled in and checked."""
+        mut = dict(s["mutation"])
+        rate = float(mut.pop("rate"))
+        return cls(algorithm=str(s["algorithm"]), pop_size=int(s["pop_size"]), offspring=int(s["offspring"]),
+                   generations=int(s["generations"]), crossover=float(s["crossover"]), mutation_rate=rate,
+                   mutation=MutationParams(**mut), sampling=s["sampling"], coevolve_every=int(s["coevolve"]["every"]))
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,13 +29,12 @@ from forge.runtime.launch_only import check_saved
 from forge.runtime.numeric import round_float, round_floats
 from forge.genomes.labels import Label
 from forge.disk.redact import mask
-from search.components import (backend_of, build_evaluator, build_space, build_trainer, build_workload,
-                               import_callable, refit_source)
+from search.build import build_cost, build_problem
+from search.components import build_evaluator, build_space, build_trainer, build_workload, import_callable, refit_source
 from search.picks import control_draw, front_picks, near_front_picks
 from search.evaluators import label_hook, strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
-from search.problem import ForgeProblem
 from search.settings import settle_config
 from search.state import CHECKPOINT, load_checkpoint, read_jsonl, require_complete
 from search.verify_inputs import VerifyError, load_run, measured_backend, override_node
@@ -99,10 +98,9 @@ class Verify:
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
             self.store.parent.mkdir(parents=True, exist_ok=True)
-        backend = parts.get("backend") or backend_of(rc)  # a refused backend is refused before the surrogate loads
+        cost = build_cost(rc, parts)  # a refused backend is refused before the surrogate loads
         self.evaluator = parts.get("evaluator") or self._evaluator(parts.get("predictor"))
-        self.problem = ForgeProblem(self.space, self.evaluator, backend, build_workload(rc, backend),
-                                    rc["objectives"], rc.get("constraints", []))  # as search.build builds it
+        self.problem = build_problem(rc, self.space, self.evaluator, cost)  # the search's own builder parts
         self.objectives = list(self.summary.get("objectives") or rc["objectives"])
         self.latency = "tpot_ms" if "tpot_ms" in self.objectives else next(
             (o for o in self.objectives if o != LOSS), "tpot_ms")

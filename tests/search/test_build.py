@@ -12,7 +12,7 @@ from search.build import build_search
 from search.cli import run
 from search.errors import SearchConfigError
 from search.evaluators import LossEvaluator
-from search.settings import section, settle_config
+from search.settings import SearchSettings, section, settle_config
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
@@ -104,6 +104,22 @@ def test_settle_fills_the_recipe_defaults_once():
     with pytest.raises(SearchConfigError, match=r"^hv.ref=0 is out of range; allowed: a number > 0"):
         settle_config({**cfg, "hv": {"ref": 0}})
 
+
+
+def test_the_settled_search_section_is_handed_on_typed_and_frozen():
+    """`SearchSettings.of` reads the settled section once: numbers as their types, the mutation split into its
+    rate and the operators' probabilities; the dict the run saves is left as it was."""
+    import dataclasses
+
+    c = settle_config(tiny_cfg(search={"crossover": 1, "mutation": {"rate": 0.5, "p_gene": 0.25}}))
+    saved = dict(c["search"])
+    s = SearchSettings.of(c["search"])
+    assert (s.pop_size, s.offspring, s.generations, s.algorithm) == (8, 12, 4, "nsga")
+    assert isinstance(s.crossover, float) and s.crossover == 1.0 and s.mutation_rate == 0.5
+    assert s.mutation.p_gene == 0.25 and s.mutation.max_step == section("search", None)["mutation"]["max_step"]
+    assert c["search"] == saved and "rate" in c["search"]["mutation"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.pop_size = 3  # type: ignore[misc]
 
 def test_hooks_that_disagree_are_refused_before_any_cost_and_none_costs_a_model_build(tiny_space, tmp_path,
                                                                                        monkeypatch):

@@ -67,24 +67,24 @@ def test_the_checkpoint_is_compact_and_loads(make_search, tmp_path):
 
 
 def test_logs_and_checkpoint_are_made_durable_every_few_seconds_and_at_the_end(make_search, tmp_path, monkeypatch):
-    import search.runner as runner
+    import search.runlog as runlog
     from tests.search.conftest import tiny_cfg
 
     calls: list[list[str]] = []
-    real = runner.sync_files
+    real = runlog.sync_files
 
     def spy(paths):
         paths = list(paths)
         calls.append([p.name for p in paths])
         real(paths)
 
-    monkeypatch.setattr(runner, "sync_files", spy)
-    monkeypatch.setattr(runner, "DURABLE_EVERY_S", 1e9)  # a fast run: generations far shorter than the interval
+    monkeypatch.setattr(runlog, "sync_files", spy)
+    monkeypatch.setattr(runlog, "DURABLE_EVERY_S", 1e9)  # a fast run: generations far shorter than the interval
     make_search(tmp_path / "a", tiny_cfg(search={"generations": 3})).run()
     end = ["archive.jsonl", "history.jsonl", "loss_cache.jsonl", "checkpoint.json"]
     tick = ["archive.jsonl", "loss_cache.jsonl"]  # what the durable checkpoint covers (search.ledger)
     assert calls == [tick, end]  # the first checkpoint, then only the end
     calls.clear()
-    monkeypatch.setattr(runner, "DURABLE_EVERY_S", 0.0)  # a slow run (real training): every generation
+    monkeypatch.setattr(runlog, "DURABLE_EVERY_S", 0.0)  # a slow run (real training): every generation
     make_search(tmp_path / "b", tiny_cfg(search={"generations": 3})).run()
     assert calls == [tick] * 4 + [end]

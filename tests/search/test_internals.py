@@ -104,7 +104,12 @@ def _private_reaches(path: Path) -> list[str]:
 
 
 def test_no_search_module_reaches_into_another_objects_private_fields():
-    allowed = {"algorithms.py": {"algo._initialize"}}  # pymoo's own set-up hook, the documented way to restore
-    bad = [r for p in sorted(SEARCH.glob("*.py")) if not p.name.startswith("verify")
-           for r in _private_reaches(p) if r.split(": ", 1)[1] not in allowed.get(p.name, set())]
+    bad = [r for p in sorted(SEARCH.glob("*.py")) if not p.name.startswith("verify") for r in _private_reaches(p)]
     assert bad == []
+
+
+def test_the_pymoo_problem_is_assembled_only_by_the_builder():
+    """`forge-verify` scores its picks with the search's own problem (search.build.build_problem), not a copy."""
+    calls = [f"{p.name}:{n.lineno}" for p in sorted(SEARCH.rglob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "ForgeProblem"]
+    assert [c.split(":")[0] for c in calls] == ["build.py"], calls

@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search.ledger import DURABLE, LogLedger, mismatch
-from search.runner import LOSS_CACHE
+from search.ledger import DURABLE, LOSS_CACHE, LogLedger, mismatch
 from search.state import CHECKPOINT, ResumeError
 from tests.search.conftest import tiny_cfg
 
