@@ -121,15 +121,21 @@ def test_the_settled_search_section_is_handed_on_typed_and_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.pop_size = 3  # type: ignore[misc]
 
+
 def test_hooks_that_disagree_are_refused_before_any_cost_and_none_costs_a_model_build(tiny_space, tmp_path,
                                                                                        monkeypatch):
     """A model hook whose workload count is missing: the build refuses in one line (nothing written); with no hook,
     the check builds no model at all."""
     import torch.nn as nn
 
+    import forge.lm.hooks
     import forge.lm.model
+    import forge.lm.workload
     from forge.lm.hooks import HookError
 
+    monkeypatch.setattr(forge.lm.hooks, "_HOOKS", [])  # hooks an earlier test in this process left: not this run's
+    monkeypatch.setattr(forge.lm.workload, "OP_HOOKS", [])
+    monkeypatch.setattr(forge.lm.model.Block, "hooks", [])
     built = []
     real = forge.lm.model.build_model
     monkeypatch.setattr(forge.lm.model, "build_model", lambda *a, **k: built.append(1) or real(*a, **k))
