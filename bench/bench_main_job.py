@@ -40,6 +40,10 @@ def unpack(ref: str, dest: Path) -> str:
         tar.extractall(dest, filter="data")
     for pkg, folder in (("forge_conf", "conf"), ("forge_data", "data")):  # the installed names of conf/ and data/
         (dest / pkg).symlink_to(folder)
+    # byte-compiled, as an install is (pip compiles; an editable install writes __pycache__ on its first run): with
+    # PYTHONDONTWRITEBYTECODE set, as on the shared machine, every run would otherwise compile the project's source
+    packages = [str(dest / p) for p in ("forge", "search", "surrogate", "backends") if (dest / p).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, stdout=subprocess.DEVNULL)
     return sha
 
 
