@@ -45,6 +45,7 @@ def _command_module(app: str, module: str) -> Any:
 
     The collector pauses while it imports (the imports' ~10^5 objects live as long as the process: collecting
     them is wasted, ~0.05 s CPU of forge-search's job, issue 45) and then freezes them out of later collections."""
+    collecting = gc.isenabled()
     gc.disable()
     try:
         return importlib.import_module(module)
@@ -57,7 +58,8 @@ def _command_module(app: str, module: str) -> Any:
         raise SystemExit(EXIT_USAGE) from None
     finally:
         gc.freeze()
-        gc.enable()
+        if collecting:  # as it was (a caller that paused it keeps it paused)
+            gc.enable()
 
 
 forge_arch = entry("forge-arch", "forge.cli:arch_main")
