@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXE = Path(sys.executable).parent / "forge-search"
 
 
-def unpack(ref: str, dest: Path) -> str:
+def unpack(ref: str, dest: Path, bytecode: bool = True) -> str:
     """The tree at `ref` (read from git, nothing in the work tree touched); returns its full commit id."""
     sha = subprocess.run(["git", "rev-parse", ref], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
     blob = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True).stdout
@@ -40,6 +40,11 @@ def unpack(ref: str, dest: Path) -> str:
         tar.extractall(dest, filter="data")
     for pkg, folder in (("forge_conf", "conf"), ("forge_data", "data")):  # the installed names of conf/ and data/
         (dest / pkg).symlink_to(folder)
+    # byte-compiled, as an install is (pip compiles; an editable install writes __pycache__ on its first run): with
+    # PYTHONDONTWRITEBYTECODE set, as on the shared machine, every run would otherwise compile the project's source
+    packages = [str(dest / p) for p in ("forge", "search", "surrogate", "backends") if (dest / p).is_dir()]
+    if bytecode:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, stdout=subprocess.DEVNULL)
     return sha
 
 
@@ -73,13 +78,16 @@ def main() -> None:
     ap.add_argument("--after", default=None, help="git ref for the `now` arms (default: the working tree)")
     ap.add_argument("--json-arm", action=argparse.BooleanOptionalAction, default=True,
                     help="also time `now --json` (the front table's cost)")
+    ap.add_argument("--bytecode", action=argparse.BooleanOptionalAction, default=True,
+                    help="byte-compile the unpacked trees first (as installed); --no-bytecode: every run compiles "
+                         "the project's source where PYTHONDONTWRITEBYTECODE is set (issue 45's first figures)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "main_job.json"))
     a = ap.parse_args()
     arms: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp2:
-        sha = unpack(a.before, Path(tmp))
+        sha = unpack(a.before, Path(tmp), a.bytecode)
         now = ROOT if a.after is None else Path(tmp2)
-        after = unpack(a.after, now) if a.after else "working tree"
+        after = unpack(a.after, now, a.bytecode) if a.after else "working tree"
         trees = {"before": (Path(tmp), []), "now": (now, [])} | ({"now --json": (now, ["--json"])} if a.json_arm else {})
         arms = {k: [] for k in trees}
         for i in range(a.runs):  # interleaved, so machine load hits every arm alike

@@ -53,15 +53,16 @@ def layer_values(genomes: Iterable[Any]) -> dict[str, set]:
     from forge.genomes.genes import LAYER_GENES
 
     out: dict[str, set] = {g: set() for g in LAYER_GENES}
-    for g in genomes:
-        for lay in g.layers:
-            out["active"].add(int(bool(lay.active)))
-            if not lay.active:
-                continue
-            out["attn"].add(int(bool(lay.attn)))
-            for name, gene in LAYER_GENES.items():
-                if gene.grid and (lay.attn or not gene.attention):
-                    out[name].add(getattr(lay, name, gene.default))
+    grid = [(name, gene.default) for name, gene in LAYER_GENES.items() if gene.grid]
+    plain = [(name, d) for name, d in grid if not LAYER_GENES[name].attention]  # genes an identity-attention layer has
+    # each layer object once: the codec shares equal layers between genomes (the search's hot path, issue 45)
+    for lay in {id(lay): lay for g in genomes for lay in g.layers}.values():
+        out["active"].add(int(bool(lay.active)))
+        if not lay.active:
+            continue
+        out["attn"].add(int(bool(lay.attn)))
+        for name, default in grid if lay.attn else plain:
+            out[name].add(getattr(lay, name, default))
     return {k: v for k, v in out.items() if v}
 
 

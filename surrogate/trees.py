@@ -156,18 +156,19 @@ class RankForest:
         X = np.asarray(X, dtype=np.float32)
         n, T = len(X), len(a["roots"])
         node = np.broadcast_to(a["roots"], (n, T)).ravel().copy()  # one walker per (row, tree), row-major
-        walking, rows = np.arange(n * T), np.repeat(np.arange(n), T)
+        walking = np.arange(n * T)
+        base, flat = np.repeat(np.arange(n) * X.shape[1], T), X.ravel()  # each walker's row, as an offset into flat X
         for _ in range(len(a["right"])):  # one level per step, over the walkers not yet on a leaf only
-            at = node[walking]
-            right = a["right"][at]
+            at = node.take(walking)
+            right = a["right"].take(at)
             inner = right >= 0
             if not inner.all():
-                walking, at, right = walking[inner], at[inner], right[inner]
+                walking, at, right, base = walking[inner], at[inner], right[inner], base[inner]
                 if not len(walking):
                     break
-            go_left = X[rows[walking], a["feature"][at]] <= a["threshold"][at]
+            go_left = flat.take(base + a["feature"].take(at)) <= a["threshold"].take(at)  # 1-d takes: ~20 % less
             node[walking] = np.where(go_left, at + 1, right)
-        return a["value"][node].reshape(n, T).astype(np.float64)
+        return a["value"].take(node).reshape(n, T).astype(np.float64)
 
     def predict_z(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf value over trees (normal-score units): sklearn's `predict`."""

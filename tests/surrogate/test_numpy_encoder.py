@@ -10,7 +10,7 @@ import pytest
 
 from forge.runtime.config import data_dir
 from forge.spaces.space import load_space
-from surrogate.numpy_encoder import CHUNK, FFConfig, NumpyForgeFormer, param_shapes
+from surrogate.numpy_encoder import WHOLE, FFConfig, NumpyForgeFormer, param_shapes
 from surrogate.predictor import FORMAT, load_predictor
 
 SHIPPED = sorted(p.stem for p in (data_dir() / "surrogate").glob("*.json")
@@ -25,7 +25,7 @@ def test_every_shipped_forgeformer_is_checked():
 def test_numpy_and_torch_encoders_agree_on_a_shipped_checkpoint(name):
     p = load_predictor(name)
     assert all(isinstance(m, NumpyForgeFormer) for m in p.members)  # loaded without torch modules
-    genomes = load_space(p.space["name"]).sample(CHUNK + 40, np.random.default_rng(7))  # a chunked batch too
+    genomes = load_space(p.space["name"]).sample(WHOLE + 40, np.random.default_rng(7))  # a chunked batch too
     mu, _ = p.encoder_predict(genomes, 0)
     p.seed_mc(11)
     mc_mu, mc_sigma = p.encoder_predict(genomes, 6)
@@ -57,7 +57,7 @@ def test_a_member_of_another_shape_is_refused():
 
 def test_a_large_batch_runs_in_depth_sorted_chunks_with_the_same_values():
     p = load_predictor(SHIPPED[0])
-    x, mask = p.arrays(load_space(p.space["name"]).sample(3 * CHUNK + 5, np.random.default_rng(3)))
+    x, mask = p.arrays(load_space(p.space["name"]).sample(3 * WHOLE + 5, np.random.default_rng(3)))
     m = p.members[0]
     whole = m._forward(x, mask, None)
     assert np.allclose(m(x, mask), whole, rtol=1e-12, atol=0) and not np.array_equal(mask.sum(1), np.sort(mask.sum(1)))
