@@ -86,7 +86,7 @@ class MaskSecrets(Callback):
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         mask_log_records()
-        from forge.runtime.app import note_run_dir
+        from forge.runtime.run_guard import note_run_dir
 
         note_run_dir(config)  # so a full disk inside Hydra's own config writing names the folder, and is undone
 

@@ -1,6 +1,6 @@
 """The app wrapper every `forge-*` command runs in: `forge_main` (its Hydra main), `user_errors` (one error path:
-a known error is one line and exit 2, a bug its traceback and exit 1, Ctrl-C exit 130) and the guard that
-takes back what Hydra wrote for a refused command.
+a known error is one line and exit 2, a bug its traceback and exit 1, Ctrl-C exit 130) and the wording of
+those one-line errors. The guard that takes back what Hydra wrote for a refused command is forge.runtime.run_guard.
 
 Where configs live and what they hold is forge.runtime.config; this module is what happens around a command's run.
 """
@@ -10,20 +10,18 @@ import errno
 import functools
 import logging
 import os
-import shutil
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import REPORT_BUG, ForgeError
+from forge.runtime.run_guard import GUARD, RunDirGuard, hydra_output_dir
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
 TRAIN_MODULES = ("torch", "lightning", "pytorch_lightning", "torchmetrics")  # the `train` extra (issue 45)
 TRAIN_EXTRA = "pip install 'forge-nas[train]'"
 _ACTIVE: list[str] = []  # apps whose user_errors() is entered, outermost first
-_GUARD: list["RunDirGuard"] = []  # the outermost command's guard
 
 
 @contextmanager
@@ -38,19 +36,19 @@ def user_errors(app: str) -> Iterator[None]:
     outer = not _ACTIVE
     if outer:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
-        _GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
-    elif _GUARD:
-        _GUARD[0].hydra_dir = _hydra_output_dir()
+        GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
+    elif GUARD:
+        GUARD[0].hydra_dir = hydra_output_dir()
     _ACTIVE.append(app)
     try:
-        if outer and _GUARD:
-            _GUARD[0].refuse_links()
+        if outer and GUARD:
+            GUARD[0].refuse_links()
         if not outer:
             check_override_types()
         yield
     except SystemExit as e:
-        if outer and e.code == EXIT_USAGE and _GUARD:
-            _GUARD[0].undo()
+        if outer and e.code == EXIT_USAGE and GUARD:
+            GUARD[0].undo()
         raise
     except KeyboardInterrupt:
         if not outer:
@@ -63,8 +61,8 @@ def user_errors(app: str) -> Iterator[None]:
             raise
         if msg is None:
             _report_bug(app)
-        if outer and _GUARD:
-            _GUARD[0].undo()
+        if outer and GUARD:
+            GUARD[0].undo()
         print(f"{app}: error: {msg}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     finally:
@@ -143,8 +141,8 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
 
     e = _log_setup_cause(e)
     if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        job = _hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
-        before = (_GUARD[0].run_dir or _GUARD[0].hydra_dir) if _GUARD else None
+        job = hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
+        before = (GUARD[0].run_dir or GUARD[0].hydra_dir) if GUARD else None
         where = job or (before / ".hydra" if before else None)
         e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
@@ -232,117 +230,3 @@ def unknown_key(key: str, value: str, app: str) -> str:
     fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
     return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
             + fix)
-
-
-class RunDirGuard:
-    """What Hydra writes before the task runs (`.hydra/*.yaml`, the job log), undone for a refused command:
-    restored byte for byte (and mtime) in a run directory named by `hydra.run.dir=`, removed from a fresh one."""
-
-    HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
-
-    def __init__(self, run_dir: Path | None):
-        self.run_dir, self.saved, self.hydra_dir = run_dir, {}, None
-        if run_dir is not None and run_dir.is_dir():
-            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
-            self.saved = {n: _snapshot(run_dir / n) for n in names}
-
-    def refuse_links(self) -> None:
-        """Before Hydra opens the job log in a named run folder (`resume=`): a log or `.hydra` there that is a link
-        is refused in one line (it would send the log outside the run), and nothing is undone through it."""
-        d = self.run_dir
-        names = [*d.glob("*.log"), d / ".hydra", *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
-        link = next((p for p in names if p.is_symlink()), None)
-        if link is not None:
-            from forge.disk.confined import refused
-
-            self.run_dir, self.saved = None, {}  # undo() then touches nothing
-            raise refused(link, d)
-
-    @classmethod
-    def from_argv(cls, argv: list[str]) -> "RunDirGuard":
-        given = [a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")]
-        return cls(Path(given[-1]) if given else None)
-
-    def undo(self) -> None:
-        d = self.run_dir or self.hydra_dir
-        if d is None or not d.is_dir():
-            return
-        if self.saved:
-            for name, snap in self.saved.items():
-                _restore(d / name, snap)
-            for log in d.glob("*.log"):  # a job log Hydra opened for this command
-                if log.name not in self.saved and not log.is_symlink() and log.stat().st_size == 0:
-                    log.unlink()
-            return
-        if self.run_dir is not None and _only_setup_files(d):  # named, absent before, and no work written yet
-            shutil.rmtree(d, ignore_errors=True)
-            return
-        for name in self.HYDRA_FILES:  # a fresh stamp folder: drop Hydra's files, then the folder if nothing else is in it
-            (d / name).unlink(missing_ok=True)
-        for log in d.glob("*.log"):
-            if not log.is_symlink() and log.stat().st_size == 0:
-                log.unlink()
-        if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
-            (d / ".hydra").rmdir()
-        cwd = Path.cwd().resolve()
-        for folder in (d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
-            if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
-                break
-            folder.rmdir()
-
-
-def _only_setup_files(d: Path) -> bool:
-    """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
-    run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
-    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml"}
-    return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
-
-
-_LINK = (None, -1)  # a link in the run folder: never written through, removed or followed by the guard
-
-
-def _snapshot(path: Path) -> tuple[bytes | None, int] | None:
-    if path.is_symlink():
-        return _LINK
-    if path.is_dir():
-        return (None, path.stat().st_mtime_ns)
-    return (path.read_bytes(), path.stat().st_mtime_ns) if path.is_file() else None
-
-
-def _restore(path: Path, snap: tuple[bytes | None, int] | None) -> None:
-    if snap == _LINK or path.is_symlink():
-        return
-    if snap is None:  # Hydra made it
-        if path.is_dir():
-            if not any(path.iterdir()):
-                path.rmdir()
-        else:
-            path.unlink(missing_ok=True)
-        return
-    data, mtime = snap
-    if data is not None and (not path.is_file() or path.read_bytes() != data):
-        path.write_bytes(data)
-    if path.exists():
-        os.utime(path, ns=(mtime, mtime))
-
-
-def note_run_dir(config: Any) -> None:
-    """The run folder Hydra is about to create (its `hydra.run.dir`), known to the command's guard before Hydra
-    writes into it: a failure there (a full disk) is then named and undone like any refused command's files."""
-    try:
-        if _GUARD and _GUARD[0].hydra_dir is None:
-            _GUARD[0].hydra_dir = Path(str(config.hydra.run.dir))
-    except Exception:  # noqa: BLE001 - a run.dir that cannot resolve: nothing to note
-        pass
-
-
-def _hydra_output_dir() -> Path | None:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        from omegaconf import OmegaConf
-
-        hc = HydraConfig.get()  # before the job starts, only its configured run.dir is known
-        return Path(OmegaConf.select(hc, "runtime.output_dir", default=None, throw_on_missing=False) or hc.run.dir)
-    except Exception:  # noqa: BLE001 - no Hydra job (ValueError), or a run.dir that cannot resolve yet
-        return None
