@@ -11,7 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from forge.runtime.config import to_container
-from forge.labelling.store import LabelStore, StoreError, labels_table
+from forge.labelling.store import LabelStore
+from forge.labelling.store_db import StoreError, labels_table
 
 T = labels_table.c
 

@@ -11,97 +11,28 @@ Claiming is one atomic upsert, so two labellers on one store never train the sam
 lease lives; a killed labeller stops renewing and its claims lapse. Every write is its own committed
 transaction (synchronous=FULL on SQLite), so a `kill -9` loses at most the genome being trained.
 Stores from before the fingerprint (table `forge_labels`) are migrated on open (`forge.labelling.migrate`).
+Opening the database behind the URL (engine, table, refusing a file that is not a store) is
+`forge.labelling.store_db`.
 """
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, and_, create_engine, event, func,
-                        inspect, or_, select, update)
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.engine import Engine
 
-from forge.errors import ForgeError
 from forge.genomes.genome import Genome
 from forge.genomes.labels import Label, read_labels, write_labels
 from forge.disk.redact import mask
 from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
+from forge.labelling.store_db import T, StoreError, labels_table, normalize_url, open_engine
 
 RESULTS = ("done", "diverged")           # a label: never retrained
 RETRY = {"none": (), "failed": ("failed",), "all": ("failed", "diverged")}
-ALLOWED_URLS = "a path (SQLite file), sqlite:///file.db or postgresql+psycopg://user@host/db"
-
-
-class StoreError(ForgeError):
-    """A store URL that cannot be opened, a file that is not a database, or a missing driver."""
-
-
-_meta = MetaData()
-labels_table = Table(
-    "forge_labels_v2", _meta,
-    Column("genome_id", String(32), primary_key=True),
-    Column("protocol", String(32), primary_key=True),      # fingerprint (forge.genomes.labels.fingerprint)
-    Column("protocol_name", String(200), nullable=False, default=""),
-    Column("genome", Text, nullable=False),
-    Column("status", String(16), nullable=False),          # running | done | diverged | failed
-    Column("label", Float, nullable=True),                 # NULL = inf (non-finite never reaches the database)
-    Column("reason", Text, nullable=False, default=""),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("provenance", Text, nullable=False, default="{}"),
-    Column("worker", String(200), nullable=False, default=""),
-    Column("owner", String(40), nullable=False, default=""),  # token of the live claim
-    Column("lease_until", Float, nullable=True),
-    Column("created", Float, nullable=False),
-    Column("updated", Float, nullable=False),
-)
-T = labels_table.c
-
-
-def normalize_url(url: str | os.PathLike) -> str:
-    """A bare path means a SQLite file; anything with `://` is an SQLAlchemy URL."""
-    s = str(url)
-    if "://" in s:
-        return s
-    return f"sqlite:///{Path(s).expanduser().resolve()}"
-
-
-def _sqlite_pragmas(timeout_s: float):
-    def on_connect(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below) so the lock wait is honoured
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=FULL")
-        cur.close()
-
-    return on_connect
-
-
-def _make_engine(url: str, timeout_s: float) -> Engine:
-    try:
-        u = make_url(url)
-    except ArgumentError as e:
-        raise StoreError(f"store URL {mask(url)!r} is not a valid SQLAlchemy URL ({e}); allowed: {ALLOWED_URLS}") from None
-    try:
-        if u.get_backend_name() == "sqlite":
-            if u.database and u.database != ":memory:":
-                Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-            eng = create_engine(u, connect_args={"timeout": timeout_s})
-            event.listen(eng, "connect", _sqlite_pragmas(timeout_s))
-            event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
-            return eng
-        if u.get_backend_name() != "postgresql":
-            raise StoreError(f"store URL {mask(url)!r}: database {u.get_backend_name()!r} is not "
-                             f"supported; allowed: {ALLOWED_URLS}")
-        return create_engine(u, connect_args={"connect_timeout": int(timeout_s)}, pool_pre_ping=True)
-    except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
-        raise StoreError(f"store URL {mask(url)!r}: its database driver is missing ({e}); for "
-                         "PostgreSQL install the extra: pip install -e '.[postgres]' in the Forge clone") from None
 
 
 def _insert(dialect: str):
@@ -137,19 +68,7 @@ class LabelStore:
     def engine(self) -> Engine:
         """One engine per process (a forked child never reuses its parent's connections)."""
         if self._engine is None or self._pid != os.getpid():
-            self._engine, self._pid = _make_engine(self.url, self.timeout_s), os.getpid()
-            try:
-                _check_schema(self._engine, repr(self))
-            except StoreError:
-                self._engine = None
-                raise
-            try:
-                _meta.create_all(self._engine, checkfirst=True)
-            except DBAPIError as e:  # e.g. another process created the table at the same moment
-                if not _has_table(self._engine):
-                    self._engine = None
-                    raise StoreError(f"{self!r}: cannot open the store ({str(e.orig).strip()}); "
-                                     f"allowed: {ALLOWED_URLS}") from None
+            self._engine, self._pid = open_engine(self.url, self.timeout_s, repr(self)), os.getpid()
             from forge.labelling.migrate import migrate_v1
 
             migrate_v1(self._engine, self._upsert_stmt)
@@ -296,48 +215,4 @@ class LabelStore:
             self._engine = None
 
 
-def _check_schema(engine: Engine, who: str) -> None:
-    """Refuse, before writing anything, a database that is not a label store: our table with other columns,
-    or a SQLite file holding only someone else's tables (Forge would add its table to it)."""
-    from forge.labelling.migrate import DONE, OLD
-
-    try:
-        names, columns = _tables(engine)
-        if labels_table.name in names:
-            missing = sorted(set(T.keys()) - columns(labels_table.name))
-            if missing:
-                raise StoreError(f"{who}: table {labels_table.name} lacks column(s) {', '.join(missing)}; allowed: a "
-                                 f"Forge label store ({ALLOWED_URLS})")
-        elif engine.dialect.name == "sqlite" and names - {OLD, DONE}:
-            raise StoreError(f"{who}: a SQLite database with other tables ({', '.join(sorted(names)[:5])}), not a "
-                             f"Forge label store; allowed: {ALLOWED_URLS} (a new or a Forge file)")
-    except DBAPIError as e:
-        raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{who}: cannot open the store ({e}); allowed: {ALLOWED_URLS}") from None
-
-
-def _tables(engine: Engine) -> tuple[set[str], Callable[[str], set[str]]]:
-    """Table names and a column lookup; an existing SQLite file is read through a read-only connection, so a
-    refused file keeps its bytes and mtime (the engine's first connection would switch it to WAL)."""
-    db = engine.url.database if engine.dialect.name == "sqlite" else None
-    if db and db != ":memory:" and Path(db).is_file() and Path(db).stat().st_size:
-        con = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            cols = {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
-        finally:
-            con.close()
-        return names, lambda n: cols.get(n, set())
-    insp = inspect(engine)
-    return set(insp.get_table_names()), lambda n: {c["name"] for c in insp.get_columns(n)}
-
-
-def _has_table(engine: Engine) -> bool:
-    try:
-        return inspect(engine).has_table(labels_table.name)
-    except DBAPIError:
-        return False
-
-
-__all__ = ["LabelStore", "StoreError", "normalize_url", "labels_table", "RESULTS", "RETRY", "worker_name"]
+__all__ = ["LabelStore", "RESULTS", "RETRY", "worker_name"]

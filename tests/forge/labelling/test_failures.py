@@ -16,7 +16,8 @@ from forge.runtime.config import conf_dir, data_dir
 from forge.genomes.genome import GenomeError
 from forge.genomes.labels import Label, LabelFileError, fingerprint, load_any, read_labels, write_labels
 from forge.labelling.dispatch import DispatchError, LocalTrainer
-from forge.labelling.store import LabelStore, StoreError
+from forge.labelling.store import LabelStore
+from forge.labelling.store_db import StoreError
 from forge.labelling.train import Protocol, protocol_fingerprint
 from tests.forge.labelling._store_helpers import fake_labels, pg_url  # noqa: F401
 from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes

@@ -111,7 +111,7 @@ def test_status_counts_per_protocol_and_lists_failures(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert "timeout: no result" in err and "trained again by the next forge-label run" in err
     assert f"label store {(tmp_path / 's.db').resolve()}" in " ".join(err.split())  # a path, not a repr (the title may wrap)
-    from forge.labelling.store import StoreError
+    from forge.labelling.store_db import StoreError
 
     with pytest.raises(StoreError, match="no such label store"):  # a typo never creates an empty store
         run(_cfg([f"store={tmp_path / 'typo.db'}", "action=status"]))

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from forge.genomes.labels import Label, read_labels
-from forge.labelling.store import LabelStore, StoreError, normalize_url
+from forge.labelling.store import LabelStore
+from forge.labelling.store_db import StoreError, normalize_url
 from tests.forge.labelling._store_helpers import fake_labels, pg_url  # noqa: F401
 
 N_WRITERS, PER_WRITER, STRIDE = 4, 30, 10  # writer k puts labels k*10 .. k*10+29 → 60 unique ids
