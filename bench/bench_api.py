@@ -5,7 +5,7 @@
 1. What a KV-bytes / peak-memory objective adds to one generation's model totals: `problem.totals` on a
    48-genome iha-paper batch with objectives [val_loss, kv_bytes, peak_memory_bytes] against the default
    objectives' (model totals only), both timed in this run (median of repeats); ratio = with / without.
-2. The API's own cost before a search starts: `search.api.compose("forge-search", ...)` per call, against
+2. The API's own cost before a search starts: `search.api_compose.compose("forge-search", ...)` per call, against
    Hydra's plain `compose` of the same overrides (what `search.cli.run`'s caller pays), in this run.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def totals_cost(repeats: int = 30) -> dict:
 def compose_cost(repeats: int = 10) -> dict:
     from hydra import compose, initialize_config_module
 
-    from search.api import compose as api_compose
+    from search.api_compose import compose as api_compose
 
     over = ["space=iha-tiny", "objectives=[val_loss,ttft_ms,params]"]
 

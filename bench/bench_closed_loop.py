@@ -143,7 +143,7 @@ class Bench:
         from search.coevolution import CoEvolution, replay_labels
         from search.state import read_jsonl
         from surrogate.fit import finetune
-        from surrogate.predictor import load_predictor
+        from surrogate.loading import load_predictor
 
         counted, run_dir = Counted(self.trainer), self._fresh(f"forge-{space}-{seed}")
         gens = CO_EVERY * (self.nmax - K) // CO_BATCH

@@ -48,7 +48,7 @@ class Acquire(Bench):
         """The search's injected components: today's co-evolution of the shipped tiny Forge-Former."""
         from search.coevolution import CoEvolution, replay_labels
         from surrogate.fit import finetune
-        from surrogate.predictor import load_predictor
+        from surrogate.loading import load_predictor
 
         return {"coevolution": CoEvolution(CO_EVERY, counted, finetune, "forgeformer-iha-tiny",
                                            replay_labels(PRIORS, "iha-tiny"), batch=CO_BATCH, n_mc=10, seed=seed,

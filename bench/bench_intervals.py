@@ -25,7 +25,7 @@ from forge.disk.io import shared_data_dir
 from surrogate.conformal import BEST_BINS, coverage_cv
 from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
 from surrogate.fit import held_predictions
-from surrogate.predictor import load_predictor
+from surrogate.loading import load_predictor
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = {"forgeformer-iha-paper": lambda: shared_data_dir() / "llmforge_iha_200M.csv",

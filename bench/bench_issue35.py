@@ -79,7 +79,7 @@ def old_vs_new(y, pred, ids) -> dict:
     """Old checkpoint on its test split vs the new recipe's out-of-fold predictions of the same rows."""
     from forge.disk.io import shared_data_dir
     from surrogate.dataset import load_labelset, train_val_test
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     old = load_predictor("forgeformer-iha-paper")
     t = old.meta["test"]

@@ -79,7 +79,7 @@ def train(steps: int, n_random: int, seed: int, ckpt: Path) -> dict:
 def _score_part(ckpt: str, val_tokens: int, part: int, parts: int) -> tuple[int, list[float], float]:
     import torch
 
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     torch.set_num_threads(1)
     p = load_predictor(ckpt)

@@ -31,7 +31,7 @@ def bench_predict(ckpt: str, n: int, n_mc: int, reps: int, device: str = "cpu") 
     """Packed forward + round-robin MC passes, against the stock path measured in the same run
     (padded nn.TransformerEncoder, torch dropout, n_mc passes of *every* member)."""
     from forge.spaces.space import load_space
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     p = load_predictor(ckpt).to(device)
     genomes = load_space(p.space["name"]).sample(n, np.random.default_rng(0))
@@ -238,7 +238,7 @@ def calib_table(ckpt_dirs: list[Path], splits: list[int], n_trees: int) -> dict:
     from surrogate.calibration import LowEndStretch
     from surrogate.dataset import load_labelset, train_val_test
     from surrogate.metrics import evaluate, summarize
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
     from surrogate.trees import fit_forests, forests_oob, forests_predict
 
     data = load_labelset(shared_data_dir() / "llmforge_iha_200M.csv")

@@ -85,7 +85,7 @@ def picks(genomes: list) -> dict:
 
 def window_loss(genomes: list) -> dict:
     """What the windows cost per the window-aware surrogate: predicted loss minus that of full attention."""
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     p = load_predictor(AWARE)
     d = p.predict(genomes)[0] - p.predict(full(genomes))[0]
@@ -103,7 +103,7 @@ def row(genomes: list, summary: dict, windowed: bool, tiny: bool) -> dict:
            **{k: v for k, v in summary.items() if k.startswith("min_")},
            **{f"median_{k}": float(np.median(v)) for k, v in t.items()}}
     if tiny:
-        from surrogate.predictor import load_predictor
+        from surrogate.loading import load_predictor
 
         mu = load_predictor(AWARE).predict(genomes)[0]
         out.update(aware_loss_min=float(mu.min()), aware_loss_median=float(np.median(mu)))

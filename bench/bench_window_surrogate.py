@@ -145,7 +145,7 @@ def fold_job(field_set: str, f: int, folds: int, epochs: int, seed: int) -> tupl
 def cv(folds: int, epochs: int, seed: int, workers: int) -> dict:
     from forge.runtime.parallel import map_spawned
     from surrogate.dataset import group_folds
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     data = labels()
     fold = group_folds(data.ids, folds, seed)
@@ -181,7 +181,7 @@ def _moved(d: np.ndarray) -> dict:
 def shipped() -> dict:
     """The shipped window-aware checkpoint on the windowed rows of its own held-out split."""
     from surrogate.dataset import train_val_test
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     swa = load_predictor("forgeformer-iha-tiny-swa")
     t = swa.meta["test"]

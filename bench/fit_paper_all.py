@@ -96,7 +96,7 @@ def add_trees(p, seed: int = 0, trees_from: Path | None = None):
 
 
 def main() -> None:
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calibrate-only", action="store_true")

@@ -12,10 +12,10 @@ cli (`forge-arch`, `forge-space`).
 the core never imports it, nor `backends`, `surrogate` or `search` (but for the Python API's one lazy import, below).
 
 `forge.search`, `forge.cost`, `forge.predict`, `forge.load` and `forge.SearchResult` are the Python API. Its code is
-`search/api.py`, at the top of the import order (it calls search, surrogate and backends); `__getattr__` below
-imports it on the first use of one of these names. That lazy import is the core's one reference to a package above
-it, named here and allowed by name in tests/test_structure.py (docs/concepts/layout.md says why): `import forge`
-stays light and loads nothing above the core.
+`search/api.py` (`SearchResult` in `search/result.py`, which it imports), at the top of the import order (it calls
+search, surrogate and backends); `__getattr__` below imports it on the first use of one of these names. That lazy
+import is the core's one reference to a package above it, named here and allowed by name in tests/test_structure.py
+(docs/concepts/layout.md says why): `import forge` stays light and loads nothing above the core.
 """
 from __future__ import annotations
 

@@ -19,145 +19,14 @@ refuses them (unknown keys with the closest valid name, types, ranges: search.ap
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from search.api_args import api_errors, as_list, check_choice, check_group, check_number, check_path, check_values
-from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
+from search.api_args import api_errors, as_list, check_number, check_path
+from search.api_compose import compose
 from forge.errors import UserError, check_int
 from forge.genomes.genome import Genome
-
-GROUPS = ("space", "search", "backend", "workload", "protocol", "corpus", "dispatch", "experiment", "hardware",
-          "logger")
-
-
-def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError:
-        raise UserError("the Python API returns pandas DataFrames and pandas is not installed; allowed: "
-                        "pip install -e '.[api]' in the Forge clone (or pip install pandas)") from None
-    return pandas
-
-
-def compose(app: str, overrides: Sequence[str] = (), **values: Any) -> Any:
-    """conf/<app>.yaml composed as its CLI would: a string for a config group (`backend="gemmini"`) is a
-    group choice; any other value (lists, numbers, mappings such as `search={"generations": 3}`) is merged
-    into the composed config, except a mapping with `_target_`, which replaces the node (a plug-in).
-    `overrides` are command-line overrides, passed through unchanged."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from omegaconf import OmegaConf, open_dict
-
-    from forge.runtime.shadow import check
-
-    check()  # a `search/` or `backends/` folder beside the user's script would be imported instead of Forge's
-    own, plus = _groups(app)  # forge-verify's `dispatch="local"` is a plain key of its config, not a group choice
-    for k, v in values.items():
-        check_group(k, v, own + plus)
-    groups = [f"{'+' * (k in plus)}{k}={v}" for k, v in values.items() if k in own + plus and isinstance(v, str)]
-    own += plus
-    with initialize_config_module(config_module=CONFIG_PATH.removeprefix("pkg://"), version_base="1.3"):
-        cfg = hydra_compose(app, overrides=[*groups, *as_choices(app, as_list("overrides", overrides) or [])],
-                            return_hydra_config=True)
-    check_override_types(cfg.hydra)  # `overrides` typed and ranged as on the command line
-    with open_dict(cfg):
-        del cfg["hydra"]
-    check_values(app, OmegaConf.to_container(cfg, resolve=False),  # what the CLI's struct mode would refuse
-                 {k: v for k, v in values.items() if not (k in own and isinstance(v, str))})
-    with open_dict(cfg):
-        for k, v in values.items():
-            if v is not None and not (k in own and isinstance(v, str)):
-                OmegaConf.update(cfg, k, v, merge=isinstance(v, Mapping) and "_target_" not in v)
-    return cfg
-
-
-def _groups(app: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the groups conf/<app>.yaml's defaults list chooses from, the groups it may add as the CLI's `+group=x`
-    does, such as forge-search's `+hardware=host-cpu`): a string for either is a choice, not a value."""
-    from forge.runtime.config import group_yaml
-
-    top = group_yaml("", app) or {}
-    own = tuple(k for e in top.get("defaults") or [] if isinstance(e, dict) for k in e if k in GROUPS)
-    return own, (("hardware",) if "backend" in own and "hardware" not in own + tuple(top) else ())
-
-
-# ------------------------------------------------------------------------------------------ frames
-def rows_frame(rows: Iterable[Mapping[str, Any]]) -> Any:
-    """JSONL rows (pareto.jsonl / archive.jsonl) → a DataFrame: `metrics` spread into columns (strings
-    "inf"/"nan" as floats), the design's keys as `design.<key>`, the genome kept as a dict column."""
-    from forge.disk.io import as_float
-
-    flat = []
-    for r in rows:
-        out = {k: v for k, v in r.items() if k not in ("metrics", "design")}
-        out.update({k: as_float(v) for k, v in (r.get("metrics") or {}).items()})
-        out.update({f"design.{k}": v for k, v in (r.get("design") or {}).items()})
-        flat.append(out)
-    return _pandas().DataFrame(flat)
-
-
-@dataclass
-class SearchResult:
-    """One finished (or stopped) search: its summary, folder, front and archive, and the next steps."""
-
-    run_dir: Path
-    summary: dict[str, Any] = field(repr=False)
-    parts: dict[str, Any] = field(default_factory=dict, repr=False)  # the Python objects it was made with
-
-    @property
-    def front(self) -> Any:
-        """The Pareto front (pareto.jsonl), lowest predicted loss first; loss_lo / loss_hi are its interval."""
-        from search.console import front_rows
-
-        return rows_frame(front_rows(self.run_dir))
-
-    @property
-    def archive(self) -> Any:
-        """Every evaluated genome (archive.jsonl) with its generation and surrogate version."""
-        from search.state import read_jsonl
-
-        return rows_frame(read_jsonl(self.run_dir / "archive.jsonl"))
-
-    def genomes(self, which: str = "front") -> list[Genome]:
-        """The front's (or, with which="archive", every evaluated) genomes, in the frame's order."""
-        from forge.genomes.genome import genome_from_dict
-
-        frame = self.front if check_choice("which", which, ("front", "archive")) == "front" else self.archive
-        return [genome_from_dict(g) for g in frame["genome"]]
-
-    @property
-    def hypervolume(self) -> float:
-        return float(self.summary["hypervolume"])
-
-    @api_errors
-    def export(self, select: str = "knee", format: str = "safetensors", out: str | Path | None = None,
-               **values: Any) -> dict[str, Any]:
-        """`forge-export run=<this run> select=... format=... out=...`; out defaults to <run>/exported."""
-        from search.export import run
-
-        out = out or self.run_dir / "exported"
-        return run(compose("forge-export", run=str(self.run_dir), select=select, format=format, out=str(out),
-                           **values))
-
-    @api_errors
-    def verify(self, **values: Any) -> dict[str, Any]:
-        """`forge-verify run=<this run> ...`: trains the front's picks and a random control (slow: real training);
-        the run's own space and surrogate objects are handed again (no command could rebuild some of them)."""
-        from search.verify import run
-
-        own = {k: v for k, v in self.parts.items() if k in ("space", "predictor")}
-        return run(compose("forge-verify", run=str(self.run_dir), **{"progress": False, **values}), own)
-
-    @api_errors
-    def plot(self, out: str | Path | None = None) -> dict[str, Any]:
-        """`forge-report runs=[<this run>]`: the PNGs and report.html, in `out` (default <run>/report)."""
-        from search.report import run
-
-        return run(compose("forge-report", runs=[str(self.run_dir)], out=str(out or self.run_dir / "report"),
-                           allow_partial=self.summary.get("status") != "complete"))
-
+from search.result import SearchResult, pandas_or_refuse
 
 # ------------------------------------------------------------------------------------------ calls
 @api_errors
@@ -269,7 +138,7 @@ def cost(genomes: Any, backend: Any = "roofline", workload: str | Mapping[str, A
         ex = table.extras[i] if table.extras else {}
         rows.append({"id": g.id, "name": g.name, **table.row(i), "feasible": bool(table.feasible[i]),
                      "reason": table.reason[i], **{k: v for k, v in ex.items() if _is_num(v)}})
-    return _pandas().DataFrame(rows)
+    return pandas_or_refuse().DataFrame(rows)
 
 
 @api_errors
@@ -302,7 +171,7 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     lo, hi = (round_sig(a) for a in ev.interval(mu, sigma))
     cov = covers(pred) if allow_blind else None  # which allowed blind genes each row uses
     blind = [";".join(sorted(blind_genes(cov, genome_grids([g])))) for g in gs] if cov is not None else []
-    return _pandas().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
+    return pandas_or_refuse().DataFrame({"id": [g.id for g in gs], "name": [g.name for g in gs], "mu": mu, "sigma": sigma,
                                 "loss_lo": lo, "loss_hi": hi, **({"loss_blind_to": blind} if any(blind) else {})})
 
 

@@ -2,7 +2,7 @@
 
 Plug-ins come from Hydra nodes with `_target_` (conf/backend/*.yaml, a trainer from conf/dispatch),
 or from plain names: `evaluator.predictor` is a checkpoint name/path for
-`surrogate.predictor.load_predictor` (or a `_target_` node, which the tests use for fakes). Every `_target_`
+`surrogate.loading.load_predictor` (or a `_target_` node, which the tests use for fakes). Every `_target_`
 and import path resolves through `forge.plugins`, so a resumed or verified run's saved config names no code.
 """
 from __future__ import annotations
@@ -124,7 +124,7 @@ def load_surrogate(node: Any, space: SearchSpace | None, allow_blind: Any = None
         except TypeError as e:
             raise SearchConfigError(f"evaluator.predictor: {e}; allowed: a class with predict(genomes)") from None
     else:
-        from surrogate.predictor import load_predictor
+        from surrogate.loading import load_predictor
 
         pred = load_predictor(str(node))
     if space is not None:
@@ -191,7 +191,7 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                                 "whose arguments read back (get_params()), or search.coevolve.every=0")
     finetune = import_callable(ft_spec)  # checked before anything is built
     from forge.runtime.tracking import logged, node_for
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
     logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs

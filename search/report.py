@@ -9,12 +9,11 @@
   loss first) interpolated on a relative-depth grid, mean ± std, identity-attention layers masked from
   the attention fields (Figure 8);
 and `report.html` (titled Forge) with every image inlined as base64 and tables of the runs, the final
-hypervolumes and the fingerprints, rendered through an autoescaping Jinja2 template (`search/templates/`):
-every value from a summary.json is shown as text, never as markup.
+hypervolumes and the fingerprints, rendered through an autoescaping Jinja2 template (`search/templates/`,
+assembled by search/report_html.py): every value from a summary.json is shown as text, never as markup.
 """
 from __future__ import annotations
 
-import base64
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,14 +22,14 @@ import numpy as np
 
 from forge.disk.io import as_float as _f
 from forge.genomes.genes import LAYER_GENES, attention_genes
-from forge.disk.io import atomic_write_json, atomic_write_text, check_writable
-from search.report_page import front_table, pareto_figure, plotly_js, run_config, settings, tier_note
+from forge.disk.io import atomic_write_json, check_writable
+from search.report_html import num, write_html
+from search.report_page import plot_columns
 from search.state import read_jsonl, read_summary, require_complete
 from search.errors import ReportError
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin)  # the five shape genes
 ATTN_FIELDS = attention_genes()
-COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
@@ -115,13 +114,6 @@ def plot_pareto(run: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_columns(summary: dict[str, Any]) -> list[str]:
-    """The x axes of the Pareto plot: the run's objectives other than the loss (COST order first, so the
-    default run draws what it always drew), or COST when the run has no other objective."""
-    objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
-    return [c for c in COST if c in objs] + [o for o in objs if o not in COST] or list(COST)
-
-
 def _interval_bars(ax: Any, x: np.ndarray, loss: np.ndarray, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     """The Pareto members' calibrated loss intervals [loss_lo, loss_hi] as vertical bars (none if uncalibrated)."""
     lo = np.array([_f(r["metrics"].get("loss_lo")) for r in rows])
@@ -190,77 +182,6 @@ def plot_fingerprints(runs: list[dict[str, Any]], path: Path, top: int = 50) -> 
     return stats
 
 
-CAPTIONS = {"hv.png": "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
-            "hv_loss_params.png": "Hypervolume (val_loss, params) against generation, mean ± std over seeds",
-            "fingerprint.png": "Per-substrate fingerprints: per-layer fields of the lowest-loss Pareto genomes "
-                               "against relative depth"}
-
-
-def _num(x: Any, digits: int = 4) -> str:
-    """A number at fixed precision; anything else (a hand-edited summary) as its text, escaped by the template."""
-    return f"{x:.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else ("–" if x is None else str(x))
-
-
-def _figure(path: Path) -> dict[str, str]:
-    caption = CAPTIONS.get(path.name, f"Pareto projections ({path.stem}): loss against energy, TTFT and TPOT, "
-                                      "coloured by generation, the Pareto archive circled")
-    return {"data": base64.b64encode(path.read_bytes()).decode(), "caption": caption}
-
-
-def _indistinct(iv: dict[str, Any], front: Any) -> str:
-    """The 'tier 1' cell: how many front members the predictor cannot tell from the best on loss, of how many,
-    and any gene the loss is blind to."""
-    blind = f" (loss blind to {', '.join(iv['blind_to'])})" if iv.get("blind_to") else ""
-    n = iv.get("n_indistinguishable")
-    return (f"{n} of {front} members" if n is not None else "– (no interval)") + blind
-
-
-def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], max_fronts: int = 12) -> str:
-    """The page, through an autoescaping Jinja2 template shipped in search/templates/ (values are text); the
-    first `max_fronts` runs get their front table, settings and interactive projections (search/report_page)."""
-    from jinja2 import Environment, PackageLoader
-
-    env = Environment(loader=PackageLoader("search", "templates"), autoescape=True)
-    head = ["run", "recipe", "seed", "generations", "evaluations", "front", "tier 1 (tied with the best on loss)", "HV",
-            "HV(loss,params)", "wall s"]
-    rows = []
-    for r in runs:
-        s = r["summary"]
-        rows.append([r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                     s.get("archive_size"), _indistinct(s.get("loss_interval") or {}, s.get("archive_size", "?")),
-                     _num(s.get("hypervolume", 0)), _num(s.get("hypervolume_loss_params", 0)),
-                     _num(s.get("wall_s", 0), 1)])
-    hvp = stats.get("hv_loss_params", {})
-    hv_rows = [{"recipe": k, "hv_mean": _num(v.get("mean")), "hv_std": _num(v.get("std")),
-                "hvp_mean": _num(hvp.get(k, {}).get("mean")), "hvp_std": _num(hvp.get(k, {}).get("std")),
-                "seeds": v.get("seeds")} for k, v in sorted(stats.get("hv", {}).items())]
-    fps = [{"backend": k, "depth": _num(v.get("depth_mean"), 1), "n": v.get("n_genomes")}
-           for k, v in sorted(stats.get("fingerprint", {}).items())]
-    anchor = runs[0]["summary"].get("hv_anchor") if runs else None
-    ref = anchor.get("ref", 2.0) if isinstance(anchor, dict) else 2.0
-    fronts = [run_section(r, i) for i, r in enumerate(runs[:max_fronts])]
-    return env.get_template("report.html").render(
-        runs=runs, ref=ref, run_head=head, run_rows=rows, hv_rows=hv_rows, fingerprint_rows=fps,
-        figures=[_figure(p) for p in images], fronts=fronts, more_runs=max(len(runs) - max_fronts, 0),
-        plotly_js=plotly_js() if fronts else "")
-
-
-def run_section(r: dict[str, Any], i: int) -> dict[str, Any]:
-    """One run's part of the page: its settings, its front table (knee marked) and its interactive projections."""
-    from search.console import _knee, front_rows
-    from search.suggest import rel
-
-    s, rows, cfg = r["summary"], front_rows(r["dir"]), run_config(r["dir"])
-    knee = _knee(rows, s.get("objectives") or [], s.get("maximize") or [])
-    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee, "tiers": tier_note(r["dir"], rows, cfg),
-            "settings": settings(r["dir"], s, cfg), "table": front_table(r["dir"], rows, s, knee),
-            "figure": pareto_figure(r, plot_columns(s), knee) if rows else None}
-
-
-def write_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], path: Path) -> None:
-    atomic_write_text(path, render_html(runs, images, stats))
-
-
 def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_pareto_plots: int = 12,
                 progress: bool = False) -> dict[str, Any]:
     from forge.runtime.steps import Steps
@@ -322,7 +243,7 @@ def human(summary: dict[str, Any]) -> list[str]:
 
     hv = summary.get("hv") or {}
     lines = [f"report of {summary['runs']} run(s), {len(hv)} recipe(s):"]
-    lines += [f"  {k}: hypervolume {_num(v.get('mean'))} ± {_num(v.get('std'))} over {v.get('seeds')} seed(s)"
+    lines += [f"  {k}: hypervolume {num(v.get('mean'))} ± {num(v.get('std'))} over {v.get('seeds')} seed(s)"
               for k, v in sorted(hv.items())]
     lines.append(f"page (front tables, settings, interactive plots; works offline): {rel(summary['report'])}")
     lines.append(f"runs side by side: {rel(summary['runs_csv'])}")

@@ -170,3 +170,13 @@ def run_config(run_dir: Path) -> dict[str, Any]:
         return dict(yaml.safe_load(p.read_text()) or {}) if p.is_file() else {}
     except yaml.YAMLError:
         return {}
+
+
+COST = ("energy_per_token_uj", "ttft_ms", "tpot_ms")  # the default Pareto plot's x axes
+
+
+def plot_columns(summary: dict[str, Any]) -> list[str]:
+    """The x axes of the Pareto plot: the run's objectives other than the loss (COST order first, so the
+    default run draws what it always drew), or COST when the run has no other objective."""
+    objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
+    return [c for c in COST if c in objs] + [o for o in objs if o not in COST] or list(COST)

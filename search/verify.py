@@ -122,7 +122,7 @@ class Verify:
 
         path = saved_predictor(self.run_dir, self._coevolution().get("predictor_path"))  # its own state/, never a path
         if path and path.with_suffix(".json").is_file() and hasattr(ev, "swap"):
-            from surrogate.predictor import load_predictor
+            from surrogate.loading import load_predictor
 
             ev.swap(load_predictor(path))
         return ev

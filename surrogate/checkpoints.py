@@ -1,7 +1,7 @@
 """Where a surrogate checkpoint lives and what it covers: shipped names, path resolution, the genes and value
 ranges its training data saw (`covers_of`, `data_covers`), the one check of values against them (`uncovered`,
 which search.blind applies wherever a predictor prices genomes) and what a loss blind to a gene means
-(`BLIND_WHY`). JSON only: nothing here loads weights. surrogate.predictor re-exports these.
+(`BLIND_WHY`). JSON only: nothing here loads weights (surrogate.loading does). surrogate.predictor re-exports these.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ d_model, block_size, vocab_size, L_max that the search checks against its space)
 **Training side, `TrainableSurrogate`** (what `conf/surrogate/<name>.yaml` builds and `forge-surrogate
 mode=train|compare` fits): `fit(train, val) -> self` on `surrogate.dataset.LabelSet`s and `predict(genomes)
 -> mu` (point predictions, what the comparison table scores). Optional: `save(stem) -> Path` (what `out=`
-writes; loadable again by `surrogate.predictor.load_predictor` when its format is registered there) and
+writes; loadable again by `surrogate.loading.load_predictor` when its format is registered there) and
 `as_predictor() -> LossPredictor` (the search side of a trained model).
 
 Any object with the training side becomes a search-side predictor through `as_loss_predictor`, so a

@@ -142,7 +142,7 @@ class SupernetSurrogate:
         return self._fitted().save(stem)
 
     def _load_init(self) -> SupernetPredictor:
-        from surrogate.predictor import load_predictor
+        from surrogate.loading import load_predictor
 
         p = load_predictor(self.init)
         if not isinstance(p, SupernetPredictor):

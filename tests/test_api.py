@@ -21,7 +21,7 @@ def test_a_call_writes_what_its_command_writes(tmp_path):
     from omegaconf import OmegaConf
 
     import forge
-    from search.api import compose
+    from search.api_compose import compose
     from search.cli import run
 
     res = forge.search(space="iha-tiny", objectives=["val_loss", "ttft_ms", "params"], out_dir=tmp_path / "api",

@@ -108,7 +108,7 @@ def test_cost_and_predict_trust_the_callers_own_target():
 
 
 def test_a_plain_key_of_a_command_is_a_value_and_an_added_group_a_choice():
-    from search.api import compose
+    from search.api_compose import compose
 
     c = compose("forge-verify", run="x", k=4, dispatch="local", protocol="cpu-proxy", corpus="stdlib")
     # forge-verify's dispatch/protocol/corpus are config groups (issue 37 §4), chosen as `forge-verify dispatch=local`
@@ -158,7 +158,7 @@ def test_forge_search_takes_a_hardware_preset_as_forge_hw_does_and_as_the_docs_s
     """`hardware` is a group of forge-search's defaults (none chosen): `hardware=x` works as in forge-hw, and the
     `+hardware=x` the docs showed is the same choice (forge.runtime.config.as_choices), on the command line and here."""
     from forge.runtime.config import as_choices
-    from search.api import compose
+    from search.api_compose import compose
 
     assert compose("forge-search", overrides=[override]).hardware.name == "h100-sxm"
     assert as_choices("forge-search", [override, "+plugins.modules=[m]"]) == ["hardware=h100-sxm", "+plugins.modules=[m]"]

@@ -13,7 +13,8 @@ from hydra.core.global_hydra import GlobalHydra
 import backends.host as host
 import forge.runtime.config
 from backends.cli import run
-from backends.gpu.roofline import RooflineBackend, load_hardware
+from backends.gpu.hardware import load_hardware
+from backends.gpu.roofline import RooflineBackend
 from backends.host import calibrate_host, host_hardware, write_preset
 from backends.interface import BackendError, Workload
 from backends.registry import build_backend

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forge import plugins
-from search.api import compose
+from search.api_compose import compose
 from forge.runtime.config import group_yaml
 from forge.genomes.genes import LAYER_GENES
 from forge.genomes.genome import GenomeError

@@ -15,7 +15,7 @@ import pytest
 
 from forge import plugins
 from forge.runtime.config import group_yaml
-from search.api import compose
+from search.api_compose import compose
 from tests.ext import forget
 
 ROOT = Path(__file__).resolve().parents[2]

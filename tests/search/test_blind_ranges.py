@@ -106,7 +106,7 @@ def test_the_iha_tiny_swa_refusal_names_the_shipped_checkpoint_that_sees_windows
 def test_the_resolved_predictor_is_named_in_summary_console_report_and_card(tmp_path):
     from search.console import front_rows, front_table
     from search.export import run as run_export
-    from search.report import run_config
+    from search.report_page import run_config
     from search.report_page import settings
 
     s = run(_cfg(tmp_path / "r", "space=iha-tiny"))

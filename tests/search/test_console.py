@@ -152,7 +152,7 @@ def test_interval_level_is_checked():
 
 def test_summary_notes_a_pass_count_other_than_the_calibration_s():
     from search.evaluators import LossEvaluator
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     p = load_predictor("forgeformer-iha-tiny")
     assert LossEvaluator(p, n_mc=4).interval_info()["method"] == "conformal-sigma"

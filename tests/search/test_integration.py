@@ -34,7 +34,7 @@ def test_search_runs_on_every_shipped_backend(backend, tmp_path):
 def test_coevolution_with_a_real_forgeformer_refit(tmp_path):
     from surrogate.dataset import from_labels
     from surrogate.fit import finetune, train_forgeformer
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
     from surrogate.training import Recipe
 
     space = load_space("iha-tiny")

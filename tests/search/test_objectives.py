@@ -11,7 +11,7 @@ from forge import plugins
 from search.console import extra_columns, front_table
 from search.objectives import Objective, parse_objective, parse_objectives
 from search.errors import SearchConfigError
-from search.report import plot_columns
+from search.report_page import plot_columns
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 

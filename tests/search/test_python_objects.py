@@ -62,7 +62,7 @@ def test_a_surrogate_object_resumes_exactly_from_the_printed_command(tmp_path, c
 
 def test_an_object_no_command_rebuilds_is_said_refused_and_resumed_from_python(tmp_path, capsys):
     import forge
-    from search.api import compose
+    from search.api_compose import compose
     from search.cli import run as search_run
     from tests.ext.surrogates import OpaqueForest
 
@@ -87,7 +87,7 @@ def depth(genomes, weight=1.0):
 def test_a_function_from_main_is_said_at_start_and_a_command_refuses_it(tmp_path, capsys, monkeypatch):
     """The Python page's own example: an objective defined in the user's script (module `__main__`)."""
     import forge
-    from search.api import compose
+    from search.api_compose import compose
     from search.cli import run as search_run
 
     monkeypatch.setattr(depth, "__module__", "__main__")

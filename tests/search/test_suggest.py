@@ -94,7 +94,7 @@ def test_verify_on_a_paper_run_without_a_gpu_advises_a_cpu_search_not_a_protocol
 
 def test_verify_takes_protocol_corpus_and_dispatch_as_typed():
     """`forge-verify protocol=cpu-proxy` and the API's `res.verify(protocol=...)` compose (they are groups)."""
-    from search.api import compose
+    from search.api_compose import compose
 
     cfg = compose("forge-verify", run="r", protocol="cpu-proxy", corpus="stdlib", dispatch="local")
     assert cfg.protocol.name == "cpu-proxy" and cfg.corpus.tokenizer == "byte" and "_target_" in cfg.dispatch

@@ -55,7 +55,7 @@ def test_the_shipped_all_labels_predictor_is_calibrated_on_every_label_by_nested
     from pathlib import Path
 
     from surrogate.crossconf import nested_check, oof_rows
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     p = load_predictor("forgeformer-iha-paper-all")
     prov = p.conformal.provenance

@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_module
 from forge.spaces.space import load_space
 from surrogate.cli import run
 from surrogate.interface import LossPredictor, PointPredictor, as_loss_predictor
-from surrogate.predictor import LOADERS, CheckpointError, load_predictor, register_format
+from surrogate.predictor import CheckpointError
+from surrogate.loading import LOADERS, load_predictor, register_format
 from tests.search.user_plugins import UserSurrogate
 
 USER = "tests.search.user_plugins.UserSurrogate"
@@ -75,7 +76,7 @@ def test_a_registered_format_loads_by_path(tmp_path, monkeypatch):
     (tmp_path / "mine.json").write_text(json.dumps({"format": "test/user-v1", "slope": 0.3}))
     with pytest.raises(CheckpointError, match="'test/user-v1'; allowed: forge-surrogate/forgeformer-v1"):
         load_predictor(tmp_path / "mine")
-    monkeypatch.setattr("surrogate.predictor.LOADERS", dict(LOADERS))
+    monkeypatch.setattr("surrogate.loading.LOADERS", dict(LOADERS))
     register_format("test/user-v1", lambda stem: UserSurrogate(json.loads(stem.with_suffix(".json").read_text())["slope"]))
     assert load_predictor(tmp_path / "mine").slope == 0.3
 

@@ -11,7 +11,8 @@ import pytest
 from forge.runtime.config import data_dir
 from forge.spaces.space import load_space
 from surrogate.numpy_encoder import WHOLE, FFConfig, NumpyForgeFormer, param_shapes
-from surrogate.predictor import FORMAT, load_predictor
+from surrogate.predictor import FORMAT
+from surrogate.loading import load_predictor
 
 SHIPPED = sorted(p.stem for p in (data_dir() / "surrogate").glob("*.json")
                  if json.loads(p.read_text()).get("format") == FORMAT)

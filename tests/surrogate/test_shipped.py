@@ -7,7 +7,7 @@ import pytest
 from forge.runtime.config import data_dir
 from forge.spaces.space import load_space
 from surrogate.forgeformer import n_params
-from surrogate.predictor import load_predictor
+from surrogate.loading import load_predictor
 
 SHIPPED = data_dir() / "surrogate" / "forgeformer-iha-paper"
 

@@ -5,7 +5,7 @@ import pytest
 
 from forge.runtime.config import data_dir
 from forge.spaces.space import load_space
-from surrogate.predictor import load_predictor
+from surrogate.loading import load_predictor
 
 SWA = "forgeformer-iha-tiny-swa"
 LABELS = [data_dir() / "labels" / f for f in ("iha-tiny-cpu-proxy.jsonl", "iha-tiny-swa-cpu-proxy.jsonl")]

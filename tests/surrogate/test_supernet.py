@@ -150,7 +150,7 @@ def _rows(n: int) -> list[Genome]:
 
 def test_predictor_line_interval_and_round_trip(tiny_corpus, tmp_path, monkeypatch):
     from forge.labelling import corpus as corpus_mod
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
 
     monkeypatch.setattr(corpus_mod, "build_corpus", lambda cfg: tiny_corpus)
     p = SupernetPredictor(supernet(), _meta(), {"name": "toy", "seq_len": T, "batch": 2, "val_tokens": 6 * T},

@@ -66,7 +66,7 @@ def test_forest_spread_is_the_std_of_every_trees_own_prediction(tiny_jsonl):
 
 def test_extra_trees_forest_round_trips_and_a_weighted_blend_moves_the_prediction(tiny_jsonl, tmp_path):
     from surrogate.dataset import load_labelset
-    from surrogate.predictor import load_predictor
+    from surrogate.loading import load_predictor
     from surrogate.trees import fit_forests
 
     data = load_labelset(tiny_jsonl)

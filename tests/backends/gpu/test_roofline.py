@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from backends.gpu.calibrate import calibrate
 from backends.interface import Workload
-from backends.gpu.roofline import ALL_OPS, RooflineBackend, load_hardware, sum_max_affine
+from backends.gpu.hardware import load_hardware
+from backends.gpu.roofline import ALL_OPS, RooflineBackend, sum_max_affine
 from backends.registry import build_backend
 from forge.spaces.arrays import PopArrays
 from forge.runtime.config import data_dir
