@@ -89,7 +89,7 @@ def add_trees(p, seed: int = 0, trees_from: Path | None = None):
     p.meta["n_train"] = len(data)  # the trees fit on train + carve; the encoder's epoch is picked on the carve
     p.meta["trained_on"] = {"rows": len(data), "dropped": data.dropped, "data_hash": data.data_hash(),
                             "encoder_val_carve": len(va)}
-    from surrogate.predictor import data_covers
+    from surrogate.checkpoints import data_covers
 
     p.meta["covers"] = data_covers(data)  # the genes (and ranges) its labels hold: search.blind reads it
     return p

@@ -146,7 +146,8 @@ def _calibrate(cfg: DictConfig) -> dict:
     """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
     the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
     from forge.disk.io import atomic_write_json
-    from surrogate.predictor import DEFAULT, resolve_checkpoint
+    from surrogate.checkpoints import resolve_checkpoint
+    from surrogate.predictor import DEFAULT
     from surrogate.loading import load_predictor
 
     stem = resolve_checkpoint(cfg.ckpt or DEFAULT)

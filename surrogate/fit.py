@@ -23,7 +23,8 @@ from surrogate.conformal import BEST_BINS, ConformalInterval, coverage_cv
 from surrogate.dataset import LabelSet, from_labels, load_labelset, split_ids
 from surrogate.features import MinMax, featurize, field_names
 from surrogate.forgeformer import FFConfig
-from surrogate.predictor import ForgeFormerPredictor, resolve_checkpoint
+from surrogate.checkpoints import resolve_checkpoint
+from surrogate.predictor import ForgeFormerPredictor
 from surrogate.loading import load_predictor
 from surrogate.targets import TargetMap
 from surrogate.trees import fit_forests

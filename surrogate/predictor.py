@@ -20,8 +20,7 @@ from safetensors.numpy import save_file
 from forge.genomes.genome import Genome
 from forge.disk.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
-from surrogate.checkpoints import (CheckpointError, checkpoint_stem, covers_of, data_covers,  # noqa: F401 (re-exported)
-                                   resolve_checkpoint, shipped_sidecars)
+from surrogate.checkpoints import checkpoint_stem, covers_of
 from surrogate.conformal import ConformalInterval, interval_or_nan
 from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names

@@ -15,7 +15,7 @@ from surrogate.cli import run as surrogate_run
 from surrogate.conformal import ConformalInterval, ScoreBins, coverage_cv
 from surrogate.dataset import load_labelset, train_val_test
 from surrogate.fit import held_predictions
-from surrogate.predictor import CheckpointError
+from surrogate.checkpoints import CheckpointError
 from surrogate.loading import load_predictor
 
 TINY_LABELS = data_dir() / "labels" / "iha-tiny-cpu-proxy.jsonl"

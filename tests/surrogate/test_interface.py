@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_module
 from forge.spaces.space import load_space
 from surrogate.cli import run
 from surrogate.interface import LossPredictor, PointPredictor, as_loss_predictor
-from surrogate.predictor import CheckpointError
+from surrogate.checkpoints import CheckpointError
 from surrogate.loading import LOADERS, load_predictor, register_format
 from tests.search.user_plugins import UserSurrogate
 

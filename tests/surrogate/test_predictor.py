@@ -9,7 +9,7 @@ from forge.genomes.genome import Genome, LayerGene
 from surrogate.dataset import load_labelset, train_val_test
 from surrogate.features import FeatureError, MinMax, featurize
 from surrogate.fit import finetune, train_forgeformer
-from surrogate.predictor import CheckpointError
+from surrogate.checkpoints import CheckpointError
 from surrogate.loading import load_predictor
 from surrogate.training import Recipe, ReplayBatches
 
