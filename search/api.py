@@ -85,7 +85,8 @@ def _backend_object(backend: Any, parts: dict[str, Any]) -> Any:
 def load(run_dir: str | Path) -> SearchResult:
     """A SearchResult for an existing run folder, checked as forge-export and forge-verify check it."""
     from search.run_files import refuse_odd
-    from search.state import read_jsonl, read_summary
+    from search.run_files import read_summary
+    from search.state import read_jsonl
 
     d = check_path("run_dir", run_dir)
     refuse_odd(d, ("summary.json", "pareto.jsonl"), UserError)  # a FIFO is named as one, not "not there"

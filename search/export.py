@@ -268,7 +268,7 @@ def check_overwrite(out: Path, ids: Sequence[str], overwrite: bool) -> None:
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
-    from search.state import read_summary
+    from search.run_files import read_summary
 
     return read_summary(run_dir)
 

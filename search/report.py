@@ -25,7 +25,8 @@ from forge.genomes.genes import LAYER_GENES, attention_genes
 from forge.disk.io import atomic_write_json, check_writable
 from search.report_html import num, write_html
 from search.report_page import plot_columns
-from search.state import read_jsonl, read_summary, require_complete
+from search.run_files import read_summary
+from search.state import read_jsonl, require_complete
 from search.errors import ReportError
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin)  # the five shape genes

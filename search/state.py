@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line
 from search.errors import ResumeError
-from search.run_files import SUMMARY, read_summary  # noqa: F401  (read_summary: the readers import it from here)
+from search.run_files import read_summary
 
 CHECKPOINT = "state/checkpoint.json"
 CONFIG, HYDRA_CONFIG = "config.yaml", ".hydra/config.yaml"

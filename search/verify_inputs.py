@@ -11,7 +11,8 @@ from forge.disk.files import read_yaml_file
 from search.components import backend_of
 from search.errors import SearchConfigError, VerifyError
 from search.run_files import refuse_odd
-from search.state import read_jsonl, read_summary
+from search.run_files import read_summary
+from search.state import read_jsonl
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
