@@ -124,7 +124,12 @@ def _set_threads(n: Any) -> None:
     """BLAS threads (and torch's intra-op threads, where torch is loaded) for the surrogate: batches of ~48
     genomes are too small to gain from more than one thread, and on a shared 2-core machine extra threads mostly
     spin (20x slower measured; the numpy encoder 4x). A value out of range is left to `search.settings.settle`,
-    which refuses it before anything is built."""
+    which refuses it before anything is built. Unset (null): the library's default, one per core (the console
+    script started BLAS at one thread: forge.runtime.entry.blas_one_thread)."""
+    if n is None:
+        from forge.runtime.entry import blas_threads_default
+
+        n = blas_threads_default()
     if isinstance(n, int) and n >= 1:
         from threadpoolctl import threadpool_limits
 

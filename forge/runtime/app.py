@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from forge.runtime.compose_once import compose_once
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
 from forge.errors import REPORT_BUG, ForgeError
 from forge.runtime.run_guard import GUARD, RunDirGuard, hydra_output_dir
@@ -107,7 +108,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
                 print(f"{app} (forge-nas) {__version__}")
                 return
             sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
-            with user_errors(app):
+            with user_errors(app), compose_once(sys.argv[1:]):  # Hydra composes the config once, not twice
                 entry()
         return main
     return decorate

@@ -75,7 +75,8 @@ def group_yaml(group: str, name: str) -> dict[str, Any] | None:
     if not is_name(name):
         return None
     path = next((p for d in _group_dirs(group) if (p := d / f"{name}.yaml").is_file()), None)
-    return (yaml.safe_load(path.read_text()) or {}) if path is not None else None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built: the same data
+    return (yaml.load(path.read_text(), Loader=loader) or {}) if path is not None else None  # noqa: S506
 
 
 def searchpath_yaml(group: str, name: str) -> dict[str, Any] | None:
