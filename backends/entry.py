@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from forge.runtime.entry import entry
 
-forge_hw = entry("forge-hw", "backends.cli:main", one_blas_thread=True)
+forge_hw = entry("forge-hw", "backends.cli:main", inference=True)

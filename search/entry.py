@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from forge.runtime.entry import entry
 
-forge_search = entry("forge-search", "search.cli:search_main", one_blas_thread=True)
-forge_report = entry("forge-report", "search.cli:report_main", one_blas_thread=True)
-forge_export = entry("forge-export", "search.cli:export_main", one_blas_thread=True)
+forge_search = entry("forge-search", "search.cli:search_main", inference=True)
+forge_report = entry("forge-report", "search.cli:report_main", inference=True)
+forge_export = entry("forge-export", "search.cli:export_main", inference=True)
 forge_verify = entry("forge-verify", "search.verify_cli:main")
-forge_serve = entry("forge-serve", "search.serving.cli:main", one_blas_thread=True)
+forge_serve = entry("forge-serve", "search.serving.cli:main", inference=True)
