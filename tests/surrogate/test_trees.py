@@ -83,3 +83,26 @@ def test_extra_trees_forest_round_trips_and_a_weighted_blend_moves_the_predictio
     p.save(tmp_path / "ck")
     q = load_predictor(tmp_path / "ck")
     assert q.forest_weights == [0.0, 0.0, 1.0] and np.array_equal(q.predict(data.genomes)[0], p.predict(data.genomes)[0])
+
+
+def test_the_joint_walk_finds_each_forests_own_leaves():
+    """surrogate.tree_walk.joint_leaves (the hybrid's forests in one walk) = each forest's own leaves_z, bit for
+    bit, on the shipped hybrid's three forests (two of them on the same view) and features near their splits."""
+    from surrogate.loading import load_predictor
+    from surrogate.tree_walk import joint_leaves
+
+    forests = load_predictor("forgeformer-iha-paper-all").forests
+    assert len(forests) == 3
+    rng = np.random.default_rng(7)
+    for n in (1, 5, 48):
+        views = {}
+        for view in {f.view for f in forests}:
+            mine = [f for f in forests if f.view == view]
+            cols = int(max(f.a["feature"].max() for f in mine)) + 1
+            X = np.zeros((n, cols), np.float32)
+            for j in range(cols):  # values at, just below and just above real split points: both branches taken
+                th = np.concatenate([f.a["threshold"][(f.a["feature"] == j) & (f.a["right"] >= 0)] for f in mine])
+                X[:, j] = (rng.choice(th, n) + rng.choice([-1e-3, 0.0, 1e-3], n)) if len(th) else 0.0
+            views[view] = X
+        for f, z in zip(forests, joint_leaves(forests, views)):
+            assert np.array_equal(z, f.leaves_z(views[f.view]))
