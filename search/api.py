@@ -18,7 +18,7 @@ refuses them (unknown keys with the closest valid name, types, ranges: search.ap
 """
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -55,7 +55,8 @@ def search(space: str | Mapping[str, Any] | None = None, backend: Any = None,
                        overrides)  # what a resume compares with the run's own config
     space, objectives, values, parts = split_objects(space, objectives, values)
     backend = _backend_object(backend, parts)
-    out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")  # as conf's ${now:}: two runs in one second differ
+    out = check_path("out_dir", out_dir) if out_dir else Path("outputs/search") / stamp
     cfg = compose("forge-search", overrides, space=space, backend=backend, objectives=as_list("objectives", objectives),
                   constraints=as_list("constraints", constraints), out_dir=str(out), **{"progress": False, **values})
     note = None if values.get("resume") else start_note(_container(cfg), out)
