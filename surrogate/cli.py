@@ -105,8 +105,9 @@ def _save(cfg: DictConfig, model: Any, res: dict, test: Any) -> Path:
     if p is not None and hasattr(p, "meta"):
         p.meta["metrics"] = res.get("metrics", {})
         p.meta["test"] = {"seed": cfg.seed, "test_frac": cfg.test_frac, "n_test": res["n_test"]}
-        if test is not None:  # the interval calibration on the same held-out rows as mode=calibrate
+        if test is not None:  # the interval and pairwise calibrations on the same held-out rows as mode=calibrate
             p.conformal = _conformal(cfg, p, test)
+            p.pairwise = _pairwise(cfg, p, test)
     return model.save(cfg.out)
 
 
@@ -142,6 +143,15 @@ def _conformal(cfg: DictConfig, p: Any, held: Any) -> Any:
     return conformal_fit(p, held, split, int(iv.get("n_mc", 10)), bins, int(cfg.seed), float(iv.get("level", 0.9)))
 
 
+def _pairwise(cfg: DictConfig, p: Any, held: Any) -> Any:
+    """P(lower μ trains better | Δμ) on the held-out rows (surrogate.pairwise), with its grouped check."""
+    from surrogate.fit import pairwise_fit
+
+    split = {"data": " + ".join(f.name for f in _data_paths(cfg)),
+             "split": f"train_val_test(seed={p.meta['test']['seed']}, test_frac={p.meta['test']['test_frac']})"}
+    return pairwise_fit(p, held, split, int(cfg.seed))
+
+
 def _calibrate(cfg: DictConfig) -> dict:
     """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
     the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
@@ -165,9 +175,11 @@ def _calibrate(cfg: DictConfig) -> dict:
         raise UserError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
                         f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
     p.conformal = _conformal(cfg, p, held)
+    p.pairwise = _pairwise(cfg, p, held)
     atomic_write_json(stem.with_suffix(".json"), p.sidecar())
     return {"mode": "calibrate", "checkpoint": str(stem.with_suffix(".json")), "n_rows": len(held),
-            "cv_check": p.conformal.provenance["cv_check"]}
+            "cv_check": p.conformal.provenance["cv_check"],
+            "pairwise_check": {"max_error": p.pairwise.provenance["check"]["max_error"]}}
 
 
 def _finetune(cfg: DictConfig) -> dict:

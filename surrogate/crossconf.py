@@ -24,6 +24,7 @@ import numpy as np
 
 from surrogate.calibration import LowEndStretch
 from surrogate.conformal import BEST_BINS, MIN_TAIL, ConformalInterval, interval_stats
+from surrogate.pairwise import PairwiseOdds
 
 PARTS = ("encoder", "rf_agg", "rf_full", "et_full")  # the shipped blend: equal quarters (RESULTS.md, issue 35)
 KEYS = ("coverage", "below", "above", "width", "coverage_best10", "width_best10")
@@ -74,6 +75,9 @@ def attach_cross_conformal(p: Any, oof_path: str | Path, level: float = 0.9) -> 
                          "nested": "stretch and scores fit on 4 folds' out-of-fold rows, measured on the 5th",
                          "conformal-residual": nested_check(y, pred, fold, level)}}
     p.conformal = ConformalInterval.fit(y, mu, bins=BEST_BINS, provenance=prov)
+    # pairs within one fold: one fold model predicted both members, as one model predicts a whole front
+    p.pairwise = PairwiseOdds.fit(mu, y, ids, fold, fold, source=f"{Path(oof_path).name}: out-of-fold pairs of "
+                                  "grouped 5-fold CV, within each fold")
     p.meta["calibration_fit"] = {"method": "out-of-fold rows of grouped 5-fold CV (cross-fitted, no carve)",
                                  "n_rows": len(y)}
     return p

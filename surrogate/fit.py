@@ -11,7 +11,7 @@ import hashlib
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -145,8 +145,9 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     if conformal is not None:
         conformal = replace(conformal, provenance={**conformal.provenance, "measured_on": f"base checkpoint {stem.name} "
                                                    "(this predictor is a replay fine-tune of it)"})
+    pairwise = base.pairwise.inherited(stem.name) if base.pairwise is not None else None  # the parent's, said so
     return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
-                                base.nn_weight, base.calib, conformal, base.forest_weights)
+                                base.nn_weight, base.calib, conformal, base.forest_weights, pairwise)
 
 
 def held_predictions(p: ForgeFormerPredictor, held: LabelSet, n_mc: int,
@@ -180,3 +181,15 @@ def conformal_fit(p: ForgeFormerPredictor, held: LabelSet, split: dict, n_mc: in
             "cv_check": {"level": level, "folds": 5, "grouped_by": "architecture (canonical genome id)",
                          **{k: {s: round(v[s], 4) for s in keys} for k, v in cv.items()}}}
     return ConformalInterval.fit(held.y, mu, mu_mc, sigma, bins, prov)
+
+
+def pairwise_fit(p: ForgeFormerPredictor, held: LabelSet, split: dict, seed: int = 0) -> Any:
+    """Pairwise odds of `p` (surrogate.pairwise) on `held`, rows it never trained on: one model, so every pair of
+    held rows counts; the check's folds are grouped by architecture."""
+    from surrogate.pairwise import PairwiseOdds, group_folds_of
+
+    mu = np.asarray(p.predict(held.genomes)[0], float)
+    ids = np.asarray(held.ids).astype(str)
+    return PairwiseOdds.fit(mu, held.y, ids, np.zeros(len(ids), int), group_folds_of(ids, 5, seed),
+                            source=f"held-out test split {split.get('split', '')} of {split.get('data', '?')}")
+

@@ -15,6 +15,7 @@ from safetensors.numpy import load_file
 from surrogate.calibration import LowEndStretch
 from surrogate.checkpoints import CheckpointError, resolve_checkpoint
 from surrogate.conformal import ConformalInterval
+from surrogate.pairwise import PairwiseOdds
 from surrogate.features import FeatureError, MinMax, field_names
 from surrogate.numpy_encoder import FFConfig, NumpyForgeFormer
 from surrogate.predictor import DEFAULT, FORMAT, ForgeFormerPredictor
@@ -97,12 +98,16 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
         conformal = ConformalInterval.from_dict(meta["conformal"]) if meta.get("conformal") else None
     except ValueError as e:
         raise CheckpointError(f"{stem}.json: {e}") from None
+    try:
+        pairwise = PairwiseOdds.from_dict(meta["pairwise"]) if meta.get("pairwise") is not None else None
+    except ValueError as e:
+        raise CheckpointError(f"{stem}.json: {e}") from None
     fw = meta.get("forest_weights")
     if fw is not None and (len(fw) != len(forests) or any(not (0 <= float(w) <= 1) for w in fw) or sum(fw) <= 0):
         raise CheckpointError(f"{stem}.json: forest_weights {fw}; allowed: one weight in [0, 1] per forest, sum > 0")
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields", "norm",
                                                          "target", "space", "forests", "nn_weight", "calibration",
-                                                         "conformal", "forest_weights")}
+                                                         "conformal", "forest_weights", "pairwise")}
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
                                 TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib, conformal,
-                                None if fw is None else [float(w) for w in fw])
+                                None if fw is None else [float(w) for w in fw], pairwise)

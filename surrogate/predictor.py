@@ -22,6 +22,7 @@ from forge.disk.io import atomic_write_bytes, atomic_write_json
 from surrogate.calibration import LowEndStretch
 from surrogate.checkpoints import checkpoint_stem, covers_of
 from surrogate.conformal import ConformalInterval, interval_or_nan
+from surrogate.pairwise import PairwiseOdds
 from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.numpy_encoder import NumpyForgeFormer, from_torch
@@ -56,6 +57,7 @@ class ForgeFormerPredictor:
     calib: LowEndStretch | None = None  # low-end stretch fit on held-out predictions (surrogate/calibration.py)
     conformal: ConformalInterval | None = None  # interval calibration on held-out labels (surrogate/conformal.py)
     forest_weights: list[float] | None = None  # weights of the forests within their share (None: equal)
+    pairwise: PairwiseOdds | None = None  # P(lower μ trains better | Δμ) on held-out pairs (surrogate/pairwise.py)
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
@@ -228,6 +230,7 @@ class ForgeFormerPredictor:
                 "calibration": self.calib.to_dict() if self.calib is not None else None,
                 **({"conformal": self.conformal.to_dict()} if self.conformal is not None else {}),
                 **({"forest_weights": self.forest_weights} if self.forest_weights is not None else {}),
+                **({"pairwise": self.pairwise.to_dict()} if self.pairwise is not None else {}),
                 "space": self.space, **self.meta}
 
     def save(self, stem: str | Path) -> Path:
