@@ -84,21 +84,6 @@ class ParetoArchive:
         return cls(list(objectives), signs, [dict(r) for r in rows], F)
 
 
-def loss_overlap(rows: Sequence[dict[str, Any]]) -> tuple[np.ndarray, int | None]:
-    """(mask, count): which rows' loss interval [loss_lo, loss_hi] overlaps the lowest-loss row's (that row
-    included), i.e. which front members the surrogate cannot tell apart from the best on loss. The count is
-    None (and the mask all False) when the intervals are unknown (an uncalibrated predictor)."""
-    if not rows:
-        return np.zeros(0, dtype=bool), 0
-    m = [r.get("metrics", r) for r in rows]
-    lo, hi = (np.array([as_float(x.get(k)) for x in m]) for k in ("loss_lo", "loss_hi"))
-    best = int(np.argmin([as_float(x.get("val_loss")) for x in m]))
-    if not (np.isfinite(lo[best]) and np.isfinite(hi[best])):
-        return np.zeros(len(rows), dtype=bool), None
-    mask = (lo <= hi[best]) & (hi >= lo[best])
-    return mask, int(mask.sum())
-
-
 def least_violating(ids: Sequence[str], cv: Any, records: dict[str, dict[str, Any]],
                     violations: Callable[[dict[str, Any]], dict[str, float]], k: int = 5) -> list[dict[str, Any]]:
     """When no genome met the constraints: the k population members with the smallest total violation (pymoo's

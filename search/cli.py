@@ -143,6 +143,9 @@ def _brief(s: dict[str, Any]) -> dict[str, Any]:
             "archive_size", "hypervolume", "hypervolume_loss_params", "wall_s", "loss_predictor", "loss_interval",
             "least_violating")
     out = {k: s[k] for k in keys if k in s}
+    if isinstance(s.get("loss_pairwise"), dict):  # what the odds say, not the curve (summary.json holds it)
+        out["loss_pairwise"] = {k: s["loss_pairwise"].get(k) for k in ("predictor", "rule_out", "groups",
+                                                                       "n_not_ruled_out")}
     from search.export import chosen_design  # the knee's array shape, precisions and batch (where reported)
 
     return out | ({"chosen": chosen_design(s["run_dir"])} if s.get("run_dir") else {})

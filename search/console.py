@@ -1,10 +1,9 @@
 """The main job's last screen: a rich table of the Pareto front, then the run folder and the next commands.
 
 Members are sorted by predicted loss, each with μ and its calibrated interval [lo, hi] (surrogate/conformal.py;
-printed as the bounds, never ± a half-width: the two tails differ),
-parameters, TTFT, TPOT and energy. The knee (what `forge-export select=knee` picks) is marked, and so
-is every member whose loss interval overlaps the best member's: the surrogate cannot tell those apart
-on loss, so their count is how many really distinct loss choices the front holds. `quiet=true`,
+printed as the bounds, never ± a half-width: the two tails differ: it is failure risk), parameters, TTFT, TPOT
+and energy. The knee (what `forge-export select=knee` picks) is marked. The `p #1` column is what a user acts on:
+the calibrated probability that the best-predicted member trains better than this one (search.odds). `quiet=true`,
 `json=true` or `--json` print the machine-readable summary instead (for scripts).
 """
 from __future__ import annotations
@@ -24,7 +23,7 @@ from search.state import read_jsonl
 from search.summary import predictor_label
 from search.suggest import print_commands, rel
 from surrogate.checkpoints import BLIND_WHY
-from search.tiers import decide_lines, loss_tiers, tier_sizes
+from search.odds import RISK, RULE_OUT, decide_lines, group_sizes, loss_groups, p_best, run_odds
 
 # (metric, header, scale, format): the cost and size columns after the loss
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
@@ -100,13 +99,14 @@ def _table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int, 
            dropped: bool = False) -> Table:
     iv = summary.get("loss_interval") or {}
     level = iv.get("level")
-    tiers = loss_tiers(rows)
+    odds = run_odds(summary)
+    p1 = p_best(rows, odds)
     knee = _knee(rows, summary.get("objectives") or [], summary.get("maximize") or [])
     t = Table(title=f"Pareto front: {len(rows)} member{'s' * (len(rows) != 1)} ({summary.get('status', '?')}, "
                     f"{summary.get('space', '?')} on {summary.get('backend', '?')})", title_justify="left",
               box=box.SIMPLE_HEAD)
     pct = f"{level:.0%}" if isinstance(level, float) and level < 1 else "interval"
-    for head in (*(("#",) if numbered else ()), "", "tier", "id", f"loss μ [{pct}]", *(c[1] for c in cols)):
+    for head in (*(("#",) if numbered else ()), "", "p #1", "id", f"loss μ [{pct}]", *(c[1] for c in cols)):
         t.add_column(head, justify="left" if head in ("", "id") else "right", no_wrap=True)
     shown = [j for j, r in enumerate(rows) if j < limit or r["id"] == knee]
     ids = handles(rows)
@@ -115,10 +115,10 @@ def _table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], limit: int, 
         lo, hi, mu = _f(m.get("loss_lo")), _f(m.get("loss_hi")), _f(m.get("mu", m.get("val_loss")))
         bounds = f" [{_bound(lo)}, {_bound(hi)}]" if not (math.isnan(lo) or math.isnan(hi)) else " [?]"
         t.add_row(*((str(j + 1),) if numbered else ()), "knee" if rows[j]["id"] == knee else "",
-                  str(tiers[j]) if tiers is not None else "–", ids[j], _fmt(mu) + bounds,
+                  _p_cell(p1, j), ids[j], _fmt(mu) + bounds,
                   *(_fmt(m.get(k), fmt, s) for k, _, s, fmt in cols),
                   style="bold" if rows[j]["id"] == knee else None)
-    t.caption = _caption(len(rows), len(shown), tiers, iv, dropped) + _predictor(summary)
+    t.caption = _caption(len(rows), len(shown), loss_groups(rows, odds), iv, dropped) + _predictor(summary)
     t.caption_justify = "left"
     return t
 
@@ -149,18 +149,29 @@ def violation_table(summary: dict[str, Any]) -> Table:
     return t
 
 
-def _caption(n: int, n_shown: int, tiers: Any, iv: dict[str, Any], dropped: bool = False) -> str:
+def _p_cell(p1: Any, j: int) -> str:
+    if p1 is None:
+        return "–"
+    return "best" if math.isnan(p1[j]) else f"{p1[j]:.2f}"
+
+
+def _caption(n: int, n_shown: int, groups: Any, iv: dict[str, Any], dropped: bool = False) -> str:
     more = f"{n - n_shown} more in pareto.jsonl. " if n > n_shown else ""
     more += "Narrow terminal: some columns left out (all are in front.csv). " if dropped else ""
-    if tiers is None:
-        return more + "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
     blind = (f" LOSS BLIND TO {', '.join(iv['blind_to'])}: {BLIND_WHY} (evaluator.allow_blind)."
              if iv.get("blind_to") else "")
-    sizes = tier_sizes(tiers)
-    return (f"{more}Tiers: members whose loss intervals overlap share a tier (from the best member down); inside a "
-            f"tier the surrogate cannot tell members apart on loss. {len(sizes)} tier{'s' * (len(sizes) != 1)} of "
-            f"{', '.join(map(str, sizes))} members. Export a row: forge-export select=id:<id>. Interval: "
-            f"{iv.get('method', '?')}, level {iv.get('level')}." + blind)
+    if iv.get("level") is None or iv.get("method") in (None, "none"):
+        interval = "No loss interval: the surrogate has no conformal calibration (forge-surrogate mode=calibrate)."
+    else:
+        interval = (f"Interval: {iv.get('method', '?')}, level {iv.get('level')}, failure risk, not a tie: {RISK}.")
+    if groups is None:
+        odds = "p #1: none, the loss predictor carries no pairwise calibration. "
+    else:
+        sizes = group_sizes(groups)
+        odds = (f"p #1: probability that the best-predicted member (first row) trains better than this one, counted "
+                f"on pairs its predictor never saw. A group starts where the previous group's first member wins "
+                f"with p >= {RULE_OUT}: {len(sizes)} group{'s' * (len(sizes) != 1)} of {', '.join(map(str, sizes))}. ")
+    return f"{more}{odds}{interval} Export a row: forge-export select=id:<id>.{blind}"
 
 
 def _predictor(summary: dict[str, Any]) -> str:
@@ -208,9 +219,9 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
     console.print(f"run directory: {rel(run_dir)}", highlight=False, soft_wrap=True)
     nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
-    decide = decide_lines(run_dir, rows, loss_tiers(rows), _run_config(run_dir).get("protocol")) if rows else []
+    decide = decide_lines(run_dir, rows, run_odds(summary), _run_config(run_dir).get("protocol")) if rows else []
     if decide:
-        print_commands(console, "decide inside a tier", decide)
+        print_commands(console, "decide", decide)
     print_commands(console, "next", nxt)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.disk.io import atomic_write_text
-from search.report_page import front_table, pareto_figure, plot_columns, plotly_js, run_config, settings, tier_note
+from search.report_page import front_table, pareto_figure, plot_columns, plotly_js, run_config, settings, odds_note
 
 
 CAPTIONS = {"hv.png": "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
@@ -30,12 +30,13 @@ def _figure(path: Path) -> dict[str, str]:
     return {"data": base64.b64encode(path.read_bytes()).decode(), "caption": caption}
 
 
-def _indistinct(iv: dict[str, Any], front: Any) -> str:
-    """The 'tier 1' cell: how many front members the predictor cannot tell from the best on loss, of how many,
-    and any gene the loss is blind to."""
+def _not_ruled_out(s: dict[str, Any], front: Any) -> str:
+    """The 'not ruled out' cell: how many front members the best-predicted one does not beat with p >= 0.9
+    (search.odds), of how many, and any gene the loss is blind to."""
+    iv = s.get("loss_interval") or {}
     blind = f" (loss blind to {', '.join(iv['blind_to'])})" if iv.get("blind_to") else ""
-    n = iv.get("n_indistinguishable")
-    return (f"{n} of {front} members" if n is not None else "– (no interval)") + blind
+    n = (s.get("loss_pairwise") or {}).get("n_not_ruled_out")
+    return (f"{n} of {front} members" if isinstance(n, int) else "– (no pairwise odds)") + blind
 
 
 def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str, Any], max_fronts: int = 12) -> str:
@@ -44,13 +45,13 @@ def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str,
     from jinja2 import Environment, PackageLoader
 
     env = Environment(loader=PackageLoader("search", "templates"), autoescape=True)
-    head = ["run", "recipe", "seed", "generations", "evaluations", "front", "tier 1 (tied with the best on loss)", "HV",
+    head = ["run", "recipe", "seed", "generations", "evaluations", "front", "not ruled out (best wins p < 0.9)", "HV",
             "HV(loss,params)", "wall s"]
     rows = []
     for r in runs:
         s = r["summary"]
         rows.append([r["dir"].name, r["label"], s.get("seed"), s.get("generations_done"), s.get("evaluations"),
-                     s.get("archive_size"), _indistinct(s.get("loss_interval") or {}, s.get("archive_size", "?")),
+                     s.get("archive_size"), _not_ruled_out(s, s.get("archive_size", "?")),
                      num(s.get("hypervolume", 0)), num(s.get("hypervolume_loss_params", 0)),
                      num(s.get("wall_s", 0), 1)])
     hvp = stats.get("hv_loss_params", {})
@@ -75,7 +76,7 @@ def run_section(r: dict[str, Any], i: int) -> dict[str, Any]:
 
     s, rows, cfg = r["summary"], front_rows(r["dir"]), run_config(r["dir"])
     knee = _knee(rows, s.get("objectives") or [], s.get("maximize") or [])
-    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee, "tiers": tier_note(r["dir"], rows, cfg),
+    return {"n": i, "label": r["label"], "dir": rel(r["dir"]), "knee": knee, "odds": odds_note(r["dir"], rows, cfg, r["summary"]),
             "settings": settings(r["dir"], s, cfg), "table": front_table(r["dir"], rows, s, knee),
             "figure": pareto_figure(r, plot_columns(s), knee) if rows else None}
 

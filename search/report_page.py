@@ -68,14 +68,16 @@ def genome_line(genome: Mapping[str, Any]) -> str:
 
 def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str, Any], knee: str | None,
                 limit: int = 60) -> dict[str, Any]:
-    """Header and rows of one run's front, lowest predicted loss first; each row carries its tier, its raw values
-    (the page sorts and filters on them) and its export command."""
-    from search.tiers import loss_tiers
+    """Header and rows of one run's front, lowest predicted loss first; each row carries its `p #1` (search.odds:
+    P that the best-predicted member trains better), its group, its raw values (the page sorts and filters on
+    them) and its export command."""
+    from search.odds import loss_groups, p_best, run_odds
 
     objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
     cols = [*objs, *(c for c in KEY_COLUMNS if c not in objs)]
-    head = ["#", "tier", "", "id", "loss μ", "loss interval [lo, hi]", *cols, "export"]
-    tiers = loss_tiers(rows)
+    head = ["#", "p #1", "", "id", "loss μ", "loss interval [lo, hi]", *cols, "export"]
+    odds = run_odds(summary)
+    p1, groups = p_best(rows, odds), loss_groups(rows, odds)
     out = []
     for j, r in enumerate(rows):
         if j >= limit and r["id"] != knee:
@@ -83,7 +85,9 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
         m = r.get("metrics") or {}
         lo, hi = _f(m.get("loss_lo")), _f(m.get("loss_hi"))
         out.append({"n": j + 1, "knee": r["id"] == knee, "id": r["id"], "short": r["id"][:8],
-                    "tier": int(tiers[j]) if tiers is not None else "–",
+                    "p1": ("best" if p1[j] != p1[j] else f"{p1[j]:.2f}") if p1 is not None else "–",
+                    "p1_v": ("0" if p1[j] != p1[j] else repr(float(p1[j]))) if p1 is not None else "",
+                    "group": int(groups[j]) if groups is not None else "–",
                     "mu": _fmt(m.get("mu", m.get("val_loss"))), "mu_v": _raw(m.get("mu", m.get("val_loss"))),
                     "interval": f"[{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else "–",
                     "cells": [(_fmt(m.get(c)), _raw(m.get(c))) for c in cols], "select": f"id:{r['id'][:12]}",
@@ -97,17 +101,19 @@ def _raw(x: Any) -> str:
     return repr(v) if v == v and abs(v) != float("inf") else ""
 
 
-def tier_note(run_dir: Path, rows: list[dict[str, Any]], config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Tier sizes and the plain statement + `forge-verify ... tier=` command for the first tier of several."""
-    from search.tiers import decide_lines, loss_tiers, tier_sizes
+def odds_note(run_dir: Path, rows: list[dict[str, Any]], config: Mapping[str, Any],
+              summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Group sizes (search.odds), the plain statement and the `forge-verify ... k=` command that trains the
+    members most likely to hold the true best; None when the run's predictor carries no pairwise odds."""
+    from search.odds import decide_lines, group_sizes, loss_groups, run_odds
 
-    tiers = loss_tiers(rows)
-    if tiers is None:
+    odds = run_odds(summary)
+    groups = loss_groups(rows, odds)
+    if groups is None:
         return None
-    lines = decide_lines(run_dir, rows, tiers, config.get("protocol"))
-    say = lines[0].lstrip("# ").rstrip(":") if lines else ""
-    return {"sizes": tier_sizes(tiers), "say": say[:1].upper() + say[1:],
-            "command": lines[1] if lines else ""}
+    lines = decide_lines(run_dir, rows, odds, config.get("protocol"))
+    say = " ".join(x.lstrip("# ") for x in lines[:-1]).rstrip(":") if lines else ""
+    return {"sizes": group_sizes(groups), "say": say, "command": lines[-1] if lines else ""}
 
 
 def hover(r: Mapping[str, Any], cols: Sequence[str]) -> str:

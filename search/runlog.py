@@ -106,9 +106,9 @@ class RunLog:
         if (self.run_dir / CHECKPOINT).is_file():
             snapshot_durable(self.run_dir)
 
-    def write_tables(self, objectives: Sequence[str], blind: Any) -> None:
-        """front.csv, archive.csv beside the JSONL."""
-        write_tables(self.run_dir, objectives, self._table_rows, blind)
+    def write_tables(self, objectives: Sequence[str], blind: Any, odds: Any = None) -> None:
+        """front.csv (with `odds`: each member's p_best and loss_group, search.odds), archive.csv beside the JSONL."""
+        write_tables(self.run_dir, objectives, self._table_rows, blind, odds)
 
     # ------------------------------------------------------------ resume
     def resume_point(self) -> tuple[dict[str, Any], str | None] | None:

@@ -220,7 +220,8 @@ class Search:
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self.log.write_front(self.archive.entries, durable=True)
         self.log.sync()
-        self.log.write_tables(self.problem.objectives, getattr(self.problem.evaluator, "blind", ()))
+        self.log.write_tables(self.problem.objectives, getattr(self.problem.evaluator, "blind", ()),
+                              getattr(getattr(self.problem.evaluator, "predictor", None), "pairwise", None))
         return self.write_summary(status, stopped_by)
 
     def _sync_quietly(self) -> None:

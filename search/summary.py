@@ -4,17 +4,29 @@ from __future__ import annotations
 from typing import Any
 
 from forge.disk.io import atomic_write_json
-from search.archive import least_violating, loss_overlap
+from search.archive import least_violating
+from search.odds import odds_summary
+from surrogate.pairwise import PairwiseOdds
 
 
 def interval_summary(search: Any) -> dict[str, Any]:
-    """The contract's `loss_interval`: level, method, source, and the front members whose interval
-    overlaps the best member's (search.archive.loss_overlap)."""
+    """The contract's `loss_interval`: level, method, source (what the interval is: failure risk, not a tie), and
+    any gene the loss is blind to."""
     ev = search.problem.evaluator
     info = getattr(ev, "interval_info", None)
     out = info() if info else {"level": None, "method": "none", "source": "the evaluator has no interval"}
     blind = list(getattr(ev, "blind", ()))  # genes the loss cannot see (search.blind)
-    return {**out, "n_indistinguishable": loss_overlap(search.archive.entries)[1], **({"blind_to": blind} if blind else {})}
+    return {**out, **({"blind_to": blind} if blind else {})}
+
+
+def pairwise_summary(search: Any) -> dict[str, Any] | None:
+    """The contract's `loss_pairwise` (search.odds): the odds curve of the predictor the front was priced with
+    (co-evolution's refit carries its parent's, said in its provenance); None when it has none."""
+    ev = search.problem.evaluator
+    odds = getattr(getattr(ev, "predictor", None), "pairwise", None)
+    named = getattr(ev, "named", None) or {}
+    return odds_summary(search.archive.entries, odds if isinstance(odds, PairwiseOdds) else None,
+                        named.get("name") if isinstance(named, dict) else None)
 
 
 def predictor_label(named: Any) -> str | None:
@@ -44,6 +56,7 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
                "seed": s.seed, "surrogate_version": problem.evaluator.version,
                "run_dir": str(s.run_dir), "loss_interval": interval_summary(s),
+               **({"loss_pairwise": odds} if (odds := pairwise_summary(s)) else {}),
                **({"loss_predictor": named} if (named := getattr(problem.evaluator, "named", None)) else {})}
     if interrupted_by:
         summary["interrupted_by"] = interrupted_by

@@ -52,8 +52,20 @@ def to_csv(rows: Sequence[dict[str, Any]], first: Iterable[str] = ()) -> str:
     return buf.getvalue()
 
 
+def with_odds(rows: list[dict[str, Any]], odds: Any) -> list[dict[str, Any]]:
+    """front.csv's `p_best` (P that the best-predicted member trains better than this one; empty for that member)
+    and `loss_group` (search.odds), when the predictor carries pairwise odds (surrogate.pairwise.PairwiseOdds)."""
+    from search.odds import loss_groups, p_best
+    from surrogate.pairwise import PairwiseOdds
+
+    if not isinstance(odds, PairwiseOdds) or not rows:
+        return rows
+    p, g = p_best(rows, odds), loss_groups(rows, odds)
+    return [r | {"p_best": "" if p[j] != p[j] else f"{p[j]:.2f}", "loss_group": int(g[j])} for j, r in enumerate(rows)]
+
+
 def write_tables(run_dir: Path, objectives: Sequence[str], archive_rows: Sequence[dict[str, Any]] | None = None,
-                 blind: Sequence[str] = ()) -> dict[str, Path]:
+                 blind: Sequence[str] = (), odds: Any = None) -> dict[str, Path]:
     """front.csv and archive.csv from pareto.jsonl and archive.jsonl (atomically, so a reader never sees half).
 
     `archive_rows`: archive.jsonl's rows already as `genome_row`s, when the caller holds them all (a search
@@ -67,7 +79,10 @@ def write_tables(run_dir: Path, objectives: Sequence[str], archive_rows: Sequenc
             rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
         if blind:
             rows = [r | {"loss_blind_to": ";".join(blind)} for r in rows]
-        atomic_write_text(run_dir / name, to_csv(rows, (*FIRST, *objectives, *(("loss_blind_to",) if blind else ()))))
+        odd = name == "front.csv" and isinstance(rows, list) and odds is not None
+        rows = with_odds(rows, odds) if odd else rows
+        first = (*FIRST, *objectives, *(("p_best", "loss_group") if odd and rows and "p_best" in rows[0] else ()))
+        atomic_write_text(run_dir / name, to_csv(rows, (*first, *(("loss_blind_to",) if blind else ()))))
         out[name] = run_dir / name
     return out
 

@@ -31,7 +31,7 @@ from forge.genomes.labels import Label
 from forge.disk.redact import mask
 from search.build import build_cost, build_problem
 from search.components import build_evaluator, build_space, build_trainer, build_workload, import_callable, refit_source
-from search.picks import control_draw, front_picks, near_front_picks
+from search.picks import choose_picks, control_draw, near_front_picks
 from search.evaluators import label_hook, strip_precision
 from search.errors import SearchConfigError
 from search.objectives import LOSS
@@ -140,24 +140,14 @@ class Verify:
         return trainer
 
     # ------------------------------------------------------------ the job
-    def tier_rows(self) -> list[dict[str, Any]]:
-        """The front, or only the members of `tier=<t>` (search.tiers: members the predictor cannot tell apart)."""
-        t = self.cfg.get("tier")
-        if t is None:
-            return list(self.rows)
-        from search.tiers import loss_tiers
-
-        tiers = loss_tiers(self.rows)
-        n = 0 if tiers is None else int(tiers.max())
-        if not (isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= n):
-            raise VerifyError(f"tier={t!r}: allowed: a tier number 1..{n} of this front" if n else
-                              f"tier={t!r}: this front has no loss intervals, so no tiers; allowed: tier=null")
-        return [r for r, x in zip(self.rows, tiers) if x == t]
-
     def choose(self) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
-        rows = self.tier_rows()
-        picks = front_picks(rows, self.objectives, self.k)
-        if self.cfg.get("tier") is None and len(picks) < self.k and (self.run_dir / "archive.jsonl").is_file():
+        """`pick=best` (default: the k best-predicted) or `pick=spread`, topped up from the archive's next layers
+        when the front is smaller than k; then the control."""
+        if self.cfg.get("tier") is not None:  # issue 44's option, replaced: say what replaced it
+            raise VerifyError(f"tier={self.cfg['tier']!r} is gone (tiers said 'cannot tell apart' where the odds "
+                              "said otherwise); allowed: pick=best (default: the k best-predicted) | pick=spread")
+        picks = choose_picks(self.rows, self.objectives, self.k, str(self.cfg.get("pick") or "best"))
+        if len(picks) < self.k and (self.run_dir / "archive.jsonl").is_file():
             picks += near_front_picks(read_jsonl(self.run_dir / "archive.jsonl"), self.problem.objectives,
                                       self.problem.signs, [r["id"] for _, r in picks], self.k - len(picks))
         control = control_draw(self.space, self.problem, self.n_control, self.seed,
@@ -208,7 +198,7 @@ class Verify:
         P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
                          else self._checked_rows(roles, labels, measured, len(picks)))
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
-               "tier": self.cfg.get("tier"),
+               "pick": str(self.cfg.get("pick") or "best"),
                "front_size": len(self.rows), "loss": self._loss_note(),
                **({"loss_blind_to": blind} if (blind := list(getattr(self.evaluator, "blind", ()))) else {}),
                "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),

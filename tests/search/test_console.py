@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from search.archive import loss_overlap
 from search.cli import json_argv
 from search.console import front_rows, front_table, show_end
 from search.export import select
 from search.state import read_jsonl
+from surrogate.pairwise import PairwiseOdds
 from tests.search.fakes import FakePredictor
 
 HALF = 0.03
+ODDS = PairwiseOdds((0.0, 0.02, 0.06), (0.5, 0.7, 0.95))  # a steep curve: a tiny front splits into groups
 
 
 class IntervalPredictor(FakePredictor):
@@ -26,6 +27,8 @@ class IntervalPredictor(FakePredictor):
 
     def interval_info(self, has_sigma):
         return {"method": "conformal-residual", "source": {"n_rows": 10, "data": "fake", "split": "fake"}}
+
+    pairwise = ODDS
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +57,11 @@ def test_every_row_and_the_summary_carry_the_interval(run_dir):
     iv = s["loss_interval"]
     assert (iv["level"], iv["method"], iv["source"]["data"]) == (0.9, "conformal-residual", "fake")
     rows = read_jsonl(run_dir / "pareto.jsonl")
-    best = min(r["metrics"]["val_loss"] for r in rows)
-    assert iv["n_indistinguishable"] == sum(r["metrics"]["mu"] - HALF <= best + HALF for r in rows) >= 1
-
-
-def test_overlap_needs_both_ends_and_is_unknown_without_intervals():
-    rows = [{"metrics": {"val_loss": 2.0, "loss_lo": 1.9, "loss_hi": 2.1}},
-            {"metrics": {"val_loss": 2.15, "loss_lo": 2.05, "loss_hi": 2.25}},  # overlaps [1.9, 2.1]
-            {"metrics": {"val_loss": 2.3, "loss_lo": 2.2, "loss_hi": 2.4}}]  # does not
-    mask, n = loss_overlap(rows)
-    assert mask.tolist() == [True, True, False] and n == 2
-    mask, n = loss_overlap([{"metrics": {"val_loss": 2.0, "loss_lo": "nan", "loss_hi": "nan"}}])
-    assert n is None and not mask.any()
+    best = min(r["metrics"]["mu"] for r in rows)
+    pw = s["loss_pairwise"]  # the run names the odds it used, and how many members they cannot rule out
+    assert PairwiseOdds.from_dict(pw).x == ODDS.x and pw["rule_out"] == 0.9
+    assert pw["n_not_ruled_out"] == sum(ODDS.prob(r["metrics"]["mu"] - best) < 0.9 for r in rows) >= 1
+    assert sum(pw["groups"]) == len(rows) and pw["groups"][0] == pw["n_not_ruled_out"]
 
 
 def _text(table_or_fn) -> str:
@@ -79,7 +75,7 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     rows = front_rows(run_dir)
     t = front_table(rows, s)
     heads = [c.header for c in t.columns]
-    assert heads == ["#", "", "tier", "id", "loss μ [90%]", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
+    assert heads == ["#", "", "p #1", "id", "loss μ [90%]", "params (M)", "TTFT ms", "TPOT ms", "energy µJ/tok"]
     losses = [r["metrics"]["val_loss"] for r in rows]
     assert losses == sorted(losses)  # best first
     text = _text(t)
@@ -88,9 +84,12 @@ def test_front_table_columns_order_marks_and_caption(run_dir):
     assert "knee" in knee_line and sum("knee" in line for line in text.splitlines()) == 1
     m0 = rows[0]["metrics"]
     assert f"{m0['mu']:.3f} [{m0['loss_lo']:.3f}, {m0['loss_hi']:.3f}]" in text and " ± " not in text
-    tier1 = sum(bool(re.match(r"\s*\d+\s+(knee\s+)?1\s", line)) for line in text.splitlines())
-    assert tier1 == s["loss_interval"]["n_indistinguishable"]  # tier 1: those the best cannot be told from
-    assert "cannot tell members apart on loss" in text
+    best = rows[0]["metrics"]["mu"]
+    for r in rows:  # each member's p #1 is the odds curve read at its Δμ from the best-predicted member
+        line = next(x for x in text.splitlines() if r["id"][:8] in x)
+        p = "best" if r is rows[0] else f"{ODDS.prob(r['metrics']['mu'] - best):.2f}"
+        assert re.search(rf"\s{p}\s+{r['id'][:8]}", line), (p, line)
+    assert "cannot tell" not in text and "trains better than this one" in text and "failure risk" in text
 
 
 def test_long_front_shows_the_best_rows_and_the_knee(run_dir):
@@ -114,7 +113,7 @@ def test_last_screen_table_with_next_steps_or_json(run_dir, capsys):
     assert f"forge-verify run={run_dir}" in text or "forge-verify run=runs/tiny k=4 control=4" in text
     show_end(s, {"status": s["status"], "loss_interval": s["loss_interval"]}, as_json=True)
     out = json.loads(capsys.readouterr().out)
-    assert out["status"] == "complete" and out["loss_interval"]["n_indistinguishable"] >= 1
+    assert out["status"] == "complete" and "n_indistinguishable" not in out["loss_interval"]
 
 
 def test_json_flag_becomes_an_override():
@@ -136,7 +135,8 @@ def test_forge_search_main_prints_json_with_quiet(tmp_path, capsys, monkeypatch)
     search_main()
     out = json.loads(capsys.readouterr().out)
     assert out["loss_interval"]["method"] == "conformal-residual" and out["loss_interval"]["level"] == 0.9
-    assert isinstance(out["loss_interval"]["n_indistinguishable"], int)
+    assert isinstance(out["loss_pairwise"]["n_not_ruled_out"], int)  # the shipped tiny checkpoint carries odds
+    assert out["loss_pairwise"]["predictor"] == "forgeformer-iha-tiny"
 
 
 def test_interval_level_is_checked():
@@ -219,6 +219,7 @@ def test_main_job_table_at_80_columns_cuts_nothing_and_every_row_has_a_handle(ma
     text = con.export_text()
     table = text[:text.index("hypervolume")]
     assert "…" not in table and max(len(line.rstrip()) for line in table.splitlines()) <= 80
+    assert "p #1" in table and "cannot tell" not in text  # issue 51: only what the run's odds support
     pareto, lines = front_rows(main_job_dir), [ln for ln in table.splitlines() if re.match(r"\s+\d+\s", ln)]
     assert len(lines) >= min(len(pareto), 30)
     knee = select(pareto, "knee", s["objectives"])[0]["id"]
@@ -230,7 +231,7 @@ def test_main_job_table_at_80_columns_cuts_nothing_and_every_row_has_a_handle(ma
         assert f" {_fmt(m['ttft_ms'], 'sig')} " in line + " "
         assert ("knee" in line) == (row["id"] == knee)
     assert any(knee[:8] in line for line in lines)
-    assert "forge-verify run=" in text and " tier=1 k=" in text  # how to decide inside the first tier
+    assert "forge-verify run=" in text and " control=0" in text and " tier=" not in text  # the decide line
 
 
 def test_progress_keeps_gen_n_of_n_at_80_columns():
@@ -243,3 +244,27 @@ def test_progress_keeps_gen_n_of_n_at_80_columns():
         p.update(SimpleNamespace(history=[{"generation": 12, "archive_size": 64, "hv": 7.0123, "best": {
             "val_loss": 2.5661, "ttft_ms": 0.2081, "tpot_ms": 0.176, "energy_per_token_uj": 6614.0}}]))
     assert "gen 13/41" in con.export_text()
+
+
+def test_the_docs_main_job_output_is_what_the_main_job_prints(main_job_dir):
+    """Issue 51 §2: getting-started's "What the main job prints" block, line by line, is a real run's output
+    (abridged rows skipped, the run folder as <stamp>, the machine's own seconds not compared)."""
+    from pathlib import Path
+
+    from search.suggest import rel
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    block = re.search(r"```text\n(Pareto front: .*?)```", doc, re.S).group(1).splitlines()
+    s = json.loads((main_job_dir / "summary.json").read_text())
+    con = Console(record=True, width=110, force_terminal=False)
+    show_end(s, console=con)
+    got = [ln.rstrip() for ln in con.export_text().replace(str(rel(main_job_dir)), "outputs/search/<stamp>")
+           .splitlines()]
+    for line in block:
+        if line.strip() == "…":
+            continue
+        if line.startswith("hypervolume"):  # the search's own seconds are that machine's
+            head = line.rsplit(",", 1)[0]
+            assert any(g.startswith(head) for g in got), line
+            continue
+        assert line.rstrip() in got, line

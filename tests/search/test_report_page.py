@@ -42,7 +42,7 @@ def test_front_table_marks_the_knee_and_gives_each_member_its_export_command(rep
     table = re.search(r'<table class="front" id="front-table-0">(.*?)</table>', page, re.S).group(1)
     assert table.count("<tr class=") == len(rows)
     assert re.search(rf'<tr class="knee" data-id="{knee}"', table) and table.count('class="knee"') == 1
-    for h in ("tier", "loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
+    for h in ("p #1", "loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
         assert f">{h}</th>" in table
     first = rows[0]
     lo, hi = first["metrics"]["loss_lo"], first["metrics"]["loss_hi"]
@@ -50,17 +50,19 @@ def test_front_table_marks_the_knee_and_gives_each_member_its_export_command(rep
     assert f"forge-export run={d} select=id:{first['id'][:12]}" in table
 
 
-def test_tiers_are_named_and_the_runs_table_says_what_its_count_is(report):
-    from search.tiers import loss_tiers, tier_sizes
+def test_groups_and_odds_are_named_and_the_runs_table_says_what_its_count_is(report):
+    from search.odds import group_sizes, loss_groups, run_odds
 
     d, _, page = report
     s = json.loads((d / "summary.json").read_text())
-    sizes = tier_sizes(loss_tiers([json.loads(x) for x in (d / "pareto.jsonl").read_text().splitlines()]))
-    assert f"Tier sizes: {', '.join(map(str, sizes))}." in page and "cannot tell members" in page
-    if max(sizes) > 1:
-        assert f"forge-verify run={d} tier=" in page
-    n = s["loss_interval"]["n_indistinguishable"]
-    assert ">tier 1 (tied with the best on loss)</th>" in page and f">{n} of {s['archive_size']} members</td>" in page
+    rows = [json.loads(x) for x in (d / "pareto.jsonl").read_text().splitlines()]
+    sizes = group_sizes(loss_groups(rows, run_odds(s)))
+    assert f"group sizes: {', '.join(map(str, sizes))}." in page and "cannot tell" not in page
+    assert "trains better than this one" in page and "failure risk" in page
+    if len(rows) > 1:
+        assert f"forge-verify run={d} k=" in page and " tier=" not in page
+    n = s["loss_pairwise"]["n_not_ruled_out"]
+    assert ">not ruled out (best wins p &lt; 0.9)</th>" in page and f">{n} of {s['archive_size']} members</td>" in page
 
 
 def test_the_exported_command_selects_that_member(report):

@@ -28,6 +28,9 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path, capsys):
     side = json.loads(stem.with_suffix(".json").read_text())
     assert side["space"]["name"] == "iha-tiny" and side["metrics"] == res["metrics"] and side["data_hash"]
     assert side["covers"]["d_mlp"][1] <= 1024 and side["covers"]["active"] == [0, 1]  # issue 43: what it saw
+    pw = side["pairwise"]  # issue 51: its odds, fit on the same held-out rows as its interval, with their hash
+    assert pw["provenance"]["n_rows"] == res["n_test"] and "held-out test split" in pw["provenance"]["source"]
+    assert pw["provenance"]["rows_hash"] and pw["provenance"]["check"]["folds"] == 5
     import csv  # the training curve is logged by Lightning's CSVLogger in the run folder
 
     logs = sorted((tmp_path / "train" / "logs").rglob("metrics.csv"))
@@ -39,6 +42,8 @@ def test_train_eval_finetune_roundtrip(tiny_jsonl, tmp_path, capsys):
     ft = run(_cfg("mode=finetune", f"ckpt={stem}", f"new={tiny_jsonl}", f"data={tiny_jsonl}", "ft_epochs=1",
                   f"out={tmp_path / 'ft'}", f"out_dir={tmp_path / 'fto'}"))
     assert (tmp_path / "ft.safetensors").is_file() and ft["n_new"] == 160
+    ft_pw = json.loads((tmp_path / "ft.json").read_text())["pairwise"]  # the parent's odds, and it says so
+    assert ft_pw["x"] == pw["x"] and ft_pw["provenance"]["inherited_from"] == stem.name
 
 
 def test_compare_writes_summary_and_table(tiny_jsonl, tmp_path):
