@@ -225,7 +225,7 @@ def run(cfg: Any) -> dict[str, Any]:
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name"),
-            "tokenizer_source": _tokenizer(c, fmt, chosen)}
+            "tokenizer_source": _tokenizer(c, fmt, chosen), "front_p_best": front_p_best(rows, _summary(run_dir), chosen)}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
@@ -278,6 +278,18 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
 
     p = run_dir / "config.yaml"
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}
+
+
+def front_p_best(rows: list[dict[str, Any]], summary: dict[str, Any],
+                 chosen: list[dict[str, Any]]) -> dict[str, float | None]:
+    """{id: P that the front's best-predicted member trains better than it} of the `chosen` rows, from the run's
+    odds (search.odds; None for that member itself); {} when the run recorded none."""
+    from search.odds import p_best, run_odds
+
+    p, want = p_best(rows, run_odds(summary)), {r["id"] for r in chosen}
+    if p is None:
+        return {}
+    return {r["id"]: (None if v != v else float(v)) for r, v in zip(rows, p) if r["id"] in want}
 
 
 def _tokenizer(c: dict[str, Any], fmt: str, chosen: list[dict[str, Any]]) -> str | None:

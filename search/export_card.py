@@ -29,8 +29,21 @@ def loss_line(info: dict[str, Any]) -> str:
     level = iv.get("level") if isinstance(iv.get("level"), (int, float)) else 0.9
     blind = (f" Blind to gene(s) {md_text(', '.join(map(str, iv['blind_to'])))}: {md_text(BLIND_WHY)} (run with "
              "evaluator.allow_blind)." if iv.get("blind_to") else "")
-    return (f"{said}{mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] ({md_text(iv.get('method'))}; {md_text(src)})."
+    return (f"{said}{mu:.4f}, {level:.0%} interval [{lo:.4f}, {hi:.4f}] ({md_text(iv.get('method'))}; {md_text(src)}: "
+            "failure risk, not a tie)." + odds_line(info)
             + ("" if isinstance(real, float) else " A prediction, not a measurement: `forge-verify` trains it.") + blind)
+
+
+def odds_line(info: dict[str, Any]) -> str:
+    """What the run's pairwise odds say of this member against the front's best-predicted one ('' without odds)."""
+    odds = info.get("front_p_best") or {}
+    if info.get("id") not in odds:
+        return ""
+    p = odds[info["id"]]
+    if p is None:
+        return " It is the front's best-predicted member."
+    return (f" The front's best-predicted member trains better than this one with probability {p:.2f} (the loss "
+            "predictor's pairwise odds, counted on pairs it never saw).")
 
 
 def model_card(info: dict[str, Any], genome: Genome, folder: Path | None = None) -> str:

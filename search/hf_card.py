@@ -15,6 +15,7 @@ import yaml
 
 from forge.runtime.config import data_dir
 from forge.genomes.genome import Genome
+from search.export_card import odds_line
 from search.markdown import md_code, md_text
 
 # what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
@@ -137,7 +138,7 @@ vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's ar
 
 ## What the numbers are
 - **Loss** {loss}. It refers
-  to {protocol}, on {corpus}, tokenized as {tok}.{_blind(info)}
+  to {protocol}, on {corpus}, tokenized as {tok}.{odds_line(info)}{_blind(info)}
 - **Costs** (latency, energy, area): estimates of the `{md_code(_name(bname))}` hardware backend for the workload
   `{md_code(json.dumps(info.get('workload')))}`, not measurements.
 

@@ -199,6 +199,8 @@ class Verify:
                          else self._checked_rows(roles, labels, measured, len(picks)))
         out = {"run": str(self.run_dir), "space": self.space.name, "seed": self.seed, "k": self.k,
                "pick": str(self.cfg.get("pick") or "best"),
+               **({"loss_pairwise": {k: pw.get(k) for k in ("predictor", "provenance", "groups")}}
+                  if isinstance(pw := self.summary.get("loss_pairwise"), dict) else {}),
                "front_size": len(self.rows), "loss": self._loss_note(),
                **({"loss_blind_to": blind} if (blind := list(getattr(self.evaluator, "blind", ()))) else {}),
                "cost": self.cost_note, "latency": self.latency, "store": mask(str(self.store)),

@@ -119,7 +119,7 @@ def _parts(tiny_space, store, **kw):
 def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_path):
     out = run({"run": str(fake_run), "k": 5, "control": 4}, _parts(tiny_space, tmp_path / "l.db"))
     s = out["summary"]
-    assert [r["role"] for r in out["picks"]][0] == "knee" and len(out["picks"]) == 5 and len(out["control"]) == 4
+    assert [r["role"] for r in out["picks"]][0] == "best:1" and len(out["picks"]) == 5 and len(out["control"]) == 4
     for r in out["picks"] + out["control"]:
         # fake protocol = fake prediction + 0.1, fake measurement = 1.3 × fake cost, both of the unrounded values
         # (the run keeps 6 significant digits, forge.runtime.numeric)
@@ -292,7 +292,7 @@ def test_progress_is_a_line_per_trained_genome_and_the_end_is_a_human_summary(fa
     assert err[0] == "forge-verify: training under the run protocol: 0/5 to do"
     assert [ln.split(":")[1].split("(")[0].strip() for ln in err[1:]] == [f"training under the run protocol {i}/5"
                                                                           for i in range(1, 6)]
-    assert "(pick knee " in err[1] and "(control " in err[-1] and "left" in err[1] and "left" not in err[-1]
+    assert "(pick best:1 " in err[1] and "(control " in err[-1] and "left" in err[1] and "left" not in err[-1]
     text = "\n".join(human(brief(out), 65.0))
     assert text.startswith("verified 3 front picks against 2 random controls of ") and "in 1 min 05 s" in text
     assert "Spearman 1.00" in text and "verify.json" in text and "{" not in text
