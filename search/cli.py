@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from forge.runtime import plugin_use
 from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, select, to_container
 from forge.disk.confined import refuse_links
+from forge.disk.lock import run_lock
 from forge.disk.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.runtime.launch_only import check_saved
 from search.build import build_search
@@ -41,13 +43,20 @@ def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | N
     run_dir = Path(resume) if resume else output_dir(c, fallback="outputs/search")
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
     c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
+    if not resume:
+        check_writable(run_dir)
+    with run_lock(run_dir) if not resume or run_dir.is_dir() else nullcontext():  # one writer per run folder
+        return _run_locked(c, run_dir, components, given)
+
+
+def _run_locked(c: dict[str, Any], run_dir: Path, components: dict[str, Any] | None,
+                given: list[str] | None) -> dict[str, Any]:
+    resume = c.get("resume")
     if resume:
         refuse_links(run_dir)  # a link planted in the run folder would send its appends outside it
         c = resumed_config(c, run_dir, components or {}, given)
-    elif holds_search(run_dir):
+    elif holds_search(run_dir):  # asked again under the lock: a search that ended meanwhile is not overwritten
         raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
-    else:
-        check_writable(run_dir)
     _set_threads(c.get("threads"))
     search = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:

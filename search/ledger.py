@@ -91,13 +91,13 @@ def mismatch(run_dir: Path, logs: Mapping[str, Any], skip: Iterable[str] = ()) -
 def torn_row(path: Path, size: int) -> str:
     """'; its line N is torn ...' for the first line of the first `size` bytes that is not a whole JSON row
     (a cut or a zeroed page inside the log), else ''."""
-    import json
+    from forge.disk.io import loads
 
     with path.open("rb") as f:
         data = f.read(size)
     for n, line in enumerate(data.split(b"\n"), start=1):
         try:
-            if line.strip() and not isinstance(json.loads(line), dict):
+            if line.strip() and not isinstance(loads(line), dict):
                 raise ValueError
         except ValueError:  # JSONDecodeError and UnicodeDecodeError too
             return f"; its line {n} is torn (not a whole JSON row)"
@@ -201,9 +201,7 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
     """The loss cache a resume keeps: what `state` covers of it, else (a pure cache: damage to it is no reason to
     refuse) rebuilt from archive.jsonl, said in one line (a loss the rebuild lacks is predicted again). None for
     a checkpoint without a ledger whose cache reads whole."""
-    import json
-
-    from forge.disk.io import json_line
+    from forge.disk.io import json_line, loads
 
     path, gen, logs = Path(run_dir) / LOSS_CACHE, int(state["generation"]), state.get("logs")
     if isinstance(logs, Mapping) and LOSS_CACHE in logs:
@@ -222,7 +220,7 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
         archive = (Path(run_dir) / "archive.jsonl").read_text() if (Path(run_dir) / "archive.jsonl").is_file() else ""
     rows: dict[tuple, str] = {}
     try:
-        for r in map(json.loads, archive.splitlines()):
+        for r in map(loads, archive.splitlines()):
             m, key = r["metrics"], (int(r["surrogate_version"]), str(r["id"]))
             rows.setdefault(key, json_line({"generation": r["generation"], "id": key[1], "v": key[0],
                                             "y": [m["val_loss"], m["mu"], m["sigma"]]}))

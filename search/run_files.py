@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from search.errors import ResumeError
+from forge.disk.io import loads
 
 SUMMARY = "summary.json"
 
@@ -86,7 +87,7 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
         raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
                           "forge-search wrote")
     try:
-        s = json.loads(path.read_text())
+        s = loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
         raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
                           "wrote") from None

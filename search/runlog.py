@@ -8,14 +8,13 @@ checkpoint, so a resumed run writes exactly what an uninterrupted one would.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from forge.disk.io import atomic_write_text, json_line
+from forge.disk.io import atomic_write_text, json_line, loads
 from forge.genomes.genome import Genome
 from search.ledger import LOSS_CACHE, LogLedger, rebuilt_cache, resume_state, snapshot_durable, truncate_logs
 from search.state import CHECKPOINT, append_jsonl, append_lines, check_resumable, read_jsonl, save_checkpoint, sync_files
@@ -128,7 +127,7 @@ class RunLog:
         self.history = list(st["history"])
         self._history_lines = [json_line(r) for r in self.history]
         self.records.update({r["id"]: r for r in st["pop_records"]})
-        rows = read_jsonl(self.run_dir / LOSS_CACHE, True) if cache is None else map(json.loads, cache.splitlines())
+        rows = read_jsonl(self.run_dir / LOSS_CACHE, True) if cache is None else map(loads, cache.splitlines())
         return {(int(r["v"]), r["id"]): tuple(r["y"]) for r in rows
                 if int(r.get("generation", -1)) <= gen}  # newer lines are dropped by `rewind`
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from forge.disk.confined import open_append
-from forge.disk.io import atomic_write_text
+from forge.disk.io import atomic_write_text, loads
 from search.state import read_jsonl
 
 log = logging.getLogger("forge.search")
@@ -107,9 +107,7 @@ def read_front(run_dir: Path) -> list[dict[str, str]]:
     path = Path(run_dir) / "front.csv"
     if path.is_file():
         return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
-    import json
-
-    objectives = json.loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
+    objectives = loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
     text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / "pareto.jsonl")])
     return list(csv.DictReader(io.StringIO(text)))
 

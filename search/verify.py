@@ -14,6 +14,7 @@ after, and saves the checkpoint in the run directory for `forge-search evaluator
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,6 +24,7 @@ import numpy as np
 from forge import plugins
 from forge.runtime import plugin_use
 from forge.disk.confined import inside, refuse_links
+from forge.disk.lock import run_lock
 from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
 from forge.runtime.launch_only import check_saved
@@ -49,6 +51,10 @@ CPU_VERIFY = ("verify this run where its protocol trains, or verify a search mad
 OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
 
 
+# what a run may not choose for its verification (its saved logger is never used: verify logs through its own)
+VERIFY_CHOICES = ("corpus", "dispatch", "evaluator.trainer")
+
+
 def cpu_verify(recipe: list[str]) -> str:
     """What works instead of training here: a tiny search of the run's space family, none for a user's space."""
     return CPU_VERIFY.format(*recipe) if recipe else OWN_VERIFY
@@ -68,7 +74,8 @@ class Verify:
             injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
             plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
             check_saved({k: v for k, v in self.run_cfg.items() if k not in injected}, self.cfg,
-                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}")  # no shell line from disk
+                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}",  # no shell line from disk
+                        choices=VERIFY_CHOICES)
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
@@ -315,6 +322,8 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     from forge.runtime.config import to_container
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
-    if cfg.get("run"):
-        plugin_use.require(cfg.get("run"), code=True)  # the run's plug-ins, imported only by the live config
-    return Verify(to_container(cfg), parts).run()
+    run_dir = Path(str(cfg.get("run") or ""))
+    with run_lock(run_dir) if cfg.get("run") and run_dir.is_dir() else nullcontext():  # its labels.db, verify/
+        if cfg.get("run"):
+            plugin_use.require(cfg.get("run"), code=True)  # the run's plug-ins, imported only by the live config
+        return Verify(to_container(cfg), parts).run()

@@ -25,7 +25,7 @@ from forge.runtime.config import output_dir, to_container
 from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.genomes.importers import load_genome
-from forge.disk.io import atomic_write_json, check_writable, read_text
+from forge.disk.io import atomic_write_json, check_writable, read_text, loads
 from forge.genomes.labels import Label
 from forge.runtime.signals import term_as_interrupt
 from forge.runtime.steps import Steps, clock
@@ -56,7 +56,7 @@ def read_genomes(path: str | Path) -> list[Genome]:
     for n, line in enumerate(read_text(p, "genome file").splitlines(), start=1):
         if line.strip():
             try:
-                d = json.loads(line)
+                d = loads(line)
                 out.append(Label.from_json(line).genome if "label" in d else genome_from_dict(d.get("genome", d)))
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
                 raise GenomeError(f"{p}:{n}: not a genome or label line ({e})") from None

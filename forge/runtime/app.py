@@ -11,7 +11,7 @@ import functools
 import logging
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 from forge.runtime.compose_once import compose_once
@@ -41,10 +41,14 @@ def user_errors(app: str) -> Iterator[None]:
     elif GUARD:
         GUARD[0].hydra_dir = hydra_output_dir()
     _ACTIVE.append(app)
+    locks = ExitStack()
     try:
         if outer and GUARD:
             GUARD[0].refuse_links()
+            GUARD[0].lock(locks, GUARD[0].run_dir)  # one writer per run folder: before Hydra's first write there
         if not outer:
+            if GUARD and GUARD[0].hydra_dir is not None and GUARD[0].hydra_dir.is_dir():
+                GUARD[0].lock(locks, GUARD[0].hydra_dir)  # Hydra's stamp or sweep folder (re-entrant if named)
             check_override_types()
         yield
     except SystemExit as e:
@@ -67,6 +71,7 @@ def user_errors(app: str) -> Iterator[None]:
         print(f"{app}: error: {msg}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     finally:
+        locks.close()  # after undo(): no other writer can start before this command's files are taken back
         _ACTIVE.pop()
 
 
