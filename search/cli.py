@@ -26,10 +26,10 @@ from forge.disk.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.runtime.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
-from search.ledger import resume_state
+from search.ledger import has_checkpoint, resume_state
 from search.python_objects import check_resumable_here
 from search.run_files import check_run_files
-from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
+from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
 
@@ -89,15 +89,31 @@ def resumed_config(c: dict[str, Any], run_dir: Path, parts: dict[str, Any] | Non
     """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built:
     also when the run was made from Python with objects no command rebuilds and this call does not hand them."""
     check_run_files(run_dir)  # every run file read and checked now, none late (config.yaml for the end screen)
-    if (run_dir / CHECKPOINT).exists():
+    if has_checkpoint(run_dir):
         saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
     else:
         check_resumable(run_dir)
         saved = saved_config(run_dir)
+        refuse_unknown_keys(saved, run_dir)  # a checkpoint's config is checked by its own reader
     check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
     check_resumable_here(saved, parts or {}, run_dir)  # a Python object: continued from Python, or refused
     plugin_use.require(run_dir, code=True)  # the modules it was made with, imported again only by the live config
     return resume_config(c, saved, run_dir, given if given is not None else _cli_overrides())
+
+
+def refuse_unknown_keys(saved: dict[str, Any], run_dir: Path) -> None:
+    """A top-level key no forge-search config has (conf/forge-search.yaml's keys and groups) is refused in one
+    line: a resume would carry it silently, and nothing reads it (a typo of a real key, or a planted one)."""
+    import yaml
+
+    from forge.runtime.config import conf_dir
+
+    top = yaml.safe_load((conf_dir() / "forge-search.yaml").read_text())
+    groups = {k.split()[-1] for d in top.get("defaults", []) if isinstance(d, dict) for k in d}
+    unknown = sorted(str(k) for k in saved if k not in {*top, *groups, "hydra"} - {"defaults"})
+    if unknown:
+        raise ResumeError(f"resume={run_dir}: the saved config has unknown key(s) {', '.join(unknown)}; allowed: "
+                          "the keys of forge-search's config (`forge-search --cfg job` lists them)")
 
 
 def _cli_overrides() -> list[str] | None:

@@ -163,17 +163,27 @@ def resume_state(run_dir: Path, note: bool = False) -> Mapping[str, Any]:
             durable = load_checkpoint(run_dir, DURABLE)
         except ResumeError:  # a torn durable copy: only the newest checkpoint can be used
             durable = None
+    newest = Path(run_dir) / CHECKPOINT  # a folder there is refused by search.run_files, before this
+    why = "missing"  # never deleted by Forge (it is replaced by rename): lost with a disk or by hand
     try:
-        state = load_checkpoint(run_dir)
+        state = load_checkpoint(run_dir) if newest.exists() or durable is None else None
     except ResumeError as e:
-        if durable is None or not (Path(run_dir) / CHECKPOINT).is_file():
+        if durable is None:
             raise
+        state, why = None, "damaged (" + str(e).split(": ", 1)[-1].split(";")[0] + ")"
+    if state is None:
         if note:
-            why = str(e).split(": ", 1)[-1].split(";")[0]
-            print(f"resume={run_dir}: {CHECKPOINT} is damaged ({why}); continuing from {DURABLE}, generation "
+            print(f"resume={run_dir}: {CHECKPOINT} is {why}; continuing from {DURABLE}, generation "
                   f"{durable['generation']} (the generations after it are recomputed exactly)", file=sys.stderr)
         state, durable = durable, None
     return check_logs(run_dir, state, durable, note)
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether the run holds a checkpoint to continue from: the newest, or (that one missing) the durable copy."""
+    from search.state import CHECKPOINT
+
+    return (Path(run_dir) / CHECKPOINT).exists() or (Path(run_dir) / DURABLE).is_file()
 
 
 def short_archive(run_dir: Path, state: Mapping[str, Any]) -> str | None:
@@ -234,11 +244,11 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
 
 
 def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any, logs: Any = None,
-                  kept: Mapping[str, str] | None = None) -> None:
+                  kept: Mapping[str, str] | None = None, history: Any = None) -> None:
     """Drop log lines newer than generation `gen` (and history.csv's rows), every log checked before any is
     rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp.
     A log the checkpoint's ledger `logs` covers keeps exactly the part covered; `kept`: logs' texts already
-    decided (a rebuilt loss cache)."""
+    decided (a rebuilt loss cache); `history`: the checkpoint's history rows, which rebuild a damaged history.csv."""
     from forge.disk.io import atomic_write_text
 
     texts = {name: covered_text(run_dir, name, logs) for name in names}
@@ -250,7 +260,7 @@ def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any,
         elif path.is_file() and path.read_bytes() == text.encode():
             texts[name] = None
     try:
-        table_log.truncate(gen)
+        table_log.truncate(gen, history)
     except (KeyError, ValueError, TypeError) as e:  # history.csv is data: a corrupt one is named
         raise ResumeError(f"{table_log.path}: corrupt ({type(e).__name__}); allowed: the history.csv forge-search "
                           "wrote (or delete it: the generations after the checkpoint are appended)") from None

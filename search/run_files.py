@@ -81,6 +81,10 @@ def check_run_files(run_dir: Path) -> None:
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
     path = Path(run_dir) / SUMMARY
+    if path.is_symlink():  # its target's content would be copied into a report or an export as the run's
+        from forge.disk.confined import refused
+
+        raise refused(path, Path(run_dir))
     if not path.exists():
         return {}
     if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever

@@ -16,7 +16,8 @@ import numpy as np
 
 from forge.disk.io import atomic_write_text, json_line, loads
 from forge.genomes.genome import Genome
-from search.ledger import LOSS_CACHE, LogLedger, rebuilt_cache, resume_state, snapshot_durable, truncate_logs
+from search.ledger import (LOSS_CACHE, LogLedger, has_checkpoint, rebuilt_cache, resume_state, snapshot_durable,
+                           truncate_logs)
 from search.state import CHECKPOINT, append_jsonl, append_lines, check_resumable, read_jsonl, save_checkpoint, sync_files
 from search.tables import GenerationLog, genome_row, write_tables
 
@@ -113,9 +114,9 @@ class RunLog:
     def resume_point(self) -> tuple[dict[str, Any], str | None] | None:
         """The checkpoint to continue from and the loss cache kept (None: intact), read only; None when there is
         none yet (killed in generation 0): then every log line is dropped and the run starts afresh."""
-        if not (self.run_dir / CHECKPOINT).exists():
+        if not has_checkpoint(self.run_dir):
             check_resumable(self.run_dir)
-            truncate_logs(self.run_dir, -1, LOGS, self.table_log)
+            truncate_logs(self.run_dir, -1, LOGS, self.table_log, history=[])
             return None
         st = dict(resume_state(self.run_dir, note=True))  # the newest checkpoint whose logs are intact, else refused
         cache = rebuilt_cache(self.run_dir, st, note=True)
@@ -135,7 +136,7 @@ class RunLog:
         """Drop log lines written after the checkpoint of generation `gen`; history.jsonl and pareto.jsonl are
         written anew from it."""
         truncate_logs(self.run_dir, gen, [n for n in LOGS if n != "history.jsonl"], self.table_log,
-                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None)
+                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None, self.history)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
         self.write_front(entries, durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew

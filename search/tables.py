@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -78,28 +79,41 @@ class GenerationLog:
     def __init__(self, run_dir: Path) -> None:
         self.path, self._eval_seen, self._t0 = Path(run_dir) / "history.csv", 0.0, time.perf_counter()
 
-    def truncate(self, last_generation: int) -> None:
-        """On resume: drop rows of generations after the checkpoint (they are run again)."""
+    def truncate(self, last_generation: int, history: Sequence[dict[str, Any]] | None = None) -> None:
+        """On resume: drop rows of generations after the checkpoint (they are run again). A damaged table (it is
+        derived from the logs) is rebuilt from `history` (the checkpoint's rows), said in one line; only its
+        timings, which live here alone, are then left blank. Without `history` a damaged one is raised."""
         if not self.path.is_file():
             return
-        rows = [r for r in csv.DictReader(io.StringIO(self.path.read_text()))
-                if int(r["generation"]) <= last_generation]
+        try:
+            rows = [r for r in csv.DictReader(io.StringIO(self.path.read_text()))
+                    if int(r["generation"]) <= last_generation]
+        except (KeyError, ValueError, TypeError) as e:
+            if history is None:
+                raise
+            rows = [_flat(r, "", "") for r in history if int(r["generation"]) <= last_generation]
+            print(f"resume: {self.path} is damaged ({type(e).__name__}); rebuilt from the checkpoint's history "
+                  "(eval_s and wall_s of those generations are unknown: left blank)", file=sys.stderr)
         atomic_write_text(self.path, to_csv(rows, HISTORY) if rows else "")
 
     def log(self, row: dict[str, Any], eval_total_s: float) -> None:
         """Append one generation; `eval_total_s` is the problem's cumulative evaluation time."""
-        flat = {"generation": row["generation"], "evaluations": row["evaluations"], "new": row["new"],
-                "hv": row["hv"], "hv_loss_params": row["hv_loss_params"], "n_feasible": row["n_feasible"],
-                "front_size": row["archive_size"], "eval_s": round(eval_total_s - self._eval_seen, 4),
-                "wall_s": round(time.perf_counter() - self._t0, 3)}
+        flat = _flat(row, round(eval_total_s - self._eval_seen, 4), round(time.perf_counter() - self._t0, 3))
         self._eval_seen = eval_total_s
-        flat |= {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
         new = not self.path.is_file() or self.path.stat().st_size == 0
         text = to_csv([flat], HISTORY)
         with open_append(self.path) as f:  # never through a link planted in the run folder
             f.write(text if new else text.split("\n", 1)[1])
         log.info("generation %d: HV %.4f, feasible %d, front %d, evaluations %d (%.2f s)", flat["generation"],
                  flat["hv"], flat["n_feasible"], flat["front_size"], flat["evaluations"], flat["eval_s"])
+
+
+def _flat(row: dict[str, Any], eval_s: Any, wall_s: Any) -> dict[str, Any]:
+    """history.csv's row of a history record (history.jsonl's), with its timings."""
+    flat = {"generation": row["generation"], "evaluations": row["evaluations"], "new": row["new"], "hv": row["hv"],
+            "hv_loss_params": row["hv_loss_params"], "n_feasible": row["n_feasible"], "front_size": row["archive_size"],
+            "eval_s": eval_s, "wall_s": wall_s}
+    return flat | {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
 
 
 def read_front(run_dir: Path) -> list[dict[str, str]]:

@@ -210,6 +210,7 @@ class Verify:
         recs = [r for _, r in picks] + control
         labels = self.train(recs, {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}"
                                                                               for role, r in picks}})
+        refuse_full_disk(labels.values(), self.out)  # a training that could not write is no loss to report
         measured = self.measure_all(recs)
         roles = [*picks, *(("control", r) for r in control)]
         P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
@@ -312,6 +313,18 @@ class Verify:
 
             res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
+
+
+def refuse_full_disk(labels: Any, out: Path) -> None:
+    """A label that failed on a full disk (its worker's OSError, ENOSPC or EDQUOT) ends the verification in
+    one line, exit 2, before verify.json is written: reported as a loss, it would read "loss inf" and exit 0.
+    The failed label stays stored as failed, so the next verify trains that genome again."""
+    import errno
+
+    full = next((lab for lab in labels if lab.status == "failed" and
+                 lab.provenance.get("errno") in (errno.ENOSPC, errno.EDQUOT)), None)
+    if full is not None:
+        raise OSError(errno.ENOSPC, "No space left on device", full.provenance.get("path") or str(out))
 
 
 def _fmt(x: float | None) -> str:

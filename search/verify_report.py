@@ -157,11 +157,14 @@ def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
+    import io
+
+    from forge.disk.io import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
+    atomic_write_bytes(path, buf.getvalue())  # a full disk: the old figure (or none) stays, never half of one
     return path
 
 

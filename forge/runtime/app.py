@@ -68,7 +68,9 @@ def user_errors(app: str) -> Iterator[None]:
             _report_bug(app)
         if outer and GUARD:
             GUARD[0].undo()
-        print(f"{app}: error: {msg}", file=sys.stderr)
+        from forge.disk.inert import inert
+
+        print(f"{app}: error: {inert(msg)}", file=sys.stderr)  # a received name in it is shown, never obeyed
         raise SystemExit(EXIT_USAGE) from None
     finally:
         locks.close()  # after undo(): no other writer can start before this command's files are taken back
@@ -153,9 +155,10 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
         e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
-        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
-            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
-                     "last checkpoint with resume=<run dir>)")
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # nothing is lost: atomic writes keep the old files
+            text = f"no space left on {text}; allowed: free some disk space, then run the command again" + (
+                " (the search continues from its last checkpoint with resume=<run dir>)" if app == "forge-search"
+                else "")
     elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
     elif missing_train_extra(e):
