@@ -84,7 +84,6 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
             members.append(NumpyForgeFormer(cfg, sd))
         except ValueError as e:
             raise CheckpointError(f"{stem}.safetensors: member {k} does not match its config: {e}") from None
-        check_outputs(members[-1], len(meta["fields"]), f"{stem}.safetensors: member {k}")
     try:
         forests = [RankForest.from_tensors({k: v for k, v in tensors.items() if k.startswith(f"f{j}.")},
                                            f"f{j}", fm, int(meta["space"]["L_max"]))
@@ -112,6 +111,8 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
         target = TargetMap.from_dict(meta["target"])
     except (TypeError, ValueError) as e:  # a grid of text, a kind that is not a string
         raise CheckpointError(f"{stem}.json: target: {e}; allowed: the target map it was saved with") from None
+    for k, m in enumerate(members):
+        check_outputs(m, len(meta["fields"]), target.to_loss, f"{stem}: member {k}")
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
                                 target, rest, forests, nn_weight, calib, conformal,
                                 None if fw is None else [float(w) for w in fw])

@@ -99,14 +99,15 @@ def check_finite(tensors: Mapping[str, Any], stem: Path) -> None:
                               "finite weights (train or download it again)")
 
 
-def check_outputs(member: Any, n_fields: int, where: str) -> None:
-    """Refuse an encoder member whose prediction is not finite for a probe genome (every field mid-range, every
-    layer real): finite weights can still overflow, and a NaN loss would only show as an empty front."""
+def check_outputs(member: Any, n_fields: int, to_loss: Any, where: str) -> None:
+    """Refuse an encoder member whose predicted loss is not finite for a probe genome (every field mid-range,
+    every layer real): finite weights and a finite target map can still overflow together, and a NaN loss would
+    only show as an empty front, the search advising to relax a constraint."""
     import numpy as np
 
     L = int(member.cfg.L_max)
     with np.errstate(all="ignore"):
-        out = np.asarray(member(np.full((1, L, n_fields), 0.5), np.ones((1, L), bool)), float)
+        out = np.asarray(to_loss(member(np.full((1, L, n_fields), 0.5), np.ones((1, L), bool))), float)
     if not np.all(np.isfinite(out)):
         raise CheckpointError(f"{where}: its prediction is not finite ({out.ravel()[0]}) for a probe genome; "
                               "allowed: a checkpoint whose outputs are finite (train or download it again)")

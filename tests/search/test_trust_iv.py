@@ -154,7 +154,6 @@ def test_a_row_nested_100000_deep_is_a_corrupt_line_not_a_recursion_error(fake_r
 
 # ------------------------------------------------------------------ §6 forge-report, the durable copy, history.csv
 def test_forge_report_prints_received_names_inert_and_refuses_a_summary_link(fake_run, tmp_path):
-    from search.errors import SearchConfigError  # noqa: F401  (the report's errors are ForgeErrors)
     from search.report import human, make_report
     from forge.errors import ForgeError
 
