@@ -27,6 +27,7 @@ from forge.disk.confined import inside, refuse_links
 from forge.disk.lock import run_lock
 from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
+from forge.runtime.config import select
 from forge.runtime.launch_only import check_saved
 from forge.runtime.numeric import round_float, round_floats
 from forge.genomes.labels import Label
@@ -51,7 +52,8 @@ CPU_VERIFY = ("verify this run where its protocol trains, or verify a search mad
 OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
 
 
-# what a run may not choose for its verification (its saved logger is never used: verify logs through its own)
+# what a run may not choose for its verification (its saved logger is never used: verify logs through its own; a
+# key the command sets itself overrides the saved one, which is then not checked)
 VERIFY_CHOICES = ("corpus", "dispatch", "evaluator.trainer")
 
 
@@ -75,7 +77,7 @@ class Verify:
             plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
             check_saved({k: v for k, v in self.run_cfg.items() if k not in injected}, self.cfg,
                         f"run={self.run_dir}", f"forge-verify run={self.run_dir}",  # no shell line from disk
-                        choices=VERIFY_CHOICES)
+                        choices=tuple(k for k in VERIFY_CHOICES if select(self.cfg, k) is None))
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads

@@ -318,3 +318,21 @@ def test_an_unknown_top_level_key_in_a_config_only_resume_is_refused(finished_ru
     with pytest.raises(ResumeError, match="unknown key.s. evaluatr; allowed: the keys of forge-search's config"):
         run_search(_live("resume", run))
     assert _tree(run) == before
+
+
+def test_an_open_mapping_given_whole_is_told_its_entries_not_itself(tmp_path, monkeypatch, capsys):
+    from tests.bad_input_kit import cli
+
+    code, err = cli("forge-search", ["hv.anchor_values={val_loss:3.0}", f"hydra.run.dir={tmp_path / 'o'}"],
+                    tmp_path, monkeypatch, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "allowed: its entries one at a time: +hv.anchor_values.val_loss=3.0" \
+        in lines[0] and "did you mean" not in lines[0], err
+
+
+def test_verify_given_its_own_corpus_never_reads_the_saved_one(finished_run, tmp_path):
+    from search.verify import Verify
+
+    hostile = _hostile(finished_run, tmp_path / "shared-run", {"_target_": TEXT, "path": "/etc/passwd"}, "corpus")
+    v = Verify({**_live("verify", hostile), "corpus": "stdlib"})  # chosen on the command line: the saved one unused
+    assert v.trainer.corpus["_target_"] == "forge.labelling.corpus.stdlib_corpus"

@@ -236,6 +236,11 @@ def unknown_key(key: str, value: str, app: str) -> str:
         close = difflib.get_close_matches(key, [k for k in keys(cfg) if k != "hydra"], n=1, cutoff=0.6)
     except Exception:  # the hint is a courtesy: a config that does not compose here keeps Hydra's own words
         close = []
+    if close == [key]:  # a key it has, holding an open mapping: Hydra sets its entries one at a time, with +
+        pairs = [p.split(":", 1) for p in value.strip().strip("{}").split(",") if ":" in p]
+        each = " ".join(f"+{key}.{k.strip()}={v.strip()}" for k, v in pairs) or f"+{key}.<name>=<value>"
+        return (f"{key}={value}: an open mapping is not set whole from the command line; allowed: its entries one "
+                f"at a time: {each}")
     fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
     return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
             + fix)
