@@ -152,7 +152,8 @@ class Hypervolume:
         self.maxi = np.asarray(self.signs if self.signs is not None else np.ones(len(self.anchor))) < 0
         if not np.all(np.isfinite(self.anchor)) or np.any(self.anchor <= 0):
             raise UserError(f"hypervolume anchor values {self.anchor.tolist()} must be finite and > 0; "
-                            "set search.hv.anchor_values or pick another anchor genome")
+                            "allowed: give them yourself, +hv.anchor_values.<objective>=<value> (e.g. "
+                            "+hv.anchor_values.val_loss=3.0), or another anchor genome (hv.anchor=...)")
         self._hv = HV(ref_point=np.full(len(self.anchor), float(self.ref)))
 
     def __call__(self, F: np.ndarray) -> float:

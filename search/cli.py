@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,15 @@ from forge.runtime import plugin_use
 from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, select, to_container
 from forge.disk.confined import refuse_links
+from forge.disk.lock import run_lock
 from forge.disk.io import atomic_write_text, check_writable, sweep_temporaries
 from forge.runtime.launch_only import check_saved
 from search.build import build_search
 from search.errors import SearchConfigError
-from search.ledger import resume_state
+from search.ledger import has_checkpoint, resume_state
 from search.python_objects import check_resumable_here
 from search.run_files import check_run_files
-from search.state import (CHECKPOINT, CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
+from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
 
@@ -41,13 +43,20 @@ def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | N
     run_dir = Path(resume) if resume else output_dir(c, fallback="outputs/search")
     plugins.trust(c)  # the live config only: what resume reads back from the run folder is data
     c = own_units(c, (components or {}).get("predictor"))  # the default loss limit only in the shipped units
+    if not resume:
+        check_writable(run_dir)
+    with run_lock(run_dir) if not resume or run_dir.is_dir() else nullcontext():  # one writer per run folder
+        return _run_locked(c, run_dir, components, given)
+
+
+def _run_locked(c: dict[str, Any], run_dir: Path, components: dict[str, Any] | None,
+                given: list[str] | None) -> dict[str, Any]:
+    resume = c.get("resume")
     if resume:
         refuse_links(run_dir)  # a link planted in the run folder would send its appends outside it
         c = resumed_config(c, run_dir, components or {}, given)
-    elif holds_search(run_dir):
+    elif holds_search(run_dir):  # asked again under the lock: a search that ended meanwhile is not overwritten
         raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
-    else:
-        check_writable(run_dir)
     _set_threads(c.get("threads"))
     search = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:
@@ -80,15 +89,31 @@ def resumed_config(c: dict[str, Any], run_dir: Path, parts: dict[str, Any] | Non
     """The run's own config plus this command's runtime keys, refused (nothing changed) before anything is built:
     also when the run was made from Python with objects no command rebuilds and this call does not hand them."""
     check_run_files(run_dir)  # every run file read and checked now, none late (config.yaml for the end screen)
-    if (run_dir / CHECKPOINT).exists():
+    if has_checkpoint(run_dir):
         saved = dict(resume_state(run_dir)["config"])  # a log cut behind it, a torn one: rebuilt or refused
     else:
         check_resumable(run_dir)
         saved = saved_config(run_dir)
+        refuse_unknown_keys(saved, run_dir)  # a checkpoint's config is checked by its own reader
     check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
     check_resumable_here(saved, parts or {}, run_dir)  # a Python object: continued from Python, or refused
     plugin_use.require(run_dir, code=True)  # the modules it was made with, imported again only by the live config
     return resume_config(c, saved, run_dir, given if given is not None else _cli_overrides())
+
+
+def refuse_unknown_keys(saved: dict[str, Any], run_dir: Path) -> None:
+    """A top-level key no forge-search config has (conf/forge-search.yaml's keys and groups) is refused in one
+    line: a resume would carry it silently, and nothing reads it (a typo of a real key, or a planted one)."""
+    import yaml
+
+    from forge.runtime.config import conf_dir
+
+    top = yaml.safe_load((conf_dir() / "forge-search.yaml").read_text())
+    groups = {k.split()[-1] for d in top.get("defaults", []) if isinstance(d, dict) for k in d}
+    unknown = sorted(str(k) for k in saved if k not in {*top, *groups, "hydra"} - {"defaults"})
+    if unknown:
+        raise ResumeError(f"resume={run_dir}: the saved config has unknown key(s) {', '.join(unknown)}; allowed: "
+                          "the keys of forge-search's config (`forge-search --cfg job` lists them)")
 
 
 def _cli_overrides() -> list[str] | None:

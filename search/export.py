@@ -16,8 +16,9 @@ a hidden folder beside `out=` and moved in once whole (forge.disk.io.staged): a 
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from forge.genomes.genome import Genome, genome_from_dict
 from forge.genomes.importers import load_genome
 from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
 from forge.runtime.numeric import argmin_by_id
+from forge.runtime.signals import term_as_interrupt
 from search.export_card import model_card
 from search.run_files import refuse_odd
 from search.state import read_jsonl, require_complete
@@ -224,20 +226,45 @@ def run(cfg: Any) -> dict[str, Any]:
             "loss_predictor": _summary(run_dir).get("loss_predictor"),
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
-            "evaluator": run_cfg.get("evaluator"), "space": (run_cfg.get("space") or {}).get("name"),
+            "evaluator": run_cfg.get("evaluator"), "space": _space_name(run_cfg.get("space")),
             "tokenizer_source": _tokenizer(c, fmt, chosen), "front_p_best": front_p_best(rows, _summary(run_dir), chosen)}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
     weights = Path(c["weights"]) if c.get("weights") else None
-    with staged(out) as stage:  # written beside out=, moved in once whole: a failure leaves out= as it was
+    # written beside out=, moved in once whole: a failure (a full disk), Ctrl-C or SIGTERM leaves out= as it was
+    with term_as_interrupt(), full_disk_at(out), staged(out) as stage:
         done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid)
                 for gid, r in zip(ids, chosen)]
         summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
         atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
     return summary
+
+
+@contextmanager
+def full_disk_at(out: Path) -> Iterator[None]:
+    """A write that ran out of space is said of out= (where the user can free space), in one line: the OSError
+    of a write that names no file, and the weights libraries' own errors for os error 28 (safetensors raises
+    its SafetensorError, torch.save a RuntimeError)."""
+    import errno
+
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and e.filename is None:
+            raise OSError(e.errno, e.strerror or "No space left on device", str(out)) from None
+        raise
+    except Exception as e:  # torch.save's RuntimeError, safetensors' SafetensorError (an Exception)
+        if "No space left" in str(e) or "os error 28" in str(e):
+            raise OSError(errno.ENOSPC, "No space left on device", str(out)) from None
+        raise
+
+
+def _space_name(node: Any) -> str | None:
+    """The run's space name: a saved config holds the node, or (a run made from Python) its name."""
+    return node if isinstance(node, str) else (node or {}).get("name") if isinstance(node, dict) else None
 
 
 def checked_id(row: dict[str, Any], run_dir: Path) -> str:

@@ -17,6 +17,7 @@ from forge.runtime.config import data_dir
 from forge.genomes.genome import Genome
 from search.export_card import odds_line
 from search.markdown import md_code, md_text
+from forge.disk.io import loads
 
 # what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
 LOSS_BASIS = {
@@ -57,7 +58,7 @@ def _sidecar_space(pred: Any) -> str | None:
     for p in (data_dir() / "surrogate" / f"{pred}.json", Path(f"{pred}.json")):
         if p.is_file():
             try:
-                return json.loads(p.read_text()).get("space", {}).get("name")
+                return loads(p.read_text()).get("space", {}).get("name")
             except (OSError, ValueError):
                 return None
     return None

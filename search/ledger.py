@@ -91,13 +91,13 @@ def mismatch(run_dir: Path, logs: Mapping[str, Any], skip: Iterable[str] = ()) -
 def torn_row(path: Path, size: int) -> str:
     """'; its line N is torn ...' for the first line of the first `size` bytes that is not a whole JSON row
     (a cut or a zeroed page inside the log), else ''."""
-    import json
+    from forge.disk.io import loads
 
     with path.open("rb") as f:
         data = f.read(size)
     for n, line in enumerate(data.split(b"\n"), start=1):
         try:
-            if line.strip() and not isinstance(json.loads(line), dict):
+            if line.strip() and not isinstance(loads(line), dict):
                 raise ValueError
         except ValueError:  # JSONDecodeError and UnicodeDecodeError too
             return f"; its line {n} is torn (not a whole JSON row)"
@@ -163,17 +163,27 @@ def resume_state(run_dir: Path, note: bool = False) -> Mapping[str, Any]:
             durable = load_checkpoint(run_dir, DURABLE)
         except ResumeError:  # a torn durable copy: only the newest checkpoint can be used
             durable = None
+    newest = Path(run_dir) / CHECKPOINT  # a folder there is refused by search.run_files, before this
+    why = "missing"  # never deleted by Forge (it is replaced by rename): lost with a disk or by hand
     try:
-        state = load_checkpoint(run_dir)
+        state = load_checkpoint(run_dir) if newest.exists() or durable is None else None
     except ResumeError as e:
-        if durable is None or not (Path(run_dir) / CHECKPOINT).is_file():
+        if durable is None:
             raise
+        state, why = None, "damaged (" + str(e).split(": ", 1)[-1].split(";")[0] + ")"
+    if state is None:
         if note:
-            why = str(e).split(": ", 1)[-1].split(";")[0]
-            print(f"resume={run_dir}: {CHECKPOINT} is damaged ({why}); continuing from {DURABLE}, generation "
+            print(f"resume={run_dir}: {CHECKPOINT} is {why}; continuing from {DURABLE}, generation "
                   f"{durable['generation']} (the generations after it are recomputed exactly)", file=sys.stderr)
         state, durable = durable, None
     return check_logs(run_dir, state, durable, note)
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether the run holds a checkpoint to continue from: the newest, or (that one missing) the durable copy."""
+    from search.state import CHECKPOINT
+
+    return (Path(run_dir) / CHECKPOINT).exists() or (Path(run_dir) / DURABLE).is_file()
 
 
 def short_archive(run_dir: Path, state: Mapping[str, Any]) -> str | None:
@@ -201,9 +211,7 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
     """The loss cache a resume keeps: what `state` covers of it, else (a pure cache: damage to it is no reason to
     refuse) rebuilt from archive.jsonl, said in one line (a loss the rebuild lacks is predicted again). None for
     a checkpoint without a ledger whose cache reads whole."""
-    import json
-
-    from forge.disk.io import json_line
+    from forge.disk.io import json_line, loads
 
     path, gen, logs = Path(run_dir) / LOSS_CACHE, int(state["generation"]), state.get("logs")
     if isinstance(logs, Mapping) and LOSS_CACHE in logs:
@@ -222,7 +230,7 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
         archive = (Path(run_dir) / "archive.jsonl").read_text() if (Path(run_dir) / "archive.jsonl").is_file() else ""
     rows: dict[tuple, str] = {}
     try:
-        for r in map(json.loads, archive.splitlines()):
+        for r in map(loads, archive.splitlines()):
             m, key = r["metrics"], (int(r["surrogate_version"]), str(r["id"]))
             rows.setdefault(key, json_line({"generation": r["generation"], "id": key[1], "v": key[0],
                                             "y": [m["val_loss"], m["mu"], m["sigma"]]}))
@@ -236,11 +244,11 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
 
 
 def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any, logs: Any = None,
-                  kept: Mapping[str, str] | None = None) -> None:
+                  kept: Mapping[str, str] | None = None, history: Any = None) -> None:
     """Drop log lines newer than generation `gen` (and history.csv's rows), every log checked before any is
     rewritten: a refused resume changes no file, and a log with nothing to drop keeps its bytes and time stamp.
     A log the checkpoint's ledger `logs` covers keeps exactly the part covered; `kept`: logs' texts already
-    decided (a rebuilt loss cache)."""
+    decided (a rebuilt loss cache); `history`: the checkpoint's history rows, which rebuild a damaged history.csv."""
     from forge.disk.io import atomic_write_text
 
     texts = {name: covered_text(run_dir, name, logs) for name in names}
@@ -252,7 +260,7 @@ def truncate_logs(run_dir: Path, gen: int, names: Iterable[str], table_log: Any,
         elif path.is_file() and path.read_bytes() == text.encode():
             texts[name] = None
     try:
-        table_log.truncate(gen)
+        table_log.truncate(gen, history)
     except (KeyError, ValueError, TypeError) as e:  # history.csv is data: a corrupt one is named
         raise ResumeError(f"{table_log.path}: corrupt ({type(e).__name__}); allowed: the history.csv forge-search "
                           "wrote (or delete it: the generations after the checkpoint are appended)") from None

@@ -22,6 +22,7 @@ import numpy as np
 
 from forge.disk.io import as_float as _f
 from forge.genomes.genes import LAYER_GENES, attention_genes
+from forge.disk.inert import inert
 from forge.disk.io import atomic_write_json, check_writable
 from search.report_html import num, write_html
 from search.report_page import plot_columns
@@ -49,7 +50,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 def load_run(d: Path) -> dict[str, Any]:
     s = read_summary(d)  # not UTF-8, not JSON, not an object: one line naming the file
     return {"dir": d, "summary": s, "archive": read_jsonl(d / "archive.jsonl"), "pareto": read_jsonl(d / "pareto.jsonl"),
-            "label": f"{s.get('algorithm', '?')}+{s.get('space', '?')}@{s.get('backend', '?')}"}
+            "label": inert(f"{s.get('algorithm', '?')}+{s.get('space', '?')}@{s.get('backend', '?')}")}  # received
 
 
 def _plt():
@@ -244,8 +245,8 @@ def human(summary: dict[str, Any]) -> list[str]:
 
     hv = summary.get("hv") or {}
     lines = [f"report of {summary['runs']} run(s), {len(hv)} recipe(s):"]
-    lines += [f"  {k}: hypervolume {num(v.get('mean'))} ± {num(v.get('std'))} over {v.get('seeds')} seed(s)"
-              for k, v in sorted(hv.items())]
-    lines.append(f"page (front tables, settings, interactive plots; works offline): {rel(summary['report'])}")
-    lines.append(f"runs side by side: {rel(summary['runs_csv'])}")
+    lines += [f"  {inert(k)}: hypervolume {num(v.get('mean'))} ± {num(v.get('std'))} over {v.get('seeds')} seed(s)"
+              for k, v in sorted(hv.items())]  # a recipe is named by a received summary.json's fields: inert
+    lines.append(f"page (front tables, settings, interactive plots; works offline): {inert(rel(summary['report']))}")
+    lines.append(f"runs side by side: {inert(rel(summary['runs_csv']))}")
     return lines

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from search.errors import ResumeError
+from forge.disk.io import loads
 
 SUMMARY = "summary.json"
 
@@ -81,13 +82,17 @@ def check_run_files(run_dir: Path) -> None:
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """A run's summary.json as a dict ({} when absent); anything but a JSON object is refused, naming the file."""
     path = Path(run_dir) / SUMMARY
+    if path.is_symlink():  # its target's content would be copied into a report or an export as the run's
+        from forge.disk.confined import refused
+
+        raise refused(path, Path(run_dir))
     if not path.exists():
         return {}
     if not path.is_file() and not path.is_dir():  # a FIFO would block the read forever
         raise ResumeError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the summary.json "
                           "forge-search wrote")
     try:
-        s = json.loads(path.read_text())
+        s = loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as e:
         raise ResumeError(f"{path}: corrupt summary ({type(e).__name__}); allowed: the summary.json forge-search "
                           "wrote") from None

@@ -8,16 +8,16 @@ checkpoint, so a resumed run writes exactly what an uninterrupted one would.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from forge.disk.io import atomic_write_text, json_line
+from forge.disk.io import atomic_write_text, json_line, loads
 from forge.genomes.genome import Genome
-from search.ledger import LOSS_CACHE, LogLedger, rebuilt_cache, resume_state, snapshot_durable, truncate_logs
+from search.ledger import (LOSS_CACHE, LogLedger, has_checkpoint, rebuilt_cache, resume_state, snapshot_durable,
+                           truncate_logs)
 from search.state import CHECKPOINT, append_jsonl, append_lines, check_resumable, read_jsonl, save_checkpoint, sync_files
 from search.tables import GenerationLog, genome_row, write_tables
 
@@ -114,9 +114,9 @@ class RunLog:
     def resume_point(self) -> tuple[dict[str, Any], str | None] | None:
         """The checkpoint to continue from and the loss cache kept (None: intact), read only; None when there is
         none yet (killed in generation 0): then every log line is dropped and the run starts afresh."""
-        if not (self.run_dir / CHECKPOINT).exists():
+        if not has_checkpoint(self.run_dir):
             check_resumable(self.run_dir)
-            truncate_logs(self.run_dir, -1, LOGS, self.table_log)
+            truncate_logs(self.run_dir, -1, LOGS, self.table_log, history=[])
             return None
         st = dict(resume_state(self.run_dir, note=True))  # the newest checkpoint whose logs are intact, else refused
         cache = rebuilt_cache(self.run_dir, st, note=True)
@@ -128,7 +128,7 @@ class RunLog:
         self.history = list(st["history"])
         self._history_lines = [json_line(r) for r in self.history]
         self.records.update({r["id"]: r for r in st["pop_records"]})
-        rows = read_jsonl(self.run_dir / LOSS_CACHE, True) if cache is None else map(json.loads, cache.splitlines())
+        rows = read_jsonl(self.run_dir / LOSS_CACHE, True) if cache is None else map(loads, cache.splitlines())
         return {(int(r["v"]), r["id"]): tuple(r["y"]) for r in rows
                 if int(r.get("generation", -1)) <= gen}  # newer lines are dropped by `rewind`
 
@@ -136,7 +136,7 @@ class RunLog:
         """Drop log lines written after the checkpoint of generation `gen`; history.jsonl and pareto.jsonl are
         written anew from it."""
         truncate_logs(self.run_dir, gen, [n for n in LOGS if n != "history.jsonl"], self.table_log,
-                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None)
+                      st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None, self.history)
         atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
         self.write_front(entries, durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew

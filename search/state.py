@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
-from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line
+from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line, loads
 from search.errors import ResumeError
 from search.run_files import read_summary
 
@@ -97,7 +97,7 @@ def load_checkpoint(run_dir: Path, name: str = CHECKPOINT) -> dict[str, Any]:
     if not path.is_file():
         raise ResumeError(f"resume={run_dir}: no search state at {path}; allowed: a forge-search run directory")
     try:
-        st = json.loads(unsealed(path.read_bytes()))
+        st = loads(unsealed(path.read_bytes()))
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         why = type(e).__name__ if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)) else str(e)
         raise ResumeError(f"{path}: corrupt checkpoint ({why}); allowed: the checkpoint forge-search "
@@ -242,7 +242,7 @@ def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, A
     for n, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append(loads(line))
             except json.JSONDecodeError as e:
                 if tolerate_torn_tail and n == len(lines):
                     break
@@ -270,7 +270,7 @@ def kept_jsonl(path: Path, last_generation: int) -> str | None:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads(line)
             generation = int(row.get("generation", -1))
         except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as e:
             if n == len(lines) and isinstance(e, json.JSONDecodeError):

@@ -15,12 +15,13 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from forge.disk.confined import open_append
-from forge.disk.io import atomic_write_text
+from forge.disk.io import atomic_write_text, loads
 from search.state import read_jsonl
 
 log = logging.getLogger("forge.search")
@@ -93,22 +94,27 @@ class GenerationLog:
     def __init__(self, run_dir: Path) -> None:
         self.path, self._eval_seen, self._t0 = Path(run_dir) / "history.csv", 0.0, time.perf_counter()
 
-    def truncate(self, last_generation: int) -> None:
-        """On resume: drop rows of generations after the checkpoint (they are run again)."""
+    def truncate(self, last_generation: int, history: Sequence[dict[str, Any]] | None = None) -> None:
+        """On resume: drop rows of generations after the checkpoint (they are run again). A damaged table (it is
+        derived from the logs) is rebuilt from `history` (the checkpoint's rows), said in one line; only its
+        timings, which live here alone, are then left blank. Without `history` a damaged one is raised."""
         if not self.path.is_file():
             return
-        rows = [r for r in csv.DictReader(io.StringIO(self.path.read_text()))
-                if int(r["generation"]) <= last_generation]
+        try:
+            rows = [r for r in csv.DictReader(io.StringIO(self.path.read_text()))
+                    if int(r["generation"]) <= last_generation]
+        except (KeyError, ValueError, TypeError) as e:
+            if history is None:
+                raise
+            rows = [_flat(r, "", "") for r in history if int(r["generation"]) <= last_generation]
+            print(f"resume: {self.path} is damaged ({type(e).__name__}); rebuilt from the checkpoint's history "
+                  "(eval_s and wall_s of those generations are unknown: left blank)", file=sys.stderr)
         atomic_write_text(self.path, to_csv(rows, HISTORY) if rows else "")
 
     def log(self, row: dict[str, Any], eval_total_s: float) -> None:
         """Append one generation; `eval_total_s` is the problem's cumulative evaluation time."""
-        flat = {"generation": row["generation"], "evaluations": row["evaluations"], "new": row["new"],
-                "hv": row["hv"], "hv_loss_params": row["hv_loss_params"], "n_feasible": row["n_feasible"],
-                "front_size": row["archive_size"], "eval_s": round(eval_total_s - self._eval_seen, 4),
-                "wall_s": round(time.perf_counter() - self._t0, 3)}
+        flat = _flat(row, round(eval_total_s - self._eval_seen, 4), round(time.perf_counter() - self._t0, 3))
         self._eval_seen = eval_total_s
-        flat |= {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
         new = not self.path.is_file() or self.path.stat().st_size == 0
         text = to_csv([flat], HISTORY)
         with open_append(self.path) as f:  # never through a link planted in the run folder
@@ -117,14 +123,20 @@ class GenerationLog:
                  flat["hv"], flat["n_feasible"], flat["front_size"], flat["evaluations"], flat["eval_s"])
 
 
+def _flat(row: dict[str, Any], eval_s: Any, wall_s: Any) -> dict[str, Any]:
+    """history.csv's row of a history record (history.jsonl's), with its timings."""
+    flat = {"generation": row["generation"], "evaluations": row["evaluations"], "new": row["new"], "hv": row["hv"],
+            "hv_loss_params": row["hv_loss_params"], "n_feasible": row["n_feasible"], "front_size": row["archive_size"],
+            "eval_s": eval_s, "wall_s": wall_s}
+    return flat | {f"best.{k}": v for k, v in (row.get("best") or {}).items()}
+
+
 def read_front(run_dir: Path) -> list[dict[str, str]]:
     """A run's front.csv rows (derived from pareto.jsonl for runs made before the CSVs existed)."""
     path = Path(run_dir) / "front.csv"
     if path.is_file():
         return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
-    import json
-
-    objectives = json.loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
+    objectives = loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
     text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / "pareto.jsonl")])
     return list(csv.DictReader(io.StringIO(text)))
 

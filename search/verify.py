@@ -14,6 +14,7 @@ after, and saves the checkpoint in the run directory for `forge-search evaluator
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,8 +24,10 @@ import numpy as np
 from forge import plugins
 from forge.runtime import plugin_use
 from forge.disk.confined import inside, refuse_links
+from forge.disk.lock import run_lock
 from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
+from forge.runtime.config import select
 from forge.runtime.launch_only import check_saved
 from forge.runtime.numeric import round_float, round_floats
 from forge.genomes.labels import Label
@@ -49,6 +52,11 @@ CPU_VERIFY = ("verify this run where its protocol trains, or verify a search mad
 OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
 
 
+# what a run may not choose for its verification (its saved logger is never used: verify logs through its own; a
+# key the command sets itself overrides the saved one, which is then not checked)
+VERIFY_CHOICES = ("corpus", "dispatch", "evaluator.trainer")
+
+
 def cpu_verify(recipe: list[str]) -> str:
     """What works instead of training here: a tiny search of the run's space family, none for a user's space."""
     return CPU_VERIFY.format(*recipe) if recipe else OWN_VERIFY
@@ -68,7 +76,8 @@ class Verify:
             injected = {"hydra", *parts, *(("dispatch", "search") if "trainer" in parts else ())}  # tests inject parts
             plugins.check_all({k: v for k, v in self.run_cfg.items() if k not in injected})
             check_saved({k: v for k, v in self.run_cfg.items() if k not in injected}, self.cfg,
-                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}")  # no shell line from disk
+                        f"run={self.run_dir}", f"forge-verify run={self.run_dir}",  # no shell line from disk
+                        choices=tuple(k for k in VERIFY_CHOICES if select(self.cfg, k) is None))
         except plugins.PluginError as e:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
@@ -193,6 +202,7 @@ class Verify:
         recs = [r for _, r in picks] + control
         labels = self.train(recs, {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}"
                                                                               for role, r in picks}})
+        refuse_full_disk(labels.values(), self.out)  # a training that could not write is no loss to report
         measured = self.measure_all(recs)
         roles = [*picks, *(("control", r) for r in control)]
         P, C, summary = (self._real_rows(roles, labels, measured) if self.trained_run
@@ -299,6 +309,18 @@ class Verify:
         return res
 
 
+def refuse_full_disk(labels: Any, out: Path) -> None:
+    """A label that failed on a full disk (its worker's OSError, ENOSPC or EDQUOT) ends the verification in
+    one line, exit 2, before verify.json is written: reported as a loss, it would read "loss inf" and exit 0.
+    The failed label stays stored as failed, so the next verify trains that genome again."""
+    import errno
+
+    full = next((lab for lab in labels if lab.status == "failed" and
+                 lab.provenance.get("errno") in (errno.ENOSPC, errno.EDQUOT)), None)
+    if full is not None:
+        raise OSError(errno.ENOSPC, "No space left on device", full.provenance.get("path") or str(out))
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -307,6 +329,8 @@ def run(cfg: Any, parts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     from forge.runtime.config import to_container
 
     plugins.trust(cfg)  # the live config only: the run's config.yaml and checkpoint are data
-    if cfg.get("run"):
-        plugin_use.require(cfg.get("run"), code=True)  # the run's plug-ins, imported only by the live config
-    return Verify(to_container(cfg), parts).run()
+    run_dir = Path(str(cfg.get("run") or ""))
+    with run_lock(run_dir) if cfg.get("run") and run_dir.is_dir() else nullcontext():  # its labels.db, verify/
+        if cfg.get("run"):
+            plugin_use.require(cfg.get("run"), code=True)  # the run's plug-ins, imported only by the live config
+        return Verify(to_container(cfg), parts).run()

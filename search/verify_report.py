@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from forge.disk.io import as_float
+from forge.disk.io import as_float, loads
 from search.archive import Hypervolume
 
 HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control
@@ -157,11 +157,14 @@ def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
+    import io
+
+    from forge.disk.io import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
+    atomic_write_bytes(path, buf.getvalue())  # a full disk: the old figure (or none) stays, never half of one
     return path
 
 
@@ -202,10 +205,8 @@ def brief(out: dict[str, Any]) -> dict[str, Any]:
 def measured_loss(verify_dir: Path, gid: str) -> float | None:
     """The real loss `forge-verify` trained genome `gid` to, from the verify.json beside its weights folder (the
     export of verified weights states it); None when that file holds no finite loss for it. Read as data only."""
-    import json
-
     try:
-        d = json.loads((Path(verify_dir) / "verify.json").read_text(encoding="utf-8"))
+        d = loads((Path(verify_dir) / "verify.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     rows = [*(d.get("picks") or []), *(d.get("control") or [])] if isinstance(d, dict) else []

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from forge.runtime.config import data_dir
 from forge.errors import ForgeError
 from surrogate.dataset import LabelSet
+from forge.disk.io import loads
 
 
 class CheckpointError(ForgeError):
@@ -111,7 +112,7 @@ def shipped_sidecars() -> dict[str, dict[str, Any]]:
     out = {}
     for p in sorted((data_dir() / "surrogate").glob("*.json")):
         try:
-            out[p.stem] = json.loads(p.read_text())
+            out[p.stem] = loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             continue
     return out

@@ -6,7 +6,6 @@ Only safetensors and JSON are read: nothing is ever unpickled, and the file neve
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,15 +19,19 @@ from surrogate.features import FeatureError, MinMax, field_names
 from surrogate.numpy_encoder import FFConfig, NumpyForgeFormer
 from surrogate.predictor import DEFAULT, FORMAT, ForgeFormerPredictor
 from surrogate.targets import TargetMap
+from surrogate.sidecar import _finite, check_finite, check_outputs, check_sidecar
 from surrogate.trees import RankForest
+from forge.disk.io import loads
 
 
 def _read_sidecar(stem: Path) -> dict[str, Any]:
     try:
-        meta = json.loads(stem.with_suffix(".json").read_text())
+        meta = loads(stem.with_suffix(".json").read_text())
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise CheckpointError(f"{stem}.json: unreadable sidecar ({type(e).__name__}); allowed: the .json a "
                               "surrogate checkpoint was saved with") from None
+    if isinstance(meta, dict) and meta.get("format") == FORMAT:
+        check_sidecar(meta, stem)  # every key the loader reads, of its kind: one line, never a TypeError
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{stem}.json: format {meta.get('format') if isinstance(meta, dict) else None!r}; "
                               f"allowed: {', '.join([FORMAT, *LOADERS])}")
@@ -60,7 +63,7 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     any format registered with `register_format`."""
     stem = resolve_checkpoint(path_or_name)
     try:
-        fmt = json.loads(stem.with_suffix(".json").read_text()).get("format")
+        fmt = loads(stem.with_suffix(".json").read_text()).get("format")
     except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object: _read_sidecar names it
         fmt = None
     if fmt != FORMAT and fmt in LOADERS:
@@ -73,6 +76,7 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
         tensors = load_file(str(stem.with_suffix(".safetensors")))
     except Exception as e:  # safetensors raises its own error types
         raise CheckpointError(f"{stem}.safetensors: unreadable weights: {e}") from None
+    check_finite(tensors, stem)
     cfg = FFConfig(**meta["config"])
     members = []
     for k in range(int(meta["n_members"])):
@@ -85,7 +89,7 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
         forests = [RankForest.from_tensors({k: v for k, v in tensors.items() if k.startswith(f"f{j}.")},
                                            f"f{j}", fm, int(meta["space"]["L_max"]))
                    for j, fm in enumerate(meta.get("forests", []))]
-    except (KeyError, ValueError) as e:
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{stem}.safetensors: forest arrays do not match the sidecar: {e}") from None
     nn_weight = float(meta.get("nn_weight", 1.0))
     if not 0.0 <= nn_weight <= 1.0:
@@ -103,11 +107,17 @@ def load_predictor(path_or_name: str | Path = DEFAULT) -> Any:
     except ValueError as e:
         raise CheckpointError(f"{stem}.json: {e}") from None
     fw = meta.get("forest_weights")
-    if fw is not None and (len(fw) != len(forests) or any(not (0 <= float(w) <= 1) for w in fw) or sum(fw) <= 0):
+    if fw is not None and (len(fw) != len(forests) or any(not (_finite(w) and 0 <= w <= 1) for w in fw) or sum(fw) <= 0):
         raise CheckpointError(f"{stem}.json: forest_weights {fw}; allowed: one weight in [0, 1] per forest, sum > 0")
     rest = {k: v for k, v in meta.items() if k not in ("format", "config", "n_members", "field_set", "fields", "norm",
                                                          "target", "space", "forests", "nn_weight", "calibration",
                                                          "conformal", "forest_weights", "pairwise")}
+    try:
+        target = TargetMap.from_dict(meta["target"])
+    except (TypeError, ValueError) as e:  # a grid of text, a kind that is not a string
+        raise CheckpointError(f"{stem}.json: target: {e}; allowed: the target map it was saved with") from None
+    for k, m in enumerate(members):
+        check_outputs(m, len(meta["fields"]), target.to_loss, f"{stem}: member {k}")
     return ForgeFormerPredictor(members, MinMax.from_dict(meta["norm"]), meta["field_set"], meta["space"],
-                                TargetMap.from_dict(meta["target"]), rest, forests, nn_weight, calib, conformal,
+                                target, rest, forests, nn_weight, calib, conformal,
                                 None if fw is None else [float(w) for w in fw], pairwise)

@@ -19,7 +19,6 @@ corpus configs, the line, the conformal calibration, provenance); nothing is unp
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,7 +29,7 @@ import torch.nn as nn
 
 from forge.errors import UserError
 from forge.genomes.genome import Genome, LayerGene, genome_from_dict
-from forge.disk.io import atomic_write_json
+from forge.disk.io import atomic_write_json, loads
 from forge.labelling.train import Protocol, evaluate, save_weights
 from forge.lm.model import IHAModel
 from surrogate.conformal import ConformalInterval, coverage_cv, interval_or_nan
@@ -182,7 +181,7 @@ def load_supernet(stem: Path) -> SupernetPredictor:
     from safetensors.torch import load_model
 
     try:
-        meta = json.loads(Path(stem).with_suffix(".json").read_text())
+        meta = loads(Path(stem).with_suffix(".json").read_text())
         net = IHAModel(genome_from_dict(meta["space"]["genome"]))
         load_model(net, str(Path(stem).with_suffix(".safetensors")))
         conf = ConformalInterval.from_dict(meta["conformal"]) if meta.get("conformal") else None

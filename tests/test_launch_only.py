@@ -105,8 +105,11 @@ def test_every_place_a_run_config_holds_a_trainer_is_checked(finished_run, tmp_p
 
 def test_shipped_defaults_and_the_launched_configs_own_values_pass():
     shipped = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/dispatch/submitit.yaml").read_text())
-    check_saved({"dispatch": shipped}, {}, "resume=x", "forge-search resume=x")  # the default folder, cluster
-    check_saved({"dispatch": "submitit"}, {}, "resume=x", "forge-search resume=x")  # a shipped name
+    launched = {"dispatch": "submitit"}  # the kind is the launched command's choice (issue 50 §2), its options too
+    check_saved({"dispatch": shipped}, launched, "resume=x", "forge-search resume=x")  # the default folder, cluster
+    check_saved({"dispatch": "submitit"}, launched, "resume=x", "forge-search resume=x")  # a shipped name
+    with pytest.raises(LaunchOnlyError, match="the saved dispatch .* never chooses the kind of trainer"):
+        check_saved({"dispatch": "submitit"}, {}, "resume=x", "forge-search resume=x")  # not launched: refused
     node = {**shipped, "parameters": {"slurm_partition": "gpu", "local_setup": ["module load cuda"]}}
     check_saved({"dispatch": node}, {"dispatch": node}, "resume=x", "forge-search resume=x")  # passed again
     with pytest.raises(LaunchOnlyError, match="dispatch.parameters.local_setup"):

@@ -187,8 +187,9 @@ def test_a_logger_edited_inside_the_checkpoint_is_refused_on_resume(finished_run
 
 
 def test_a_shipped_logger_or_the_launched_one_passes():
-    for name in ("csv", "tensorboard", "mlflow"):
-        check_saved({"logger": group_yaml("logger", name)}, {}, "resume=x", "forge-search resume=x")
+    for name in ("csv", "tensorboard", "mlflow"):  # the class is the launched command's (issue 50 §2)
+        check_saved({"logger": group_yaml("logger", name)}, {"logger": name}, "resume=x", "forge-search resume=x")
+    check_saved({"logger": group_yaml("logger", "csv")}, {}, "resume=x", "forge-search resume=x")  # the default
     mine = {"_target_": "lightning.pytorch.loggers.CSVLogger", "save_dir": "/my/logs"}
     check_saved({"logger": mine}, {"logger": mine}, "resume=x", "forge-search resume=x")
     with pytest.raises(LaunchOnlyError, match="logger.save_dir"):

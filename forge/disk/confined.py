@@ -34,12 +34,22 @@ def refused(link: Path, folder: Path) -> LinkError:
 
 
 def refuse_links(folder: str | Path) -> None:
-    """Refuse, in one line naming it, the first symbolic link anywhere inside `folder` (links are not followed)."""
+    """Refuse, in one line naming it, the first symbolic link anywhere inside `folder` (links are not followed),
+    and the first FIFO, socket or device (opening one blocks forever, or reads something else)."""
     folder = Path(folder)
     for top, dirs, files in os.walk(folder, followlinks=False):
         for name in sorted([*dirs, *files]):
-            if os.path.islink(os.path.join(top, name)):
+            mode = os.lstat(os.path.join(top, name)).st_mode
+            if stat.S_ISLNK(mode):
                 raise refused(Path(top) / name, folder)
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise not_regular(Path(top) / name)
+
+
+def not_regular(path: Path) -> UserError:
+    return UserError(f"{path}: not a regular file (a FIFO, socket or device) inside the run folder is refused "
+                     "(opening it would block or read something else); allowed: the plain file Forge wrote there "
+                     "(remove it)")
 
 
 def inside(folder: str | Path, path: str | Path, what: str = "output") -> Path:
@@ -65,8 +75,14 @@ def open_append(path: str | Path) -> IO[str]:
         if e.errno == errno.ENXIO:  # a FIFO with no reader (O_NONBLOCK)
             raise UserError(f"{path}: not a regular file (a FIFO); allowed: the file Forge wrote") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise UserError(f"{path}: not a regular file (a FIFO, socket or device); allowed: the file Forge wrote")
+    if st.st_nlink > 1:  # a hard link: an append would also change the file's other name, maybe outside the run
+        os.close(fd)
+        raise LinkError(f"{path}: a hard link ({st.st_nlink} names for one file) inside the run folder is refused "
+                        "(appending to it would change its other name too, maybe outside the run); allowed: a file "
+                        f"of its own (cp --remove-destination {path} {path}.copy && mv {path}.copy {path})")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8")

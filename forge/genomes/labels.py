@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 from forge.errors import ForgeError, UserError
 from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
-from forge.disk.io import NONFINITE, atomic_write_text, json_num, read_text
+from forge.disk.io import NONFINITE, atomic_write_text, json_num, read_text, loads
 
 STATUSES = ("done", "diverged", "failed")
 
@@ -72,7 +72,7 @@ class Label:
 
     @classmethod
     def from_json(cls, line: str) -> "Label":
-        d = json.loads(line)
+        d = loads(line)
         g = genome_from_dict(d["genome"])
         lab = _label_value(d["label"])
         if "genome_id" in d and d["genome_id"] != g.id:

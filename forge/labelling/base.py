@@ -45,7 +45,8 @@ def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
                             spec.get("weights_dir"), spec.get("logger")).to_json()
     except Exception as e:  # a failing run never crashes the batch
         tb = traceback.format_exc(limit=3)
-        return failure_label(genome, f"error: {type(e).__name__}: {e}", {"traceback": tb}).to_json()
+        disk = {"errno": e.errno, "path": str(e.filename or "")} if isinstance(e, OSError) and e.errno else {}
+        return failure_label(genome, f"error: {type(e).__name__}: {e}", {"traceback": tb, **disk}).to_json()
 
 
 def _fault(fault: Mapping[str, Any] | None, genome: Genome) -> Label | None:

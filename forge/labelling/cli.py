@@ -25,7 +25,7 @@ from forge.runtime.config import output_dir, to_container
 from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.genomes.importers import load_genome
-from forge.disk.io import atomic_write_json, check_writable, read_text
+from forge.disk.io import atomic_write_json, check_writable, read_text, loads
 from forge.genomes.labels import Label
 from forge.runtime.signals import term_as_interrupt
 from forge.runtime.steps import Steps, clock
@@ -56,7 +56,7 @@ def read_genomes(path: str | Path) -> list[Genome]:
     for n, line in enumerate(read_text(p, "genome file").splitlines(), start=1):
         if line.strip():
             try:
-                d = json.loads(line)
+                d = loads(line)
                 out.append(Label.from_json(line).genome if "label" in d else genome_from_dict(d.get("genome", d)))
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
                 raise GenomeError(f"{p}:{n}: not a genome or label line ({e})") from None
@@ -69,11 +69,26 @@ def _genomes(cfg: DictConfig) -> list[Genome]:
         if not genomes:  # an empty file is a mistake, not a finished job
             raise GenomeError(f"genomes={cfg.genomes}: holds no genome; allowed: a file with at least one genome "
                               "(.jsonl lines, .yaml, .csv) or a folder of .yaml")
+        check_depth(genomes, cfg)
         return genomes
     if int(cfg.n) < 1:
         raise GenomeError(f"n = {cfg.n} is invalid; allowed: a positive int (or genomes=FILE)")
     space = space_from_config(to_container(cfg.space))
     return space.sample(int(cfg.n), np.random.default_rng(int(cfg.seed)))
+
+
+def check_depth(genomes: list[Genome], cfg: DictConfig) -> None:
+    """A genome deeper than any space it could come from (the configured one, any shipped one) is refused before
+    anything is built: 10,000 layers would allocate for minutes and end in a MemoryError."""
+    from forge.runtime.config import conf_dir, group_yaml
+
+    name = OmegaConf.select(cfg, "space.name") or "the configured space"
+    limit = max([int(OmegaConf.select(cfg, "space.L_max") or 0),
+                 *(int((group_yaml("space", p.stem) or {}).get("L_max") or 0) for p in conf_dir().glob("space/*.yaml"))])
+    deep = next(((i, g) for i, g in enumerate(genomes, 1) if len(g.layers) > limit), None)
+    if deep is not None:
+        raise GenomeError(f"genomes={cfg.genomes}: genome {deep[0]} has {len(deep[1].layers):,} layers; allowed: at "
+                          f"most {limit} (the largest L_max of {name} and the shipped spaces; space= names yours)")
 
 
 def _out_dir(cfg: DictConfig) -> Path | None:

@@ -8,7 +8,6 @@ inf = failed, so old timeouts and crashes are retried). The old table is then re
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from sqlalchemy import inspect, text
@@ -18,14 +17,15 @@ from sqlalchemy.exc import DBAPIError
 from forge.genomes.genome import genome_from_dict
 from forge.genomes.labels import Label
 from forge.labelling.rows import UNKNOWN, row_of
+from forge.disk.io import loads
 
 OLD, DONE = "forge_labels", "forge_labels_v1"
 
 
 def _old_label(m: Any) -> Label:
     lab = float("inf") if m["label"] is None else float(m["label"])
-    return Label(genome=genome_from_dict(json.loads(m["genome"])), label=lab,
-                 provenance=json.loads(m["provenance"]), reason=m["reason"])
+    return Label(genome=genome_from_dict(loads(m["genome"])), label=lab,
+                 provenance=loads(m["provenance"]), reason=m["reason"])
 
 
 def migrate_v1(engine: Engine, upsert: Callable[[list[dict[str, Any]]], Any]) -> int:

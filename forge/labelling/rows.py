@@ -10,6 +10,7 @@ from typing import Any
 
 from forge.genomes.genome import genome_from_dict
 from forge.genomes.labels import Label
+from forge.disk.io import loads
 
 UNKNOWN = "unknown"  # fingerprint of a label whose provenance does not record its protocol config
 
@@ -34,6 +35,6 @@ def label_of(r: Any) -> Label:
     """A stored row back as a Label (status, fingerprint and attempts included)."""
     m = r._mapping
     lab = float("inf") if m["label"] is None else float(m["label"])
-    return Label(genome=genome_from_dict(json.loads(m["genome"])), label=lab, provenance=json.loads(m["provenance"]),
+    return Label(genome=genome_from_dict(loads(m["genome"])), label=lab, provenance=loads(m["provenance"]),
                  reason=m["reason"], status=m["status"] if m["status"] != "running" else "failed",
                  protocol_fp=m["protocol"], attempts=int(m["attempts"]))

@@ -88,17 +88,39 @@ def make_engine(url: str, timeout_s: float) -> Engine:
                          "PostgreSQL install the extra: pip install -e '.[postgres]' in the Forge clone") from None
 
 
+def cannot_open(who: str, detail: str) -> StoreError:
+    """The one line for a store that cannot be opened: a full disk or an I/O error is said as such (its URL is
+    fine), anything else with the URLs a store may have."""
+    low = detail.lower()
+    if "full" in low or "i/o error" in low or "no space" in low:
+        return StoreError(f"{who}: cannot write the store ({detail}); allowed: free some disk space (or check the "
+                          "disk), then run the command again (stored labels are kept)")
+    return StoreError(f"{who}: cannot open the store ({detail}); allowed: {ALLOWED_URLS}")
+
+
 def open_engine(url: str, timeout_s: float, who: str) -> Engine:
     """An engine on a label store: the database refused in one line unless it is (or can become) a store, and
-    the table created where it is missing."""
+    the table created where it is missing. A refused SQLite file gets no `-wal`/`-shm` files left beside it."""
     engine = make_engine(url, timeout_s)
-    check_schema(engine, who)
+    db = engine.url.database if engine.dialect.name == "sqlite" and engine.url.database != ":memory:" else None
+    before = {p for p in _sidecars(db) if p.exists()}
     try:
-        META.create_all(engine, checkfirst=True)
-    except DBAPIError as e:  # e.g. another process created the table at the same moment
-        if not _has_table(engine):
-            raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
+        check_schema(engine, who)
+        try:
+            META.create_all(engine, checkfirst=True)
+        except DBAPIError as e:  # e.g. another process created the table at the same moment
+            if not _has_table(engine):
+                raise cannot_open(who, str(e.orig).strip()) from None
+    except StoreError:
+        engine.dispose()
+        for p in set(_sidecars(db)) - before:
+            p.unlink(missing_ok=True)
+        raise
     return engine
+
+
+def _sidecars(db: str | None) -> list[Path]:
+    return [Path(f"{db}{s}") for s in ("-wal", "-shm", "-journal")] if db else []
 
 
 def check_schema(engine: Engine, who: str) -> None:
@@ -117,9 +139,9 @@ def check_schema(engine: Engine, who: str) -> None:
             raise StoreError(f"{who}: a SQLite database with other tables ({', '.join(sorted(names)[:5])}), not a "
                              f"Forge label store; allowed: {ALLOWED_URLS} (a new or a Forge file)")
     except DBAPIError as e:
-        raise StoreError(f"{who}: cannot open the store ({str(e.orig).strip()}); allowed: {ALLOWED_URLS}") from None
+        raise cannot_open(who, str(e.orig).strip()) from None
     except sqlite3.DatabaseError as e:
-        raise StoreError(f"{who}: cannot open the store ({e}); allowed: {ALLOWED_URLS}") from None
+        raise cannot_open(who, str(e)) from None
 
 
 def _tables(engine: Engine) -> tuple[set[str], Callable[[str], set[str]]]:

@@ -236,8 +236,12 @@ def save_weights(model: torch.nn.Module, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_model(model, str(tmp))
-    os.replace(tmp, path)
+    try:
+        save_model(model, str(tmp))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a kill: no half file left beside the weights
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

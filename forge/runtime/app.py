@@ -11,7 +11,7 @@ import functools
 import logging
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 from forge.runtime.compose_once import compose_once
@@ -41,10 +41,14 @@ def user_errors(app: str) -> Iterator[None]:
     elif GUARD:
         GUARD[0].hydra_dir = hydra_output_dir()
     _ACTIVE.append(app)
+    locks = ExitStack()
     try:
         if outer and GUARD:
             GUARD[0].refuse_links()
+            GUARD[0].lock(locks, GUARD[0].run_dir)  # one writer per run folder: before Hydra's first write there
         if not outer:
+            if GUARD and GUARD[0].hydra_dir is not None and GUARD[0].hydra_dir.is_dir():
+                GUARD[0].lock(locks, GUARD[0].hydra_dir)  # Hydra's stamp or sweep folder (re-entrant if named)
             check_override_types()
         yield
     except SystemExit as e:
@@ -64,9 +68,12 @@ def user_errors(app: str) -> Iterator[None]:
             _report_bug(app)
         if outer and GUARD:
             GUARD[0].undo()
-        print(f"{app}: error: {msg}", file=sys.stderr)
+        from forge.disk.inert import inert
+
+        print(f"{app}: error: {inert(msg)}", file=sys.stderr)  # a received name in it is shown, never obeyed
         raise SystemExit(EXIT_USAGE) from None
     finally:
+        locks.close()  # after undo(): no other writer can start before this command's files are taken back
         _ACTIVE.pop()
 
 
@@ -148,9 +155,10 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
         e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"
-        if e.errno == errno.ENOSPC:  # nothing is lost: atomic writes keep the old files, a search resumes
-            text += ("; allowed: free some disk space, then run the command again (a search continues from its "
-                     "last checkpoint with resume=<run dir>)")
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # nothing is lost: atomic writes keep the old files
+            text = f"no space left on {text}; allowed: free some disk space, then run the command again" + (
+                " (the search continues from its last checkpoint with resume=<run dir>)" if app == "forge-search"
+                else "")
     elif isinstance(e, (ForgeError, HydraException, OmegaConfBaseException)):
         text = str(e).split("\nConfig search path", 1)[0]
     elif missing_train_extra(e):
@@ -228,6 +236,11 @@ def unknown_key(key: str, value: str, app: str) -> str:
         close = difflib.get_close_matches(key, [k for k in keys(cfg) if k != "hydra"], n=1, cutoff=0.6)
     except Exception:  # the hint is a courtesy: a config that does not compose here keeps Hydra's own words
         close = []
+    if close == [key]:  # a key it has, holding an open mapping: Hydra sets its entries one at a time, with +
+        pairs = [p.split(":", 1) for p in value.strip().strip("{}").split(",") if ":" in p]
+        each = " ".join(f"+{key}.{k.strip()}={v.strip()}" for k, v in pairs) or f"+{key}.<name>=<value>"
+        return (f"{key}={value}: an open mapping is not set whole from the command line; allowed: its entries one "
+                f"at a time: {each}")
     fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
     return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
             + fix)

@@ -30,6 +30,13 @@ NESTED_GROUPS = {"evaluator.trainer": "dispatch", "search.coevolve.trainer": "di
 LAUNCH_ONLY = ("folder", "parameters", "cluster", "address", "init_kwargs", "store", "weights_dir", "logger",
                "fault")
 _UNSET = object()
+# what a received run may not choose (issue 50 §2): the data it trains on, the kind of trainer (a local process,
+# Ray, Slurm jobs) and the logger's class (a tracking service). Key -> its group; the choice is compared, not only
+# the options: a saved choice must be the launched one (or, for a corpus, a shipped config as shipped)
+CHOICES = {"corpus": "corpus", "dispatch": "dispatch", "evaluator.trainer": "dispatch",
+           "search.coevolve.trainer": "dispatch", "logger": "logger"}
+# the choice a command makes where its launched value is null ("keep the run's"): conf/forge-search.yaml's defaults
+DEFAULT_CHOICE = {"dispatch": "local", "logger": "csv"}
 
 
 class LaunchOnlyError(UserError):
@@ -74,10 +81,12 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_saved(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where: str, how: str) -> None:
+def check_saved(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where: str, how: str,
+                choices: tuple[str, ...] = tuple(CHOICES)) -> None:
     """Refuse a saved trainer option that executes, connects or writes outside the run folder unless it is the
     shipped default of its class or the launched config (`live`) sets the same value at the same key; and a
-    config-group value that is not one of its group's names (`check_names`)."""
+    config-group value that is not one of its group's names (`check_names`); and a saved choice (corpus,
+    trainer kind, logger class: `check_choices`, on the keys `choices` names) that is not the launched one."""
     check_names(saved, where)
     for base, node, keys, default in _nodes(saved):
         for key in keys:
@@ -90,6 +99,79 @@ def check_saved(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where:
                     f"to hosts or write outside the run folder are never read from a run folder, checkpoint, "
                     f"store or export; allowed: pass it yourself on the command line ({how} {path}=...) or "
                     "leave it out")
+    check_choices(saved, live, where, how, choices)
+
+
+def _node(group: str, value: Any) -> dict[str, Any] | None:
+    """A saved or launched group value as its mapping (a name read from conf/<group>/), None for none."""
+    from forge.runtime.config import group_yaml
+
+    if isinstance(value, str):
+        return group_yaml(group, value)
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def choice_of(group: str, value: Any) -> tuple[Any, ...] | None:
+    """What a value chooses: its class, and for a corpus every text option too (a path, a dataset or tokenizer
+    name: what is read or downloaded); numbers (sizes, fractions) choose nothing. None: no choice (null)."""
+    node = _node(group, value)
+    if not node:
+        return None
+    target = str(node.get("_target_", "lightning.pytorch.loggers.CSVLogger" if group == "logger" else ""))
+    if group != "corpus":
+        return (target,)
+    named = sorted((k, repr(v)) for k, v in node.items() if k != "_target_" and not _number_or_null(v))
+    return (target, *named)
+
+
+def _number_or_null(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) or isinstance(v, bool)
+
+
+def check_choices(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where: str, how: str,
+                  keys: tuple[str, ...] = tuple(CHOICES)) -> None:
+    """Refuse a saved corpus, trainer kind or logger class that is not the launched one: a received run never
+    picks the data a command trains on, the jobs it starts or the service it reports to. A launched null keeps
+    the command's own default (`DEFAULT_CHOICE`); a saved corpus may also be a shipped config as shipped."""
+    from forge.runtime.config import conf_dir
+
+    for key in keys:
+        group = CHOICES[key]
+        mine = choice_of(group, select(saved, key))
+        if mine is None:
+            continue
+        launched = select(live or {}, key)
+        if launched is None and key in TRAINER_PATHS[1:]:  # an unset trainer slot trains through `dispatch`
+            launched = select(live or {}, "dispatch")
+        if launched is None:
+            launched = DEFAULT_CHOICE.get(group)
+        allowed = [choice_of(group, launched)]
+        if group == "corpus":
+            allowed += [choice_of(group, p.stem) for p in sorted((conf_dir() / group).glob("*.yaml"))]
+        if mine in allowed:
+            continue
+        raise LaunchOnlyError(
+            f"{where}: the saved {key} ({_short(_node(group, select(saved, key)))}) is refused: a run folder, "
+            f"checkpoint, store or export never chooses {_WHAT[group]}; allowed: choose it yourself on the command "
+            f"line ({how} {key}=<name> with its options, e.g. {_spelled(key, _node(group, select(saved, key)))}) or "
+            "leave it out (the command's own)")
+
+
+_WHAT = {"corpus": "the data a command trains on", "dispatch": "the kind of trainer (which jobs start where)",
+         "logger": "the logger's class (where results are reported)"}
+
+
+def _spelled(key: str, node: Mapping[str, Any] | None) -> str:
+    """The overrides that pass a saved choice deliberately: its shipped name when it is one, else its options."""
+    from forge.runtime.config import conf_dir
+
+    group = CHOICES[key]
+    for p in sorted((conf_dir() / group).glob("*.yaml")):
+        if node and _node(group, p.stem) and choice_of(group, p.stem)[0] == str(node.get("_target_", "")):
+            extra = [f"{key}.{k}={v}" for k, v in node.items()
+                     if k != "_target_" and isinstance(v, str) and v != (_node(group, p.stem) or {}).get(k)]
+            return " ".join([f"{key}={p.stem}", *extra])
+    return f"+{key}._target_=<class>"
 
 
 def check_names(saved: Mapping[str, Any], where: str) -> None:

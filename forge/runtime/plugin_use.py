@@ -16,12 +16,12 @@ that run readable. The record is data: it names modules, it never imports them.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 from forge import plugins
+from forge.disk.io import loads
 
 FORGE = ("forge", "search", "surrogate", "backends", "forge_hf")  # Forge's own packages: never a plug-in's code
 
@@ -91,7 +91,7 @@ def recorded(run_dir: Any) -> dict[str, list[str]]:
     """The run's record ({} when it used no plug-in); a file that is not one is refused, naming it."""
     path = Path(run_dir) / plugins.RECORD
     try:
-        rec = json.loads(path.read_text()) if path.is_file() else {}
+        rec = loads(path.read_text()) if path.is_file() else {}
     except (ValueError, OSError):
         rec = None
     if not isinstance(rec, dict) or not all(isinstance(rec.get(k, []), list) for k in ("modules", "code")):

@@ -30,11 +30,26 @@ class RunDirGuard:
         d = self.run_dir
         names = [*d.glob("*.log"), d / ".hydra", *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
         link = next((p for p in names if p.is_symlink()), None)
-        if link is not None:
-            from forge.disk.confined import refused
+        odd = next((p for p in names if p.exists() and not (p.is_file() or p.is_dir())), None)
+        if link is not None or odd is not None:
+            from forge.disk.confined import not_regular, refused
 
             self.run_dir, self.saved = None, {}  # undo() then touches nothing
-            raise refused(link, d)
+            raise refused(link, d) if link is not None else not_regular(odd)
+
+    def lock(self, stack: Any, folder: Path | None) -> None:
+        """Lock `folder` (forge.disk.lock) into `stack` (an ExitStack): the run folder named by `hydra.run.dir=`
+        before Hydra writes its `.hydra/` or job log there, Hydra's own run folder once the job starts. Another
+        command holding it is refused in one line, and nothing of the holder's is then undone by this one."""
+        from forge.disk.lock import RunFolderBusy, run_lock
+
+        if folder is None:
+            return
+        try:
+            stack.enter_context(run_lock(folder))
+        except RunFolderBusy:
+            self.run_dir, self.saved, self.hydra_dir = None, {}, None  # the holder's files: undo() touches nothing
+            raise
 
     @classmethod
     def from_argv(cls, argv: list[str]) -> "RunDirGuard":
@@ -72,7 +87,7 @@ class RunDirGuard:
 def _only_setup_files(d: Path) -> bool:
     """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
     run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
-    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml"}
+    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml", ".forge.lock"}
     return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
 
 

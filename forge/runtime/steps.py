@@ -85,8 +85,13 @@ class Steps:
         self.done = min(self.done + n, self.total) if self.total else self.done + n
         if not self.enabled:
             return
+        from forge.disk.inert import inert
+
+        note = inert(note)  # a genome or run name from a received file: shown, never sent to the terminal
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, description=note)
+            from rich.markup import escape
+
+            self._bar.update(self._task, completed=self.done, description=escape(note))
             return
         if self.lazy and self.done == n:
             self._opening()
