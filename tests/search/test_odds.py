@@ -86,3 +86,33 @@ def test_the_old_tiers_path_warns_and_names_its_replacement():
     with pytest.warns(DeprecationWarning, match="search.odds"):
         mod = importlib.import_module("search.tiers")
     assert mod.training_time is training_time
+
+
+def test_under_a_constraint_the_statements_are_about_the_feasible_members(tmp_path, tiny_space):
+    """The odds are read over the front, which holds only members that meet the run's constraints: the best-
+    predicted member they are compared with is the best feasible one, not a lower-μ genome that broke a budget."""
+    from backends.interface import Workload
+    from search.build import build_search
+    from search.evaluators import LossEvaluator
+    from search.state import read_jsonl
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend, FakePredictor
+
+    class Odd(FakePredictor):
+        pairwise = ODDS
+
+    free, capped = tmp_path / "free", tmp_path / "capped"
+    for d, cons in ((free, ["val_loss < 3.8"]), (capped, ["val_loss < 3.8", "ttft_ms <= 0.006"])):
+        build_search(tiny_cfg(constraints=cons), d, {"space": tiny_space, "evaluator": LossEvaluator(Odd()),
+                                                     "backend": FakeBackend(), "workload": Workload()}).run()
+    s = json.loads((capped / "summary.json").read_text())
+    front = read_jsonl(capped / "pareto.jsonl")
+    assert front and all(r["metrics"]["ttft_ms"] <= 0.006 for r in front)
+    assert sum(s["loss_pairwise"]["groups"]) == len(front) == s["archive_size"]
+    best = min(r["metrics"]["mu"] for r in front)
+    infeasible = [r for r in read_jsonl(capped / "archive.jsonl") if r["metrics"]["ttft_ms"] > 0.006]
+    assert infeasible, "the cap must bind for this test to mean anything"
+    p = p_best(front, run_odds(s))  # against the best feasible member: the front's own best
+    want = ODDS.prob([r["metrics"]["mu"] - best for r in front])
+    assert np.isnan(p).sum() == 1 and front[int(np.flatnonzero(np.isnan(p))[0])]["metrics"]["mu"] == best
+    assert np.array_equal(p[~np.isnan(p)], want[~np.isnan(p)])
