@@ -360,3 +360,18 @@ def test_a_damaged_label_store_is_one_line_and_leaves_no_wal_beside_it(tmp_path)
     del store, e
     gc.collect()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_ctrl_c_in_the_teardown_of_a_finished_command_is_ignored(tmp_path):
+    """A library's atexit function (registered while the command ran) meets Ctrl-C after the work is done."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal, time\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))  # torch's, say\n"
+            "from forge.runtime.app import quiet_teardown\n"
+            "quiet_teardown()  # what forge_main does once the command returned\n")
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 0 and "Exception ignored" not in p.stderr and "KeyboardInterrupt" not in p.stderr, p.stderr
