@@ -28,7 +28,7 @@ from search.build import build_search
 from search.errors import SearchConfigError
 from search.ledger import has_checkpoint, resume_state
 from search.python_objects import check_resumable_here
-from search.run_files import check_run_files
+from search.run_files import check_run_files, refuse_unknown_keys
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
@@ -99,21 +99,6 @@ def resumed_config(c: dict[str, Any], run_dir: Path, parts: dict[str, Any] | Non
     check_resumable_here(saved, parts or {}, run_dir)  # a Python object: continued from Python, or refused
     plugin_use.require(run_dir, code=True)  # the modules it was made with, imported again only by the live config
     return resume_config(c, saved, run_dir, given if given is not None else _cli_overrides())
-
-
-def refuse_unknown_keys(saved: dict[str, Any], run_dir: Path) -> None:
-    """A top-level key no forge-search config has (conf/forge-search.yaml's keys and groups) is refused in one
-    line: a resume would carry it silently, and nothing reads it (a typo of a real key, or a planted one)."""
-    import yaml
-
-    from forge.runtime.config import conf_dir
-
-    top = yaml.safe_load((conf_dir() / "forge-search.yaml").read_text())
-    groups = {k.split()[-1] for d in top.get("defaults", []) if isinstance(d, dict) for k in d}
-    unknown = sorted(str(k) for k in saved if k not in {*top, *groups, "hydra"} - {"defaults"})
-    if unknown:
-        raise ResumeError(f"resume={run_dir}: the saved config has unknown key(s) {', '.join(unknown)}; allowed: "
-                          "the keys of forge-search's config (`forge-search --cfg job` lists them)")
 
 
 def _cli_overrides() -> list[str] | None:

@@ -16,9 +16,8 @@ a hidden folder beside `out=` and moved in once whole (forge.disk.io.staged): a 
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from forge.genomes.genome import Genome, genome_from_dict
 from forge.genomes.importers import load_genome
 from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
 from forge.runtime.numeric import argmin_by_id
+from forge.disk.full import full_disk_at
 from forge.runtime.signals import term_as_interrupt
 from search.export_card import model_card
 from search.run_files import refuse_odd
@@ -241,25 +241,6 @@ def run(cfg: Any) -> dict[str, Any]:
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
         atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
     return summary
-
-
-@contextmanager
-def full_disk_at(out: Path) -> Iterator[None]:
-    """A write that ran out of space is said of out= (where the user can free space), in one line: the OSError
-    of a write that names no file, and the weights libraries' own errors for os error 28 (safetensors raises
-    its SafetensorError, torch.save a RuntimeError)."""
-    import errno
-
-    try:
-        yield
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT) and e.filename is None:
-            raise OSError(e.errno, e.strerror or "No space left on device", str(out)) from None
-        raise
-    except Exception as e:  # torch.save's RuntimeError, safetensors' SafetensorError (an Exception)
-        if "No space left" in str(e) or "os error 28" in str(e):
-            raise OSError(errno.ENOSPC, "No space left on device", str(out)) from None
-        raise
 
 
 def _space_name(node: Any) -> str | None:

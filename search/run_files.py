@@ -119,3 +119,18 @@ def _names_code(v: Any) -> bool:
     if isinstance(v, Mapping):
         return "_target_" in v or any(_names_code(x) for x in v.values())
     return isinstance(v, list) and any(_names_code(x) for x in v)
+
+
+def refuse_unknown_keys(saved: dict[str, Any], run_dir: Path) -> None:
+    """A top-level key no forge-search config has (conf/forge-search.yaml's keys and groups) is refused in one
+    line: a resume would carry it silently, and nothing reads it (a typo of a real key, or a planted one)."""
+    import yaml
+
+    from forge.runtime.config import conf_dir
+
+    top = yaml.safe_load((conf_dir() / "forge-search.yaml").read_text())
+    groups = {k.split()[-1] for d in top.get("defaults", []) if isinstance(d, dict) for k in d}
+    unknown = sorted(str(k) for k in saved if k not in {*top, *groups, "hydra"} - {"defaults"})
+    if unknown:
+        raise ResumeError(f"resume={run_dir}: the saved config has unknown key(s) {', '.join(unknown)}; allowed: "
+                          "the keys of forge-search's config (`forge-search --cfg job` lists them)")

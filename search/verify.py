@@ -24,6 +24,7 @@ import numpy as np
 from forge import plugins
 from forge.runtime import plugin_use
 from forge.disk.confined import inside, refuse_links
+from forge.disk.full import refuse_full_disk
 from forge.disk.lock import run_lock
 from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
@@ -307,18 +308,6 @@ class Verify:
 
             res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
-
-
-def refuse_full_disk(labels: Any, out: Path) -> None:
-    """A label that failed on a full disk (its worker's OSError, ENOSPC or EDQUOT) ends the verification in
-    one line, exit 2, before verify.json is written: reported as a loss, it would read "loss inf" and exit 0.
-    The failed label stays stored as failed, so the next verify trains that genome again."""
-    import errno
-
-    full = next((lab for lab in labels if lab.status == "failed" and
-                 lab.provenance.get("errno") in (errno.ENOSPC, errno.EDQUOT)), None)
-    if full is not None:
-        raise OSError(errno.ENOSPC, "No space left on device", full.provenance.get("path") or str(out))
 
 
 def _fmt(x: float | None) -> str:

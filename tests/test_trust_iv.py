@@ -341,3 +341,42 @@ def test_verify_given_its_own_corpus_never_reads_the_saved_one(finished_run, tmp
     hostile = _hostile(finished_run, tmp_path / "shared-run", {"_target_": TEXT, "path": "/etc/passwd"}, "corpus")
     v = Verify({**_live("verify", hostile), "corpus": "stdlib"})  # chosen on the command line: the saved one unused
     assert v.trainer.corpus["_target_"] == "forge.labelling.corpus.stdlib_corpus"
+
+
+def test_a_damaged_label_store_is_one_line_and_leaves_no_wal_beside_it(tmp_path):
+    import gc
+
+    from forge.labelling.store import LabelStore
+    from forge.labelling.store_db import StoreError
+    from tests.surrogate.conftest import synth_labels
+
+    store = LabelStore(tmp_path / "s.db")
+    for lab in synth_labels(200):
+        store.put(lab)
+    del store
+    gc.collect()
+    data = bytearray((tmp_path / "s.db").read_bytes())
+    data[5000:20000] = np.random.default_rng(0).integers(0, 256, 15000, dtype=np.uint8).tobytes()
+    (tmp_path / "s.db").write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="s.db: a damaged SQLite label store .*allowed: a store Forge wrote") as e:
+        store = LabelStore(tmp_path / "s.db")
+        len(store), list(store.labels())
+    assert "\n" not in str(e.value)
+    del store, e
+    gc.collect()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_ctrl_c_in_the_teardown_of_a_finished_command_is_ignored(tmp_path):
+    """A library's atexit function (registered while the command ran) meets Ctrl-C after the work is done."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal, time\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))  # torch's, say\n"
+            "from forge.runtime.app import quiet_teardown\n"
+            "quiet_teardown()  # what forge_main does once the command returned\n")
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 0 and "Exception ignored" not in p.stderr and "KeyboardInterrupt" not in p.stderr, p.stderr

@@ -78,6 +78,7 @@ def make_engine(url: str, timeout_s: float) -> Engine:
             eng = create_engine(u, connect_args={"timeout": timeout_s})
             event.listen(eng, "connect", _sqlite_pragmas(timeout_s))
             event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+            event.listen(eng, "handle_error", _corrupt_file(u.database or ""))
             return eng
         if u.get_backend_name() != "postgresql":
             raise StoreError(f"store URL {mask(url)!r}: database {u.get_backend_name()!r} is not "
@@ -96,6 +97,20 @@ def cannot_open(who: str, detail: str) -> StoreError:
         return StoreError(f"{who}: cannot write the store ({detail}); allowed: free some disk space (or check the "
                           "disk), then run the command again (stored labels are kept)")
     return StoreError(f"{who}: cannot open the store ({detail}); allowed: {ALLOWED_URLS}")
+
+
+def _corrupt_file(db: str) -> Callable[[Any], None]:
+    """SQLAlchemy's error hook: a SQLite file found damaged on a read or write (`database disk image is
+    malformed`, `file is not a database`, a full disk) is bad input in one line, not a DatabaseError traceback."""
+    def on_error(context: Any) -> None:
+        e = context.original_exception
+        text = str(e).strip()
+        if isinstance(e, sqlite3.DatabaseError) and any(w in text for w in ("malformed", "not a database")):
+            raise StoreError(f"{db}: a damaged SQLite label store ({text}); allowed: a store Forge wrote (restore it "
+                             "from a copy, or label into a new store=)") from None
+        if isinstance(e, sqlite3.OperationalError) and ("full" in text or "I/O error" in text):
+            raise cannot_open(db, text) from None
+    return on_error
 
 
 def open_engine(url: str, timeout_s: float, who: str) -> Engine:

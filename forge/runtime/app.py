@@ -117,8 +117,25 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
             sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
             with user_errors(app), compose_once(sys.argv[1:]):  # Hydra composes the config once, not twice
                 entry()
+            quiet_teardown()
         return main
     return decorate
+
+
+_TEARDOWN: list[bool] = []
+
+
+def quiet_teardown() -> None:
+    """Once a command's work is done and said, Ctrl-C during the interpreter's teardown (torch's and the
+    libraries' atexit functions, a second or so after an export) has nothing left to stop: it is ignored from
+    then on, instead of "Exception ignored in atexit callback" and a traceback under a finished command.
+    Registered last, so it runs first among the atexit functions."""
+    if not _TEARDOWN:
+        import atexit
+        import signal
+
+        _TEARDOWN.append(True)
+        atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
 
 
 def quiet_log_errors(app: str) -> None:

@@ -120,12 +120,9 @@ def choice_of(group: str, value: Any) -> tuple[Any, ...] | None:
     target = str(node.get("_target_", "lightning.pytorch.loggers.CSVLogger" if group == "logger" else ""))
     if group != "corpus":
         return (target,)
-    named = sorted((k, repr(v)) for k, v in node.items() if k != "_target_" and not _number_or_null(v))
+    named = sorted((k, repr(v)) for k, v in node.items()
+                   if k != "_target_" and not (v is None or isinstance(v, (int, float))))  # bools are ints
     return (target, *named)
-
-
-def _number_or_null(v: Any) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) or isinstance(v, bool)
 
 
 def check_choices(saved: Mapping[str, Any], live: Mapping[str, Any] | None, where: str, how: str,
