@@ -19,6 +19,10 @@ import is the core's one reference to a package above it, named here and allowed
 """
 from __future__ import annotations
 
+from forge import moved as _moved
+
+_moved.install()  # `import forge.genes` & co. (the paths before issue 46) still work, with one warning each
+
 __version__ = "0.2.0"  # the one place the version lives (pyproject reads it; CHANGELOG.md names it)
 
 API = ("search", "cost", "predict", "load", "SearchResult")

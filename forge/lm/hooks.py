@@ -16,8 +16,13 @@ A model hook ships in the HF export (`forge-export format=hf`), so it must be se
 numpy, the standard library, forge.lm.model's own names and the functions, classes and constants defined in its
 module (exported with it, `forge.lm.hook_export`); anything else is refused when the hook is registered, with why.
 
-`check_agreement(genomes)` compares the workload's parameter count with the model's (built on the meta device:
-no memory) for a sample of a run's genomes, only when a hook is registered: any disagreement is one line.
+`hook()` is the one way in: `Block.hooks` and `OP_HOOKS` are `HookList`s that refuse a direct append (the way
+before `hook()`, which bypassed the order), naming the call to make instead.
+
+`check_agreement(genomes)` compares, for a sample of a run's genomes and only when a hook is registered, the
+workload's parameter count with the model's (built on the meta device: no memory), then each layer's FLOPs, weight
+elements and activation elements per operator (attention, mlp) with those of one forward pass of that model: a hook
+with the right parameters but the wrong traffic is one line too.
 """
 from __future__ import annotations
 
@@ -27,10 +32,36 @@ from typing import Any, Callable, Sequence
 
 from forge.lm.hook_export import HookError, check_exportable
 
-__all__ = ["HookError", "hook", "ordered", "check_agreement", "WORKLOAD_TERMS", "OPERATORS"]
+__all__ = ["HookError", "HookList", "hook", "ordered", "check_agreement", "WORKLOAD_TERMS", "OPERATORS"]
 OPERATORS = ("attention", "mlp", "norm", "block")  # what a hook declares it changes
 WORKLOAD_TERMS = ("gemm", "elementwise", "scale", "f", "rows", "act", "d", "dm", "ball", "sw")  # `terms`' keys
 SAMPLE = 16  # genomes check_agreement builds per run
+
+
+class HookList(list):
+    """Block.hooks / OP_HOOKS: read like a list, filled only by `hook()` (in one declared order); any other change
+    is refused naming the call to make instead."""
+
+    def __init__(self, where: str, items: Sequence[Callable] = ()) -> None:
+        super().__init__(items)
+        self.where = where
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        raise HookError(f"{self.where} is filled by forge.lm.hooks only, in one declared order (a function put there "
+                        "directly bypasses it); allowed: forge.lm.hooks.hook('mlp', model=my_block, workload=my_ops, "
+                        "after=[...]) at the end of your plug-in module")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = __setitem__ = __delitem__ = _refuse
+    __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def _set(self, items: Sequence[Callable]) -> None:
+        list.__setitem__(self, slice(None), list(items))
+
+
+def guard(cls: Any) -> None:
+    """`cls.hooks` (forge.lm.model.Block's plain list, kept plain in its HF-exported copy) as a HookList."""
+    if not isinstance(cls.hooks, HookList):
+        cls.hooks = HookList(f"{cls.__module__}.{cls.__qualname__}.hooks", cls.hooks)
 
 
 @dataclass(frozen=True)
@@ -99,11 +130,19 @@ def _apply(hooks: list[Hook]) -> None:
     from forge.lm import workload
 
     _SEEN.update(f for h in _HOOKS for f in (h.model, h.workload) if f is not None)
-    workload.OP_HOOKS[:] = [f for f in workload.OP_HOOKS if f not in _SEEN] + [h.workload for h in hooks if h.workload]
+    _fill(workload.OP_HOOKS, [f for f in workload.OP_HOOKS if f not in _SEEN] + [h.workload for h in hooks if h.workload])
     if any(h.model for h in _HOOKS):
         from forge.lm.model import Block
 
-        Block.hooks[:] = [f for f in Block.hooks if f not in _SEEN] + [h.model for h in hooks if h.model]
+        _fill(Block.hooks, [f for f in Block.hooks if f not in _SEEN] + [h.model for h in hooks if h.model])
+
+
+def _fill(fns: list, items: list) -> None:
+    """A hook list's new content (a plain list a test patched in is set the plain way)."""
+    if isinstance(fns, HookList):
+        fns._set(items)
+    else:
+        fns[:] = items
 
 
 def forget(prefix: str) -> None:
@@ -113,9 +152,10 @@ def forget(prefix: str) -> None:
     from forge.lm import workload
 
     drop = {f for h in gone for f in (h.model, h.workload) if f is not None}
-    workload.OP_HOOKS[:] = [f for f in workload.OP_HOOKS if f not in drop]
+    _fill(workload.OP_HOOKS, [f for f in workload.OP_HOOKS if f not in drop])
     if "forge.lm.model" in sys.modules:
-        sys.modules["forge.lm.model"].Block.hooks[:] = [f for f in sys.modules["forge.lm.model"].Block.hooks if f not in drop]
+        block = sys.modules["forge.lm.model"].Block
+        _fill(block.hooks, [f for f in block.hooks if f not in drop])
 
 
 def active() -> bool:
@@ -127,17 +167,22 @@ def active() -> bool:
 
 
 def check_agreement(genomes: Sequence[Any]) -> None:
-    """Refuse in one line when the workload's parameter count differs from the model's for one of `genomes`
-    (at most SAMPLE of them, built on the meta device); free when no plug-in hooks anything."""
+    """Refuse in one line when the workload and the model disagree for one of `genomes` (at most SAMPLE of them,
+    built on the meta device): on the parameter count, then on any layer's FLOPs, weight or activation elements
+    per operator (forge.lm.hook_check); free when no plug-in hooks anything."""
     if not active():
         return
+    from forge.lm.hook_check import first_difference
     from forge.lm.model import build_model
     from forge.lm.workload import analyze
 
     for g in list(genomes)[:SAMPLE]:
-        counted, built = analyze(g)["params"], build_model(g, device="meta").num_params()
-        if counted != built:
-            names = ", ".join(h.module for h in ordered()) or "functions put on the hook lists directly"
-            raise HookError(f"plug-in hooks disagree: genome {g.id} has {counted:,} parameters in the workload but "
-                            f"{built:,} in the model (hooks, in run order: {names}); allowed: workload hooks that "
-                            "count what the model hooks build, composed in the order they declare (after=)")
+        model = build_model(g, device="meta")
+        counted, built = analyze(g)["params"], model.num_params()
+        why = (f"{counted:,} parameters in the workload but {built:,} in the model" if counted != built
+               else first_difference(g, model))
+        if why:
+            names = ", ".join(h.module for h in ordered())
+            raise HookError(f"plug-in hooks disagree: genome {g.id} has {why} (hooks, in run order: {names}); allowed: "
+                            "workload hooks that count what the model hooks build and run, composed in the order "
+                            "they declare (after=)")

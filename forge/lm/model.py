@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from forge.errors import UserError
 from forge.genomes.genome import Genome, LayerGene
+from forge.lm.hooks import guard
 from forge.lm.model_state import IHAConfig, KVCache
 
 
@@ -198,7 +199,8 @@ class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
     attention = Attention  # the exported HF code swaps in its cache handling (forge_hf.modeling_forge)
-    hooks: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
+    hooks: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export);
+    # filled by forge.lm.hooks.hook() only (guard, below: a plain list in the exported copy)
 
     def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
         super().__init__()
@@ -220,6 +222,9 @@ class Block(nn.Module):
             return x + self.mlp(self.ln_mlp(x), d_mlp) + (a if a is not None else 0)
         x = x + a if a is not None else x
         return x + self.mlp(self.ln_mlp(x), d_mlp)
+
+
+guard(Block)  # an expression, not a definition: the HF export copies none of it (search.hf_export)
 
 
 class IHAModel(nn.Module):
