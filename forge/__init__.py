@@ -6,7 +6,8 @@ analytic workload: operators, parameters, FLOPs, bytes) · runtime/ (how a comma
 config, limits, signals, progress, tracking, workers, numbers) · disk/ (atomic writes, user-named files, writes
 confined to a run folder, masked secrets) · labelling/ (below) · errors (the one error family: what a user can
 fix, as opposed to a bug) · plugins (the allowlist of classes a config may name: a run folder is data, never code) ·
-cli (`forge-arch`, `forge-space`).
+cli (`forge-arch`, `forge-space`) · moved (the paths before this layout, `forge.genes` & co., still imported, with
+a warning naming the new path, until the release it names).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search` (but for the Python API's one lazy import, below).

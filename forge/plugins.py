@@ -180,8 +180,9 @@ def load_installed() -> list[str]:
             why = (str(e).strip().splitlines() or [""])[0][:200]
             _broken[ep.module] = (f"installed plug-in {ep.module!r} (entry point {ep.name!r} of {ENTRY_GROUP!r}, from "
                                   f"{dist}) cannot be imported ({type(e).__name__}: {why})")
-            warnings.warn(f"{_broken[ep.module]}: skipped; fix it or `pip uninstall {ep.dist.name if ep.dist else '…'}`"
-                          " (a command that needs it says so)", InstalledPluginWarning, stacklevel=2)
+            fix = f"pip uninstall {ep.dist.name}" if getattr(ep, "dist", None) else "uninstall it"
+            warnings.warn(f"{_broken[ep.module]}: skipped; fix it or `{fix}` (a command that needs it says so)",
+                          InstalledPluginWarning, stacklevel=2)
             continue
         _modules.append(ep.module)
     return list(_modules)

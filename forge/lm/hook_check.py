@@ -32,8 +32,8 @@ def workload_traffic(genome: Any, tokens: int) -> dict[tuple[int, str], tuple[fl
             continue
         for group, names in GROUPS.items():
             j = [t.names.index(n) for n in names]
-            out[slot, group] = (float(t.flops[0, slot, j].sum()), float(t.weight_bytes[0, slot, j].sum()) / bw,
-                                float(t.act_bytes[0, slot, j].sum()) / ba + float(t.kv_write_bytes[0, slot, j].sum()) / bkv)
+            acts = float(t.act_bytes[0, slot, j].sum()) / ba + float(t.kv_write_bytes[0, slot, j].sum()) / bkv
+            out[slot, group] = (float(t.flops[0, slot, j].sum()), float(t.weight_bytes[0, slot, j].sum()) / bw, acts)
     return out
 
 

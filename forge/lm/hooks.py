@@ -31,37 +31,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from forge.lm.hook_export import HookError, check_exportable
+from forge.lm.hook_lists import HookList
 
 __all__ = ["HookError", "HookList", "hook", "ordered", "check_agreement", "WORKLOAD_TERMS", "OPERATORS"]
 OPERATORS = ("attention", "mlp", "norm", "block")  # what a hook declares it changes
 WORKLOAD_TERMS = ("gemm", "elementwise", "scale", "f", "rows", "act", "d", "dm", "ball", "sw")  # `terms`' keys
 SAMPLE = 16  # genomes check_agreement builds per run
-
-
-class HookList(list):
-    """Block.hooks / OP_HOOKS: read like a list, filled only by `hook()` (in one declared order); any other change
-    is refused naming the call to make instead."""
-
-    def __init__(self, where: str, items: Sequence[Callable] = ()) -> None:
-        super().__init__(items)
-        self.where = where
-
-    def _refuse(self, *_: Any, **__: Any) -> None:
-        raise HookError(f"{self.where} is filled by forge.lm.hooks only, in one declared order (a function put there "
-                        "directly bypasses it); allowed: forge.lm.hooks.hook('mlp', model=my_block, workload=my_ops, "
-                        "after=[...]) at the end of your plug-in module")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = __setitem__ = __delitem__ = _refuse
-    __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
-
-    def _set(self, items: Sequence[Callable]) -> None:
-        list.__setitem__(self, slice(None), list(items))
-
-
-def guard(cls: Any) -> None:
-    """`cls.hooks` (forge.lm.model.Block's plain list, kept plain in its HF-exported copy) as a HookList."""
-    if not isinstance(cls.hooks, HookList):
-        cls.hooks = HookList(f"{cls.__module__}.{cls.__qualname__}.hooks", cls.hooks)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import numpy as np
 
 from forge.spaces.arrays import PopArrays
 from forge.genomes.genome import Genome
-from forge.lm.hooks import HookList
+from forge.lm.hook_lists import HookList
 from forge.lm.windows import (_bcast, attended_keys, causal_keys, decode_sum, layer_windows,  # noqa: F401 (re-exported)
                            sum_capped_steps, window_steps)
 
