@@ -63,6 +63,7 @@ def training_time(protocol: Mapping[str, Any] | None, k: int) -> str:
 def decide_lines(run_dir: Any, rows: Sequence[dict[str, Any]], tiers: np.ndarray | None,
                  protocol: Mapping[str, Any] | None) -> list[str]:
     """The plain statement and the command for the first tier that holds more than one member ([] if none)."""
+    from search.carried import carry
     from search.suggest import quote, rel
 
     sizes = tier_sizes(tiers)
@@ -74,4 +75,5 @@ def decide_lines(run_dir: Any, rows: Sequence[dict[str, Any]], tiers: np.ndarray
     when = training_time(protocol, k)
     return [f"# tier {big}: {sizes[big - 1]} members the predictor cannot tell apart on loss. To decide, train {k} "
             f"spread across the tier's costs (protocol {name}" + (f": {when}" if when else "") + "):",
-            f"forge-verify run={quote(rel(run_dir))} tier={big} k={k} control=0"]
+            " ".join([f"forge-verify run={quote(rel(run_dir))}", *carry(run_dir, code=True),
+                      f"tier={big} k={k} control=0"])]
