@@ -6,7 +6,8 @@ analytic workload: operators, parameters, FLOPs, bytes) · runtime/ (how a comma
 config, limits, signals, progress, tracking, workers, numbers) · disk/ (atomic writes, user-named files, writes
 confined to a run folder, masked secrets) · labelling/ (below) · errors (the one error family: what a user can
 fix, as opposed to a bug) · plugins (the allowlist of classes a config may name: a run folder is data, never code) ·
-cli (`forge-arch`, `forge-space`).
+cli (`forge-arch`, `forge-space`) · moved (the paths before this layout, `forge.genes` & co., still imported, with
+a warning naming the new path, until the release it names).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search` (but for the Python API's one lazy import, below).
@@ -18,6 +19,10 @@ import is the core's one reference to a package above it, named here and allowed
 (docs/concepts/layout.md says why): `import forge` stays light and loads nothing above the core.
 """
 from __future__ import annotations
+
+from forge import moved as _moved
+
+_moved.install()  # `import forge.genes` & co. (the paths before issue 46) still work, with one warning each
 
 __version__ = "0.2.0"  # the one place the version lives (pyproject reads it; CHANGELOG.md names it)
 

@@ -34,6 +34,7 @@ from typing import Any, Iterator, Mapping
 
 from forge.runtime.config import conf_dir, to_container
 from forge.errors import UserError
+from forge.moved import MOVED, new_path  # noqa: F401 (MOVED: read here by older callers)
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
 # plug-ins named by a plain string key (search.coevolve.finetune) or by a default (label training's logger)
@@ -48,6 +49,7 @@ RECORD = "plugins.json"  # in a run folder: the plug-in modules the run imported
 _registered: dict[str, set[str]] = defaultdict(set)
 _live: dict[str, set[str]] = {}
 _modules: list[str] = []  # plug-in modules imported by this process, in import order
+_broken: dict[str, str] = {}  # installed entry-point module -> why it failed to import (load_installed)
 _bound: dict[str, Any] = {}  # path -> a Python object handed to the API (a function objective), no import needed
 
 
@@ -55,16 +57,17 @@ class PluginError(UserError):
     """A config names a class or function that is not an allowed plug-in."""
 
 
-# Issue 46 moved the core's flat modules into packages; a run saved before names a class at its old path (its
-# space as forge's `space.SearchSpace`): read as the new path, so the run resumes. Old module -> its package.
-MOVED = {"app": "runtime", "arrays": "spaces", "blame": "runtime", "codec": "spaces", "config": "runtime", "confined": "disk", "entry": "runtime", "files": "disk", "genes": "genomes", "genome": "genomes", "genome_checks": "genomes", "grids": "spaces", "hook_export": "lm", "hooks": "lm", "importers": "genomes", "io": "disk", "labels": "genomes", "launch_only": "runtime", "limits": "runtime", "links": "spaces", "model": "lm", "model_state": "lm", "needs": "runtime", "numeric": "runtime", "parallel": "runtime", "plugin_use": "runtime", "precision": "genomes", "redact": "disk", "shadow": "runtime", "signals": "runtime", "space": "spaces", "steps": "runtime", "tracking": "runtime", "windows": "lm", "workload": "lm"}
+# Issue 46 moved the core's flat modules into packages (forge.moved keeps the old import paths working for a
+# while); a run saved before names a class at its old path (its space as forge's `space.SearchSpace`): read as the
+# new path, so the run resumes.
 
 
 def _norm(path: str) -> str:
     name = str(path).replace(":", ".").strip()
     head, _, rest = name.partition(".")
     module, _, attr = rest.partition(".")
-    return f"forge.{MOVED[module]}.{module}.{attr}" if head == "forge" and module in MOVED and attr else name
+    new = new_path(f"{head}.{module}")
+    return f"{new}.{attr}" if new and attr else name
 
 
 def targets(node: Any) -> Iterator[str]:
@@ -138,29 +141,68 @@ def trust(cfg: Any) -> None:
         if kind != MODULES:
             live[str(kind)].update(_norm(p) for p in paths)
     _live.update(live)
-    load_modules([*entry_point_modules(), *(_norm(p) for p in _as_list(plugins.get(MODULES)))])
+    load_installed()
+    load_modules([_norm(p) for p in _as_list(plugins.get(MODULES))], where="plugins.modules")
 
 
 def _as_list(x: Any) -> list[str]:
     return [x] if isinstance(x, str) else list(x or [])
 
 
-def entry_point_modules() -> list[str]:
-    """The modules installed packages declare in the `forge.plugins` entry-point group, sorted by name."""
+def _entry_points() -> list[Any]:
     from importlib.metadata import entry_points
 
-    return [ep.module for ep in sorted(entry_points(group=ENTRY_GROUP), key=lambda ep: ep.name)]
+    return sorted(entry_points(group=ENTRY_GROUP), key=lambda ep: ep.name)
 
 
-def load_modules(names: list[str]) -> list[str]:
-    """Import each plug-in module once (a gene registers itself on import); a missing one is one line."""
+def entry_point_modules() -> list[str]:
+    """The modules installed packages declare in the `forge.plugins` entry-point group, sorted by name."""
+    return [ep.module for ep in _entry_points()]
+
+
+class InstalledPluginWarning(UserWarning):
+    """An installed plug-in package failed to import: skipped, so a command that does not use it still runs."""
+
+
+def load_installed() -> list[str]:
+    """Import every installed `forge.plugins` entry point once. One that fails to import (a package written
+    against an older Forge) is skipped with one warning naming the entry point and its distribution: it stops no
+    command that does not use it, and one that does (a run recording it) is refused naming why (`broken`)."""
+    import warnings
+
+    for ep in _entry_points():
+        if ep.module in _modules or ep.module in _broken:
+            continue
+        try:
+            importlib.import_module(ep.module)
+        except Exception as e:  # noqa: BLE001 (someone else's package, any error: it must not stop this command)
+            dist = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else "an unknown distribution"
+            why = (str(e).strip().splitlines() or [""])[0][:200]
+            _broken[ep.module] = (f"installed plug-in {ep.module!r} (entry point {ep.name!r} of {ENTRY_GROUP!r}, from "
+                                  f"{dist}) cannot be imported ({type(e).__name__}: {why})")
+            fix = f"pip uninstall {ep.dist.name}" if getattr(ep, "dist", None) else "uninstall it"
+            warnings.warn(f"{_broken[ep.module]}: skipped; fix it or `{fix}` (a command that needs it says so)",
+                          InstalledPluginWarning, stacklevel=2)
+            continue
+        _modules.append(ep.module)
+    return list(_modules)
+
+
+def broken() -> dict[str, str]:
+    """module -> why: the installed plug-ins that failed to import in this process (load_installed)."""
+    return dict(_broken)
+
+
+def load_modules(names: list[str], where: str = "forge.plugins.load_modules") -> list[str]:
+    """Import each plug-in module once (a gene registers itself on import); a missing one is one line naming
+    `where` it was asked for (the command's `plugins.modules`, or the Python call)."""
     for name in names:
         if name in _modules:
             continue
         try:
             importlib.import_module(name)
         except ImportError as e:
-            raise PluginError(f"plugins.modules: {name!r} cannot be imported ({type(e).__name__}: {e}); allowed: "
+            raise PluginError(f"{where}: {name!r} cannot be imported ({type(e).__name__}: {e}); allowed: "
                               "an importable module (on PYTHONPATH or installed)") from None
         _modules.append(name)
     return list(_modules)

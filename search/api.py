@@ -18,12 +18,14 @@ refuses them (unknown keys with the closest valid name, types, ranges: search.ap
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from search.api_args import api_errors, as_list, check_number, check_path
 from search.api_compose import compose
+from search.errors import SearchConfigError
 from forge.errors import UserError, check_int
 from forge.genomes.genome import Genome
 from search.result import SearchResult, pandas_or_refuse
@@ -169,7 +171,11 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level, allow_blind=allow_blind, name=predictor_name(predictor))
     from forge.runtime.numeric import round_sig, settle
 
-    _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.runtime.numeric)
+    try:
+        _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.runtime.numeric)
+    except SearchConfigError as e:  # a blind gene: said with this call's keyword, not the command line's key
+        raise SearchConfigError(re.sub(r"evaluator\.allow_blind=\[([^\]]*)\]",
+                                       lambda m: f"allow_blind={m.group(1).split(',')!r}", str(e))) from None
     lo, hi = (round_sig(a) for a in ev.interval(mu, sigma))
     cov = covers(pred) if allow_blind else None  # which allowed blind genes each row uses
     blind = [";".join(sorted(blind_genes(cov, genome_grids([g])))) for g in gs] if cov is not None else []

@@ -120,6 +120,25 @@ def fitting(space: Any, grids: Mapping[str, Sequence[Any]], allow: Iterable[str]
     return sorted(out, key=lambda n: (rank.get(n, 2), not n.endswith("-all"), n))
 
 
+def unfitted_globals(space: Any) -> str:
+    """Why no shipped checkpoint fits the space's globals, naming each field: those of the nearest checkpoint (the
+    fewest fields apart, the space's own name first), e.g. `L_max 16 > 12, the most forgeformer-iha-tiny saw`."""
+    from surrogate.checkpoints import shipped_sidecars
+
+    def apart(meta: dict[str, Any]) -> list[str]:
+        sp = meta.get("space") or {}
+        out = [f"{k} {getattr(space, k)} (it has {sp.get(k)})" for k in ("d_model", "block_size", "vocab_size")
+               if sp.get(k) != getattr(space, k)]
+        return out + ([f"L_max {space.L_max} > {sp.get('L_max')}, the most it saw"]
+                      if int(sp.get("L_max", 0)) < space.L_max else [])
+
+    metas = shipped_sidecars()
+    if not metas:
+        return "none is shipped"
+    name = min(metas, key=lambda n: (len(apart(metas[n])), not n.startswith(f"forgeformer-{space.name}"), n))
+    return f"none was trained for its globals; the nearest, {name}, differs in {'; '.join(apart(metas[name]))}"
+
+
 def resolve_auto(space: SearchSpace, allow: Iterable[str] | None) -> tuple[str, str | None]:
     """`evaluator.predictor=auto`: (the shipped checkpoint trained for this space (`fitting`), a note when it is
     not the one auto ranks first, which is blind to a gene the space varies), or a one-line refusal naming the
@@ -135,7 +154,8 @@ def resolve_auto(space: SearchSpace, allow: Iterable[str] | None) -> tuple[str, 
     why = "; ".join(blind_genes(declared(near[0]), varied(space)).values()) if near else ""
     raise SearchConfigError(
         f"no shipped predictor sees every gene space {space.name!r} varies"
-        + (f" (the ones for its globals, {', '.join(near)}, are blind to {', '.join(blind)}: {why})" if near else "")
+        + (f" (the ones for its globals, {', '.join(near)}, are blind to {', '.join(blind)}: {why})" if near else
+           f" ({unfitted_globals(space)})")
         + "; allowed: evaluator.predictor=<checkpoint trained on this space>"
         + (f", or evaluator.predictor={near[0]} evaluator.allow_blind=[{','.join(blind)}]" if near else ""))
 

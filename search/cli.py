@@ -243,6 +243,7 @@ def _export_job(cfg: DictConfig) -> None:
 
 def export_lines(s: dict[str, Any]) -> list[str]:
     """What forge-export wrote, where, and how to load it (`--json`: export_summary.json's content)."""
+    from search.export_card import python_load
     from search.suggest import rel
 
     out, fmt = Path(s["out"]), s["format"]
@@ -252,7 +253,7 @@ def export_lines(s: dict[str, Any]) -> list[str]:
     lines += [f"  {rel(out / e['id'])}  {e['params']:,} parameters, weights {e['weights']}" for e in s["exported"]]
     first = rel(out / s["exported"][0]["id"]) if s["exported"] else rel(out)
     return [*lines, f"every field: {rel(out / 'export_summary.json')}; in Python: "
-                    f"from search.export import load_exported; genome, model = load_exported({first!r})"]
+                    + "; ".join(python_load(s.get("plugin_modules"), repr(first)))]
 
 
 def export_main() -> None:

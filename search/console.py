@@ -183,14 +183,14 @@ def next_commands(run_dir: str | Path) -> list[str]:
     """Only commands that work here, as printed (search.suggest): `forge-verify` on this run when its training
     protocol and corpus can run on this machine, else a tiny recipe in the run's space family whose
     verification trains on this CPU (a `# ...` entry is a comment printed on its own line)."""
-    from forge.runtime import plugin_use
     from forge.runtime.needs import training_needs
+    from search.carried import carry
     from search.suggest import export_command, quote, rel, tiny_recipe, verify_command
 
-    cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *plugin_use.args(run_dir)]), export_command(run_dir)]
+    cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *carry(run_dir)]), export_command(run_dir)]
     cfg = _run_config(run_dir)
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU
-    recipe = tiny_recipe(cfg) if needs else []
+    recipe = tiny_recipe(cfg, run_dir) if needs else []
     if recipe:
         return [*cmds, "# real training of front picks, on this CPU:", *recipe]
     if needs:  # a user's space: no shipped space stands for it, so its own verify, where its protocol trains

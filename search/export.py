@@ -15,13 +15,14 @@ a hidden folder beside `out=` and moved in once whole (forge.disk.io.staged): a 
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from forge.genomes.genome import Genome, genome_from_dict
+from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.genomes.importers import load_genome
 from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
 from forge.runtime.numeric import argmin_by_id
@@ -178,16 +179,35 @@ def _directed(objectives: Sequence[str], maximize: Sequence[str]) -> list[str]:
     return [f"{o} ({'max' if o in maximize else 'min'})" for o in objectives]
 
 
+def exported_modules(folder: Path) -> list[str]:
+    """The plug-in modules the export's run recorded for its genes (export.json: names to show, never imported)."""
+    try:
+        names = json.loads((Path(folder) / "export.json").read_text()).get("plugin_modules") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(n) for n in names if isinstance(n, str) and n.replace(".", "").replace("_", "").isalnum()]
+
+
 def load_exported(folder: str | Path) -> tuple[Genome, Any]:
-    """(genome, model) rebuilt from an exported folder's genome file and weights."""
+    """(genome, model) rebuilt from an exported folder's genome file and weights. Installed plug-ins (entry points)
+    are imported first; a genome with a gene of a plug-in module not imported is one line naming
+    `forge.plugins.load_modules([...])` with the modules its run recorded."""
     folder = Path(folder)
     gfile = next((folder / n for n in ("genome.yaml", "genome.json") if (folder / n).is_file()), None)
     wfile = next((folder / n for n in ("model.safetensors", "model.pt") if (folder / n).is_file()), None)
     if gfile is None or wfile is None:
         raise ExportError(f"{folder}: not an export folder (needs genome.yaml|json and model.safetensors|pt)")
+    from forge import plugins
+    from forge.genomes.genome_checks import GENE_HINT, in_python
     from forge.lm.model import build_model
 
-    genome = load_genome(gfile)
+    plugins.load_installed()  # as every command does: an installed plug-in's genes are known here too
+    try:
+        genome = load_genome(gfile)
+    except GenomeError as e:
+        if GENE_HINT not in str(e):
+            raise
+        raise in_python(e, exported_modules(folder)) from None
     model = build_model(genome)
     if (folder / "modeling_forge.py").is_file():  # format=hf: weights under transformers' names
         from search.hf_export import load_hf_weights
@@ -227,7 +247,8 @@ def run(cfg: Any) -> dict[str, Any]:
             "objectives": _directed(_objectives(run_dir, rows), _maximized(run_dir)),
             "backend": run_cfg.get("backend"), "workload": run_cfg.get("workload"),
             "evaluator": run_cfg.get("evaluator"), "space": _space_name(run_cfg.get("space")),
-            "tokenizer_source": _tokenizer(c, fmt, chosen), "front_p_best": front_p_best(rows, _summary(run_dir), chosen)}
+            "tokenizer_source": _tokenizer(c, fmt, chosen), "plugin_modules": plugin_use.needed(run_dir),
+            "front_p_best": front_p_best(rows, _summary(run_dir), chosen)}
     labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
@@ -238,6 +259,7 @@ def run(cfg: Any) -> dict[str, Any]:
         done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid)
                 for gid, r in zip(ids, chosen)]
         summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
+                   **({"plugin_modules": card["plugin_modules"]} if card["plugin_modules"] else {}),
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
         atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
     return summary

@@ -82,7 +82,14 @@ Objectives: {md_text(', '.join(map(str, info.get('objectives') or ['not recorded
 
 ## Load
 ```python
-from search.export import load_exported
-genome, model = load_exported({where})
+{chr(10).join(python_load(info.get("plugin_modules"), where))}
 ```
 """
+
+
+def python_load(modules: Any, where: str) -> list[str]:
+    """The Python statements that load an export: its genes' plug-in modules first (when its run used any), then
+    the folder (`where`: a Python string literal)."""
+    names = [str(m) for m in modules or [] if isinstance(m, str)]
+    first = ["from forge.plugins import load_modules", f"load_modules({names!r})"] if names else []
+    return [*first, "from search.export import load_exported", f"genome, model = load_exported({where})"]

@@ -103,6 +103,7 @@ def decide_lines(run_dir: Any, rows: Sequence[dict[str, Any]], odds: PairwiseOdd
                  protocol: Mapping[str, Any] | None) -> list[str]:
     """The plain statement and the command that trains the members most likely to hold the true best ([] on a
     front of one, or without odds)."""
+    from search.carried import carry
     from search.suggest import quote, rel
 
     groups = loss_groups(rows, odds)
@@ -117,7 +118,7 @@ def decide_lines(run_dir: Any, rows: Sequence[dict[str, Any]], odds: PairwiseOdd
     return [f"# {said}.",
             f"# To find the true best, train the {k} best-predicted: 2 or more cover the 1 in 20 that trains > 0.3 worse.",
             f"# Protocol {name}" + (f": {when}" if when else "") + ":",
-            f"forge-verify run={quote(rel(run_dir))} k={k} control=0"]
+            " ".join([f"forge-verify run={quote(rel(run_dir))}", *carry(run_dir, code=True), f"k={k} control=0"])]
 
 
 def odds_summary(rows: Sequence[dict[str, Any]], odds: PairwiseOdds | None, predictor: Any = None

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from search.carried import carry, customized, own_overrides, quote  # noqa: F401 (quote: spelled there)
+
 TINY_K = "k=4 control=4"  # the tutorial's verification: 4 picks + 4 controls (8 + 8 trainings by default)
 TINY_OUT = "runs/tiny"
 
@@ -22,11 +24,6 @@ def rel(path: str | Path) -> str:
     except ValueError:  # another drive (Windows)
         return str(p)
     return str(p) if r.startswith("..") else r
-
-
-def quote(arg: str) -> str:
-    """A `key=value` with spaces or shell specials quoted for the shell (Hydra reads the quoted value)."""
-    return arg if all(c.isalnum() or c in "_-./=:+,@" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
 
 
 def fresh_out(base: str = "exported") -> str:
@@ -74,9 +71,13 @@ def allow_blind(space: str, predictor: str) -> list[str]:
     return sorted(blind_genes(declared(predictor), varied(load_space(space))))
 
 
-def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
-    """A search whose verification trains on this CPU, in the run's own space family and backend; none (empty)
-    for a run of a user's space, which only its own protocol verifies."""
+def tiny_recipe(run_cfg: Mapping[str, Any], run_dir: str | Path | None = None) -> list[str]:
+    """A search whose verification trains on this CPU, in the run's own space family and backend. A run of a
+    plug-in, a user's space or predictor (search.carried.customized) gets its own launch again, at CPU scale, with
+    what it carries (never the shipped tiny predictor in place of theirs), when its space is a tiny one and its
+    launch is recorded; else none (empty): only its own protocol verifies it."""
+    if run_dir is not None and customized(run_dir, dict(run_cfg)):
+        return own_recipe(run_dir, _name(run_cfg.get("space")))
     space = tiny_space(_name(run_cfg.get("space")) or "iha-tiny")
     if space is None:
         return []
@@ -89,6 +90,16 @@ def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
     return [" ".join(parts), f"forge-verify run={TINY_OUT} {TINY_K}"]
 
 
+def own_recipe(run_dir: str | Path, space: str) -> list[str]:
+    """The run's own search again, trainable on this CPU (cpu-proxy protocol, stdlib corpus), and its verify."""
+    own = own_overrides(run_dir)
+    if own is None or "tiny" not in space:
+        return []
+    extra = carry(run_dir, code=True)
+    return [" ".join(["forge-search", *own, *extra, "protocol=cpu-proxy", "corpus=stdlib", "search.generations=5",
+                      f"hydra.run.dir={TINY_OUT}"]), " ".join(["forge-verify", f"run={TINY_OUT}", *extra, TINY_K])]
+
+
 def is_tiny(run_cfg: Mapping[str, Any]) -> bool:
     """A CPU-scale run (a tiny space): verify it at the tutorial's size."""
     return "tiny" in _name(run_cfg.get("space"))
@@ -97,21 +108,18 @@ def is_tiny(run_cfg: Mapping[str, Any]) -> bool:
 def verify_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
     """`forge-verify run=<rel dir>`, with the tutorial's `k=4 control=4` for a tiny run and the plug-in modules the
     run needs; a run made with Python objects no command rebuilds is verified from Python (a `# ...` line)."""
-    from forge.runtime import plugin_use
     from search.python_objects import needs_python
 
     k = f" {TINY_K}" if is_tiny(run_cfg) else ""
     if needs_python(run_cfg):
         return f"# verify from Python with the run's own objects: res.verify({k.strip().replace(' ', ', ')})"
-    return " ".join([f"forge-verify run={quote(rel(run_dir))}", *plugin_use.args(run_dir, code=True)]) + k
+    return " ".join([f"forge-verify run={quote(rel(run_dir))}", *carry(run_dir, code=True)]) + k
 
 
 def export_command(run_dir: str | Path, *extra: str, select: str = "knee", base: str = "exported") -> str:
     """`forge-export run=<rel dir> select=... [extra] out=<a folder that holds no export yet>`, with the plug-in
     modules its genomes need."""
-    from forge.runtime import plugin_use
-
-    args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra, *plugin_use.args(run_dir)]
+    args = [f"run={quote(rel(run_dir))}", f"select={quote(select)}", *extra, *carry(run_dir)]
     out = fresh_out(base)
     return " ".join(["forge-export", *args, *([f"out={quote(out)}"] if out != "exported" else [])])
 
@@ -126,10 +134,9 @@ def print_commands(console: Any, title: str, cmds: Sequence[str]) -> None:
 def resume_command(run_dir: str | Path, run_cfg: Mapping[str, Any]) -> str:
     """How to continue a stopped run, as it works when pasted: `forge-search resume=<dir>` with the plug-in modules
     it needs, or, for a run made with Python objects no command rebuilds, the `forge.search(resume=...)` call."""
-    from forge.runtime import plugin_use
     from search.python_objects import needs_python, python_resume
 
     missing = needs_python(run_cfg)
     if missing:
         return f"{python_resume(rel(run_dir), missing)} (from Python: no command can rebuild {missing[0][1]})"
-    return " ".join(["forge-search", f"resume={quote(rel(run_dir))}", *plugin_use.args(run_dir, code=True)])
+    return " ".join(["forge-search", f"resume={quote(rel(run_dir))}", *carry(run_dir, code=True)])

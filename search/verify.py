@@ -95,7 +95,7 @@ class Verify:
 
             check_training(override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            override_node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}", allowed=cpu_verify(tiny_recipe(self.run_cfg)))
+                           f"forge-verify run={self.run_dir}", allowed=cpu_verify(tiny_recipe(self.run_cfg, self.run_dir)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")

@@ -80,6 +80,21 @@ def data_covers(data: LabelSet) -> dict[str, list[float]]:
     return out
 
 
+def union_covers(*covers: dict[str, Any]) -> dict[str, Any]:
+    """What a model trained on several label sets covers (a fine-tune: its base's covers and its new and replay
+    data's, `data_covers`): each gene's range spans all of theirs. A gene one of them leaves undeclared saw only its
+    default there, so the union spans the default too; a range that is unknown (None) everywhere stays None."""
+    from forge.genomes.genes import LAYER_GENES
+
+    out: dict[str, Any] = {}
+    for gene in dict.fromkeys(g for cov in covers for g in cov):
+        default = LAYER_GENES[gene].default if gene in LAYER_GENES else None
+        spans = [cov[gene] for cov in covers if isinstance(cov.get(gene), (list, tuple))]
+        spans += [[default, default] for cov in covers if gene not in cov and isinstance(default, (int, float))]
+        out[gene] = [_num(min(s[0] for s in spans)), _num(max(s[1] for s in spans))] if spans else None
+    return out
+
+
 def _span(values: Iterable[Any]) -> str:
     vals = sorted(values)
     return ", ".join(map(str, vals)) if len(vals) <= 3 else f"{vals[0]}..{vals[-1]} ({len(vals)} values)"

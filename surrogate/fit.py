@@ -18,7 +18,7 @@ import numpy as np
 from forge.errors import UserError
 from forge.genomes.labels import Label
 from surrogate.calibration import LowEndStretch
-from surrogate.checkpoints import data_covers
+from surrogate.checkpoints import covers_of, data_covers, union_covers
 from surrogate.conformal import BEST_BINS, ConformalInterval, coverage_cv
 from surrogate.dataset import LabelSet, from_labels, load_labelset, split_ids
 from surrogate.features import MinMax, featurize, field_names
@@ -134,7 +134,8 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     base_hash = hashlib.sha256(stem.with_suffix(".safetensors").read_bytes()).hexdigest()[:16]
     meta = {**base.meta, "finetune": {"base": str(stem), "base_weights_hash": base_hash, "n_new": len(new),
                                       "n_replay": len(old), "ratio": ratio, "epochs": epochs, "lr": lr,
-                                      "batch": batch, "seed": seed, "new_data_hash": new.data_hash()}}
+                                      "batch": batch, "seed": seed, "new_data_hash": new.data_hash()},
+            **finetuned_covers(base.meta, new, old)}
     forests = base.forests
     if forests and len(old):  # forests train in seconds: refit on replay + new rows (base forests if no replay)
         et = [f.n_trees for f in forests if f.kind == "et"]
@@ -148,6 +149,17 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
     pairwise = base.pairwise.inherited(stem.name) if base.pairwise is not None else None  # the parent's, said so
     return ForgeFormerPredictor(members, base.norm, base.field_set, base.space, base.target, meta, forests,
                                 base.nn_weight, base.calib, conformal, base.forest_weights, pairwise)
+
+
+def finetuned_covers(base_meta: dict[str, Any], new: LabelSet, replay: LabelSet) -> dict[str, Any]:
+    """A fine-tune's `covers`: the union of its base's and of what its new and replay rows saw (mode=train declares
+    its own data's the same way), with each part's source (`covers_from`: the base's ranges, and each data set's
+    hash beside its ranges), so a reader can check the ranges against the rows they came from."""
+    parts = {"base": {"covers": covers_of(base_meta), "data_hash": base_meta.get("data_hash")},
+             "new": {"covers": data_covers(new), "data_hash": new.data_hash()}}
+    if len(replay):
+        parts["replay"] = {"covers": data_covers(replay), "data_hash": replay.data_hash()}
+    return {"covers": union_covers(*(p["covers"] for p in parts.values())), "covers_from": parts}
 
 
 def held_predictions(p: ForgeFormerPredictor, held: LabelSet, n_mc: int,

@@ -19,6 +19,14 @@ class GenomeError(ForgeError):
 GENE_HINT = ", or a gene your plug-in module registers (name it: plugins.modules=[mypkg.genes])"  # unknown key
 
 
+def in_python(err: GenomeError, modules: list[str] | None = None) -> GenomeError:
+    """`err` as said to a Python caller (search.export.load_exported): the unknown-gene hint names the Python call
+    that imports a plug-in module, with `modules` (the ones the genome's run recorded) where known."""
+    call = f"forge.plugins.load_modules({modules or ['mypkg.genes']!r})"
+    return GenomeError(str(err).replace(GENE_HINT, f", or a gene your plug-in module registers (import it first: "
+                                                   f"{call})"))
+
+
 def fail(where: str, value: Any, allowed: str) -> GenomeError:
     return GenomeError(f"{where} = {value!r} is invalid; allowed: {allowed}")
 

@@ -16,14 +16,11 @@ import textwrap
 import types
 from typing import Any, Callable, Iterable
 
+from forge.lm.hook_lists import HookError
 from forge.plugins import PluginError
 
 SHIPPED = ("torch", "numpy")  # packages an exported model may import besides the standard library
 CONSTANTS = (int, float, str, bool, bytes, type(None))
-
-
-class HookError(PluginError):
-    """Plug-in hooks that cannot run together, cannot be exported, or disagree between model and workload."""
 
 
 def _names(obj: Any) -> list[str]:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from forge.errors import UserError
 from forge.genomes.genome import Genome, LayerGene
+from forge.lm.hook_lists import guard
 from forge.lm.model_state import IHAConfig, KVCache
 
 
@@ -49,8 +50,7 @@ def rope_tables(positions: torch.Tensor, dim: int, base: float) -> tuple[torch.T
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x (B, H, T, dim) rotated by position; computed in float32, returned in x's dtype."""
-    xf = x.float()
-    x1, x2 = xf.chunk(2, dim=-1)
+    x1, x2 = (xf := x.float()).chunk(2, dim=-1)
     return (xf * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
 
 
@@ -58,15 +58,13 @@ def _causal_mask(q_len: int, past: int, device: torch.device) -> torch.Tensor | 
     """Bool mask (q_len, past+q_len): query i (at position past+i) sees keys j <= past+i."""
     if q_len == 1:
         return None
-    i = torch.arange(q_len, device=device)[:, None]
-    j = torch.arange(past + q_len, device=device)[None, :]
+    i, j = torch.arange(q_len, device=device)[:, None], torch.arange(past + q_len, device=device)[None, :]
     return j <= past + i
 
 
 def _window_mask(q_len: int, past: int, window: int, device: torch.device) -> torch.Tensor:
     """Bool mask (q_len, past+q_len): query at position past+i sees keys j with past+i-window < j <= past+i."""
-    qpos = torch.arange(past, past + q_len, device=device)[:, None]
-    j = torch.arange(past + q_len, device=device)[None, :]
+    qpos, j = torch.arange(past, past + q_len, device=device)[:, None], torch.arange(past + q_len, device=device)
     return (j <= qpos) & (j > qpos - window)
 
 
@@ -198,7 +196,7 @@ class Block(nn.Module):
     """Pre-norm block; `parallel` = GPT-NeoX x + attn(ln1 x) + mlp(ln2 x)."""
 
     attention = Attention  # the exported HF code swaps in its cache handling (forge_hf.modeling_forge)
-    hooks: list = []  # fn(block, cfg, gene): a plug-in gene's meaning (torch only: it ships in the HF export)
+    hooks: list = []  # fn(block, cfg, gene): a gene's meaning, by forge.lm.hooks.hook() only (guard, below)
 
     def __init__(self, cfg: IHAConfig, gene: LayerGene) -> None:
         super().__init__()
@@ -220,6 +218,9 @@ class Block(nn.Module):
             return x + self.mlp(self.ln_mlp(x), d_mlp) + (a if a is not None else 0)
         x = x + a if a is not None else x
         return x + self.mlp(self.ln_mlp(x), d_mlp)
+
+
+guard(Block)  # an expression, not a definition: the HF export copies none of it (search.hf_export)
 
 
 class IHAModel(nn.Module):

@@ -37,6 +37,7 @@ import numpy as np
 
 from forge.spaces.arrays import PopArrays
 from forge.genomes.genome import Genome
+from forge.lm.hook_lists import HookList
 from forge.lm.windows import (_bcast, attended_keys, causal_keys, decode_sum, layer_windows,  # noqa: F401 (re-exported)
                            sum_capped_steps, window_steps)
 
@@ -50,7 +51,8 @@ HEAD_OP_NAMES = ("embed", "final_norm", "lm_head")
 HEAD_OP_KINDS = ("elementwise", "elementwise", "gemm")
 OP_FIELDS = ("batch", "M", "K", "N", "flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes")
 ELEMENTWISE_FLOPS = 5.0  # per element: softmax (PLAS Table 11), norms and MLP activation
-OP_HOOKS: list = []  # fn(pop, terms): plug-in genes' operators, in forge.lm.hooks' order (terms: WORKLOAD_TERMS)
+OP_HOOKS: list = HookList("forge.lm.workload.OP_HOOKS")  # fn(pop, terms): plug-in genes' operators, filled by
+# forge.lm.hooks.hook() only, in its order (terms: WORKLOAD_TERMS)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ def _report_bug(app: str) -> None:
     except Exception:  # noqa: BLE001
         theirs = None
     print(theirs or f"{app}: internal error: {REPORT_BUG}", file=sys.stderr)
+    if theirs and GUARD:  # the user's code failed: as for a refused command, a run it left with no work is taken back
+        GUARD[0].undo()
     raise SystemExit(EXIT_BUG) from None
 
 

@@ -113,6 +113,10 @@ def require(run_dir: Any, code: bool = False) -> None:
     built (plugins.check), and may be allowed by `plugins.<kind>=[module.Class]` instead."""
     names = needed(run_dir, code)
     missing = [n for n in needed(run_dir) if n not in plugins.used() and n not in sys.modules]
+    failed = [plugins.broken()[n] for n in missing if n in plugins.broken()]
+    if failed:
+        raise plugins.PluginError(f"{run_dir} was made with plug-in modules {', '.join(missing)}, and the "
+                                  f"{failed[0]}; allowed: fix or reinstall that package")
     if missing:
         raise plugins.PluginError(
             f"{run_dir} was made with plug-in modules {', '.join(missing)}, which this command has not imported (a "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from forge.genomes.genes import GlobalGene
+from forge.genomes.genes import GlobalGene, show
 from forge.genomes.genome_checks import GenomeError, check_gene
 from forge.genomes.precision import TENSORS, PrecisionError, parse_format
 
@@ -36,6 +36,16 @@ def fmt_grid(grid: Sequence[Any]) -> str:
     if len(g) > 2 and all(type(x) is int for x in g) and len({b - a for a, b in zip(g, g[1:])}) == 1:
         return f"{g[0]}:{g[1] - g[0]}:{g[-1]}"
     return str(g)
+
+
+def range_text(grid: Sequence[Any], kind: str, tie: str | None = None, ratio: Any = None) -> str:
+    """How a per-layer gene ranges, as forge-space shows it: `same as n_h` for a tied gene, `false, true` for a
+    bool one (its spelling), `2:1:4 x d_model` for a ratio of a global, else its grid (`16:8:64`)."""
+    if tie:
+        return f"same as {tie}"
+    if ratio:
+        return f"{fmt_grid(ratio[1])} x {ratio[0]}"
+    return ", ".join(show(kind, v) for v in grid) if kind == "bool" else fmt_grid(grid)
 
 
 class Grid(dict):

@@ -36,7 +36,7 @@ from forge.spaces.codec import Codec
 from forge.genomes.genes import BUILTIN, GLOBAL_GENES, LAYER_GENES, SHAPE_GENES, extra_genes, grid_genes
 from forge.genomes.genome import Genome, GenomeError, LayerGene
 from forge.genomes.genome_checks import GENE_HINT
-from forge.spaces.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid
+from forge.spaces.grids import Grid, fmt_grid, global_grid_values, make_grid, precision_grid, range_text
 from forge.genomes.precision import TENSORS
 
 __all__ = ["N_GENES", "GRID_FIELDS", "GLOBAL_FIELDS", "SearchSpace", "make_grid", "space_class",
@@ -271,9 +271,9 @@ class SearchSpace(Codec):
                 if k in GLOBAL_FIELDS or k in self._tables["ggrids"] or self.global_grid(k)[0] != g.default}
         return {"name": self.name, "attention": self.attention, "d_model": glob.pop("d_model"),
                 "block_size": glob.pop("block_size"), "L_max": self.L_max, **glob,
-                "ranges": {k: ("d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else
-                               f"{fmt_grid(r[1])} x {r[0]}" if (r := self._tables["ratios"].get(k)) else
-                               fmt_grid(self.grid(k))) for k in self.codec_genes[2:]},
+                "ranges": {k: "d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else
+                           range_text(self.grid(k), LAYER_GENES[k].kind, (self.links or {}).get(k),
+                                      self._tables["ratios"].get(k)) for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
 

@@ -11,11 +11,9 @@ def forget() -> None:
     """Undo the extension in this process (a test's teardown): its genes, its modules, the plug-in record."""
     from forge import plugins
     from forge.genomes import genes
-    from forge.lm import hooks, model, workload
+    from forge.lm import hooks
 
-    hooks.forget("tests.ext")
-    for fns in (model.Block.hooks, workload.OP_HOOKS):  # a hook a test put on the lists directly
-        fns[:] = [h for h in fns if not h.__module__.startswith("tests.ext")]
+    hooks.forget("tests.ext")  # the one way onto Block.hooks / OP_HOOKS is hooks.hook(), so the one way off
     for name in GENES:
         genes.unregister(name)
     for name in [m for m in sys.modules if m.startswith("tests.ext.")]:

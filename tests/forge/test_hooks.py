@@ -104,6 +104,47 @@ def test_disagreeing_hooks_are_one_line_naming_the_genome_and_both_counts(module
         check_agreement([g])
 
 
+def test_a_hook_with_the_right_parameters_but_the_wrong_traffic_is_refused_naming_the_operator(modules):
+    """A gate the model builds and the workload counts (at the right size) but that the forward pass never calls:
+    the parameter counts agree, the traffic does not (8 tokens x 32 x 64 x 2 FLOPs per MLP matrix: 3 counted, 2 run)."""
+    modules("traffic", """
+        def tr_block(block, cfg, gene):
+            block.mlp.gate_unused = nn.Linear(cfg.genome.d_model, gene.d_mlp, bias=False)
+        def tr_ops(pop, t):
+            t["gemm"]("mlp_gate", t["rows"], t["d"], t["dm"], t["d"] * t["dm"])
+        hook('mlp', model=tr_block, workload=tr_ops)
+        """)
+    g = genome_from_dict(GENOME)
+    from forge.lm.workload import analyze
+
+    assert analyze(g)["params"] == model.build_model(g, device="meta").num_params()  # parameters alone agree
+    with pytest.raises(HookError, match=rf"genome {g.id} has layer 0 mlp: 98,304 FLOPs in the workload but 65,536 in the "
+                                        r"model \(one forward pass of 8 tokens\) \(hooks, in run order: hk_traffic\)"):
+        check_agreement([g])
+
+
+def test_the_counts_of_the_shipped_model_agree_per_operator_with_the_workload():
+    from forge.lm.hook_check import first_difference, model_traffic
+
+    for extra in ({}, {"mlp": "swiglu", "bias": "all"}):
+        g = genome_from_dict({**GENOME, **extra, "layers": [LAYER, {**LAYER, "attn": False}, {**LAYER, "n_kv": 2}]})
+        m = model.build_model(g, device="meta")
+        assert first_difference(g, m) is None and set(model_traffic(m, 8)) == {
+            (0, "attention"), (0, "mlp"), (1, "mlp"), (2, "attention"), (2, "mlp")}
+
+
+@pytest.mark.parametrize("where", ["model", "workload"])
+def test_a_direct_append_to_the_hook_lists_is_refused_naming_the_call(where):
+    fns = model.Block.hooks if where == "model" else workload.OP_HOOKS
+    before = list(fns)
+    for change in (lambda: fns.append(print), lambda: fns.insert(0, print), lambda: fns.extend([print]),
+                   lambda: fns.__iadd__([print]), lambda: fns.__setitem__(slice(None), [print])):
+        with pytest.raises(HookError, match=r"is filled by forge.lm.hooks only.*allowed: forge.lm.hooks.hook\('mlp', "
+                                            r"model=my_block, workload=my_ops"):
+            change()
+    assert list(fns) == before
+
+
 def test_without_hooks_the_check_builds_no_model(monkeypatch):
     import forge.lm.model
 

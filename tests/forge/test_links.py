@@ -77,3 +77,18 @@ def test_a_ratio_of_a_searched_d_model_follows_each_genome():
         s.validate(bad)
     assert space_from_config(space_config(s)) == s and space_config(s)["d_mlp"] == {"ratio": [2, 3, 4], "of": "d_model"}
     assert s.summary()["ranges"]["d_mlp"] == "2:1:4 x d_model" and s.summary()["d_model"] == [128, 192]
+
+
+def test_forge_space_shows_a_tied_gene_by_its_source_and_a_bool_gene_by_its_spelling():
+    """Issue 55 §7: not `n_kv 1:1:8` (its source's grid) nor `False, True` (Python's spelling)."""
+    from forge.genomes.genes import Gene, register, unregister
+    from forge.runtime.config import group_yaml
+    from forge.spaces.space import space_from_config
+
+    register(Gene("flag_t", kind="bool", lo=0, default=False, doc="a test bool gene"))
+    try:
+        s = space_from_config({**group_yaml("space", "iha-tiny"), "n_kv": {"same_as": "n_h"}, "flag_t": [False, True]})
+        assert s.summary()["ranges"] == {"n_h": "1:1:8", "n_kv": "same as n_h", "d_qk": "16:8:64", "d_v": "16:8:64",
+                                         "d_mlp": "128:64:1024", "flag_t": "false, true"}
+    finally:
+        unregister("flag_t")

@@ -123,3 +123,23 @@ def test_a_class_in_a_named_module_is_allowed_and_a_run_folder_cannot_name_one(t
     plugins.trust({"plugins": {"modules": ["tests.ext.surrogates"]}})
     assert plugins.check("surrogate", path) == path
     assert plugins.resolve("surrogate", path).__name__ == "ForestSurrogate"
+
+
+def test_a_search_stopped_by_a_plugin_error_leaves_no_run_folder_behind(tmp_path):
+    """Issue 55 §7: the user's objective raises in the first generation: one line naming its module, exit 1, and
+    the run folder it left with no work in it (only cli.log and Hydra's files) is taken back, as for a refusal."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "badobj.py").write_text("def bad(genomes):\n    raise ValueError('boom')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    proc = subprocess.run([sys.executable, "-c", "from search.entry import forge_search; forge_search()",
+                           "space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "progress=false",
+                           "objectives=[val_loss,{name:b,fn:badobj.bad}]", "search.pop_size=6", "search.offspring=6",
+                           "search.generations=1", "hydra.run.dir=run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "error in plug-in module badobj" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()

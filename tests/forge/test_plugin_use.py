@@ -101,7 +101,8 @@ def test_the_lines_a_user_space_run_prints_work_when_pasted(tmp_path):
                "evaluator.predictor=forgeformer-iha-tiny", "search.pop_size=6", "search.offspring=6",
                "search.generations=2", "stop_after=1", "progress=false", "hydra.run.dir=run")
     line = re.search(r"continue with: (forge-search .*)$", out, re.M).group(1)
-    assert line == "forge-search resume=run plugins.modules=[tests.forge.plugins.user_space]"
+    assert line == (f"forge-search resume=run 'hydra.searchpath=[file://{tmp_path / 'conf'}]' "  # its folder (issue 55)
+                    "plugins.modules=[tests.forge.plugins.user_space]")
     out = _cli(tmp_path, *shlex.split(line))
     export = next(c.strip() for c in out.splitlines() if c.strip().startswith("forge-export "))
     _cli(tmp_path, *shlex.split(export))

@@ -4,6 +4,7 @@ the space."""
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,17 @@ def test_api_predict_and_search_refuse_unless_allowed(tmp_path):
     with pytest.raises(SearchConfigError, match="blind to gene 'window'"):
         api.search(space="iha-tiny-swa", out_dir=tmp_path / "s", evaluator={"predictor": "forgeformer-iha-tiny"},
                    search={"generations": 1, "pop_size": 6, "offspring": 8})
+
+
+@pytest.mark.parametrize("field, value, said", [("L_max", 16, "L_max 16 > 12, the most it saw"),
+                                                ("d_model", 256, "d_model 256 (it has 128)"),
+                                                ("block_size", 512, "block_size 512 (it has 256)")])
+def test_auto_names_the_widened_global_no_shipped_checkpoint_fits(field, value, said):
+    """Issue 55 §7: `auto` for a space past every shipped checkpoint's globals names the field and the nearest."""
+    from dataclasses import replace
+
+    from forge.spaces.space import load_space
+    from search.blind import resolve_auto
+
+    with pytest.raises(SearchConfigError, match=rf"nearest, forgeformer-iha-tiny, differs in {re.escape(said)}\)"):
+        resolve_auto(replace(load_space("iha-tiny"), **{field: value}), [])

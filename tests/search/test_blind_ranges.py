@@ -78,8 +78,9 @@ def test_forge_predict_checks_the_grid_genes_ranges_and_marks_each_row():
 
     g = load_space("iha-tiny").sample(2, np.random.default_rng(0))
     big = _with(g[0], d_mlp=2048)
-    with pytest.raises(SearchConfigError, match=r"d_mlp 2048 outside the range it covers, \[128, 1024\]"):
+    with pytest.raises(SearchConfigError, match=r"d_mlp 2048 outside the range it covers, \[128, 1024\]") as e:
         api.predict([big, g[1]], predictor="forgeformer-iha-tiny")
+    assert "or allow_blind=['d_mlp'] to run" in str(e.value) and "evaluator." not in str(e.value)  # the keyword
     df = api.predict([big, g[1]], predictor="forgeformer-iha-tiny", allow_blind=["d_mlp"])
     assert list(df["loss_blind_to"]) == ["d_mlp", ""]
 
