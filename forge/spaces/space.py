@@ -272,8 +272,9 @@ class SearchSpace(Codec):
         return {"name": self.name, "attention": self.attention, "d_model": glob.pop("d_model"),
                 "block_size": glob.pop("block_size"), "L_max": self.L_max, **glob,
                 "ranges": {k: "d_model/n_h" if self.attention == "gqa" and k in ("d_qk", "d_v") else
-                           range_text(self.grid(k), LAYER_GENES[k].kind, (self.links or {}).get(k),
-                                      self._tables["ratios"].get(k)) for k in self.codec_genes[2:]},
+                           range_text(self.grid(k), getattr(LAYER_GENES.get(k), "kind", "int"),  # an unregistered: int
+                                      (self.links or {}).get(k), self._tables["ratios"].get(k))
+                           for k in self.codec_genes[2:]},
                 "configs_per_layer": self.configs_per_layer(), "n_var": self.n_var,
                 **({"precision": {t: list(v) for t, v in self.precision.items()}} if self.precision else {})}
 
