@@ -42,6 +42,7 @@ from surrogate.checkpoints import BLIND_WHY
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
 from surrogate.metrics import mae
+from search.evaluated import VERIFIED
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
@@ -216,6 +217,7 @@ class Verify:
         if self.cfg.get("refit"):
             out["refit"] = self.refit(P + C, labels)
         self.out.mkdir(parents=True, exist_ok=True)
+        write_verified(self.out, roles)  # the genomes themselves: forge-export select=id: takes any of them
         out["figure"] = str(self._figure(P, C, summary, measured is not None))
         out = round_floats(out)  # fixed digits: the same report on every machine
         atomic_write_json(self.out / "verify.json", out)
@@ -305,6 +307,16 @@ class Verify:
 
             res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
+
+
+def write_verified(out: Path, roles: list) -> None:
+    """<out>/verified.jsonl: each trained genome with its role, genome and the run's metrics for it, so an export
+    of a control or near-front pick (not in pareto.jsonl) finds its genome beside the weights it trained."""
+    from forge.disk.io import atomic_write_text, json_line
+
+    atomic_write_text(out / VERIFIED, "".join(json_line({"id": r["id"], "role": role, "genome": r["genome"],
+                                                         "metrics": r["metrics"], "design": r.get("design")}) + "\n"
+                                              for role, r in roles))
 
 
 def _fmt(x: float | None) -> str:
