@@ -5,6 +5,7 @@ from typing import Any
 
 from forge.disk.io import atomic_write_json
 from search.archive import least_violating, loss_overlap
+from search.constraints import constraint_use
 
 
 def interval_summary(search: Any) -> dict[str, Any]:
@@ -40,6 +41,7 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                "wall_s": s.wall(), "phase_s": s.all_timers(), "objectives": problem.objectives,
                **({"maximize": maxi} if (maxi := [o.name for o in problem.specs if o.sign < 0]) else {}),
                "constraints": [str(c) for c in problem.constraints],
+               "constraint_use": constraint_use(list(problem.constraints), s.records.values()),
                "hv_anchor": {"genome": s.anchor_genome.to_dict(), "values": s.anchor, "ref": s.hv.ref},
                "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
                "seed": s.seed, "surrogate_version": problem.evaluator.version,

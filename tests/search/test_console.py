@@ -243,3 +243,32 @@ def test_progress_keeps_gen_n_of_n_at_80_columns():
         p.update(SimpleNamespace(history=[{"generation": 12, "archive_size": 64, "hv": 7.0123, "best": {
             "val_loss": 2.5661, "ttft_ms": 0.2081, "tpot_ms": 0.176, "energy_per_token_uj": 6614.0}}]))
     assert "gen 13/41" in con.export_text()
+
+
+def test_constraints_print_with_the_front_and_one_that_never_bound_says_so(tmp_path):
+    """Issue 56 §3: the last screen lists the run's constraints; one no evaluated genome came near says so, with
+    the closest value; one that excluded genomes says how many (counted over archive.jsonl's genomes)."""
+    from backends.interface import Workload
+    from forge.spaces.space import load_space
+    from search.build import build_search
+    from search.constraints import constraint_use, parse_constraint
+    from search.evaluators import LossEvaluator
+    from search.state import read_jsonl
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend
+
+    recs = [{"metrics": {"tpot_ms": v}} for v in (0.2, 0.5, 0.9)]
+    use = constraint_use([parse_constraint("tpot_ms <= 0.5"), parse_constraint("tpot_ms < 0.5"),
+                          parse_constraint("tpot_ms > 0.1")], recs)
+    assert [(u["failed"], u["closest"]) for u in use] == [(1, 0.9), (2, 0.9), (0, 0.2)]
+    cfg = tiny_cfg()
+    cfg["constraints"] = ["tpot_ms <= 1e6"]
+    build_search(cfg, tmp_path, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(IntervalPredictor(), level=0.9),
+                                 "backend": FakeBackend(), "workload": Workload()}).run()
+    s = json.loads((tmp_path / "summary.json").read_text())
+    largest = max({r["id"]: r["metrics"]["tpot_ms"] for r in read_jsonl(tmp_path / "archive.jsonl")}.values())
+    con = Console(record=True, width=200)
+    show_end(s, {}, console=con)
+    text = con.export_text()
+    assert (f"constraints: tpot_ms <= 1e+06 (never bound: no evaluated genome came near it, the largest tpot_ms "
+            f"was {largest:.4g})") in text
