@@ -180,7 +180,7 @@ def next_commands(run_dir: str | Path) -> list[str]:
     cmds = [" ".join([f"forge-report runs={quote(rel(run_dir))}", *plugin_use.args(run_dir)]), export_command(run_dir)]
     cfg = _run_config(run_dir)
     needs = training_needs(cfg.get("protocol") or {}, cfg.get("corpus") or {})  # e.g. protocol=paper without a GPU
-    recipe = tiny_recipe(cfg) if needs else []
+    recipe = tiny_recipe(cfg, _searchpath(run_dir)) if needs else []
     if recipe:
         return [*cmds, "# real training of front picks, on this CPU:", *recipe]
     if needs:  # a user's space: no shipped space stands for it, so its own verify, where its protocol trains
@@ -215,6 +215,15 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
     if decide:
         print_commands(console, "decide inside a tier", decide)
     print_commands(console, "next", nxt)
+
+
+def _searchpath(run_dir: str | Path) -> list[str]:
+    """The `hydra.searchpath` the run was launched with (its .hydra/hydra.yaml): printed back, never loaded here."""
+    from forge.disk.files import read_yaml_file
+
+    p = Path(run_dir) / ".hydra" / "hydra.yaml"
+    sp = ((read_yaml_file(p, "run's hydra record") or {}).get("hydra") or {}).get("searchpath") if p.is_file() else None
+    return [str(x) for x in sp if isinstance(x, str)] if isinstance(sp, list) else []
 
 
 def _run_config(run_dir: str | Path) -> dict[str, Any]:

@@ -74,15 +74,17 @@ def allow_blind(space: str, predictor: str) -> list[str]:
     return sorted(blind_genes(declared(predictor), varied(load_space(space))))
 
 
-def tiny_recipe(run_cfg: Mapping[str, Any]) -> list[str]:
-    """A search whose verification trains on this CPU, in the run's own space family and backend; none (empty)
-    for a run of a user's space, which only its own protocol verifies."""
+def tiny_recipe(run_cfg: Mapping[str, Any], searchpath: Sequence[str] = ()) -> list[str]:
+    """A search whose verification trains on this CPU, in the run's own space family and backend (found on the
+    run's own `searchpath`, where the user keeps their accelerator's yaml); none (empty) for a run of a user's
+    space, which only its own protocol verifies."""
     space = tiny_space(_name(run_cfg.get("space")) or "iha-tiny")
     if space is None:
         return []
     backend = _name(run_cfg.get("backend"))
     pred, blind = tiny_predictor(space), allow_blind(space, tiny_predictor(space))
-    parts = ["forge-search", f"space={space}", f"evaluator.predictor={pred}",
+    parts = ["forge-search", *([quote(f"hydra.searchpath=[{','.join(searchpath)}]")] if searchpath else []),
+             f"space={space}", f"evaluator.predictor={pred}",
              *([f"evaluator.allow_blind=[{','.join(blind)}]"] if blind else []),
              *([f"backend={backend}"] if backend and backend != "roofline" else []),
              "protocol=cpu-proxy", "corpus=stdlib", "search.generations=5", f"hydra.run.dir={TINY_OUT}"]

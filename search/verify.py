@@ -46,7 +46,7 @@ from search.evaluated import VERIFIED
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
-CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
+CPU_VERIFY = "verify it on such a machine, or on this CPU a search made for it: {}, then {}"
 OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
 
 
@@ -82,11 +82,11 @@ class Verify:
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.runtime.needs import check_training
 
-            from search.suggest import tiny_recipe
+            from search.suggest import rel, tiny_recipe
 
             check_training(override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            override_node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}", allowed=cpu_verify(tiny_recipe(self.run_cfg)))
+                           f"run={rel(self.run_dir)}", allowed=cpu_verify(tiny_recipe(self.run_cfg)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -272,3 +273,29 @@ def test_constraints_print_with_the_front_and_one_that_never_bound_says_so(tmp_p
     text = con.export_text()
     assert (f"constraints: tpot_ms <= 1e+06 (never bound: no evaluated genome came near it, the largest tpot_ms "
             f"was {largest:.4g})") in text
+
+
+def test_the_tiny_recipe_after_a_search_on_the_users_accelerator_carries_its_searchpath(tmp_path):
+    """Issue 56 §5: a run launched with `hydra.searchpath=[...]` (the user's backend yaml) gets a tiny `next:`
+    search with that searchpath, and the line runs as printed (it failed: "Could not find 'backend/my-npu'")."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    from search.console import _searchpath
+    from search.suggest import tiny_recipe
+
+    conf = Path(__file__).resolve().parents[2] / "docs" / "examples" / "conf"
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"searchpath": [f"file://{conf}"]}}))
+    cmd = tiny_recipe({"space": {"name": "iha-paper"}, "backend": {"name": "my-npu"}}, _searchpath(run))[0]
+    assert f"hydra.searchpath=[file://{conf}]" in cmd and "backend=my-npu" in cmd
+    argv = shlex.split(cmd)
+    argv[0] = str(Path(sys.executable).with_name("forge-search"))
+    p = subprocess.run([*argv, "search.pop_size=4", "search.offspring=4", "search.generations=1", "progress=false",
+                        f"hydra.run.dir={tmp_path / 'tiny'}"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
