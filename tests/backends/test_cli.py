@@ -65,3 +65,28 @@ def test_multirun_sweeps_all_five_backends(tmp_path):
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     got = {json.loads(p.read_text())["backend"] for p in tmp_path.glob("*/summary.json")}
     assert got == {"roofline", "gemmini", "eyeriss", "flat", "dxe"}
+
+
+def test_a_measured_backend_shows_a_step_per_round_of_runs(tmp_path, capsys):
+    """Issue 56 §7: `forge-hw backend=cpu-measured` times the model for real (245 s for smollm2-135m on a busy
+    2-core box, silently): a line per round of runs on stderr (not a terminal here), n of m."""
+    from tests.forge.labelling._train_helpers import tiny_genomes
+
+    arch = tmp_path / "tiny.yaml"
+    arch.write_text(tiny_genomes(1)[0].to_yaml())
+    run(cfg(f"arch={arch}", "backend=cpu-measured", "workload.prefill=8", "workload.decode=2", out=tmp_path))
+    from backends.registry import build_backend
+
+    b = build_backend(cfg("backend=cpu-measured")["backend"])
+    n, w = b.warmup + b.repeats, b.warmup
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"forge-hw: timing tiny on cpu: 0/{n} to do"
+    assert [ln.split("(")[1].split(")")[0] for ln in err[1:]] == [
+        f"{'warm-up' if r < w else 'timed'} run {r + 1} of {n}" for r in range(n)]
+
+
+def test_the_summary_path_is_printed_as_typed_from_the_working_folder(tmp_path, monkeypatch, capsys):
+    """Issue 56 §8: forge-hw printed the summary's absolute path; under the working folder it is relative."""
+    monkeypatch.chdir(tmp_path)
+    run(cfg("workload.prefill=32", "workload.decode=8", out=tmp_path / "o"))
+    assert "summary: o/summary.json" in capsys.readouterr().out
