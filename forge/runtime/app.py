@@ -56,6 +56,11 @@ def user_errors(app: str) -> Iterator[None]:
             raise
         print(f"{app}: interrupted", file=sys.stderr)
         raise SystemExit(EXIT_SIGINT) from None
+    except BrokenPipeError:  # `forge-x --help | head`: the reader left; not a bug, nothing more to say
+        if not outer:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too
+        raise SystemExit(0) from None
     except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
         msg = describe_error(e, app)
         if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):

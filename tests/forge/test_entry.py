@@ -67,3 +67,18 @@ def test_the_installed_scripts_point_at_the_light_entries():
     installed = {e.name: e.value for e in distribution("forge-nas").entry_points if e.group == "console_scripts"}
     assert installed == SCRIPTS
 
+
+
+def test_help_piped_into_a_reader_that_leaves_is_not_a_bug(tmp_path):
+    """`forge-export --help | head -2` printed a BrokenPipeError traceback and "this is a bug in Forge": here the
+    reader is gone before the command starts (the pipe's read end closed), so every write fails alike."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(Path(sys.executable).with_name("forge-export")), "--help"], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=600, cwd=tmp_path)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and "Traceback" not in p.stderr and "bug" not in p.stderr, p.stderr[-2000:]
