@@ -234,9 +234,14 @@ def run(cfg: Any) -> dict[str, Any]:
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
-    with staged(out) as stage:  # written beside out=, moved in once whole: a failure leaves out= as it was
-        done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid)
-                for gid, r in zip(ids, chosen)]
+    from forge.runtime.steps import Steps
+
+    with staged(out) as stage, Steps("forge-export", f"writing format={fmt}", len(ids), unit="genome",
+                                     enabled=bool(c.get("progress", False))) as st:  # out= as it was on a failure
+        done = []
+        for gid, r in zip(ids, chosen):
+            done.append(export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid))
+            st.step(gid[:8])
         summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done],
                    **({"note": note} if note else {})}
