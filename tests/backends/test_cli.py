@@ -90,3 +90,25 @@ def test_the_summary_path_is_printed_as_typed_from_the_working_folder(tmp_path, 
     monkeypatch.chdir(tmp_path)
     run(cfg("workload.prefill=32", "workload.decode=8", out=tmp_path / "o"))
     assert "summary: o/summary.json" in capsys.readouterr().out
+
+
+def test_a_sweep_ends_with_its_jobs_side_by_side(tmp_path, capsys):
+    """Issue 56 §8: `forge-hw -m ... backend=a,b,...` ends with one table of every job (what varies and its
+    costs) and side_by_side.csv; it printed a table per job and no comparison."""
+    from omegaconf import OmegaConf
+
+    from backends.side_by_side import SideBySide
+
+    for i, (b, t) in enumerate([("roofline", 2.5), ("gemmini", 40.0)]):
+        (tmp_path / str(i) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(i) / ".hydra" / "overrides.yaml").write_text(f"- backend={b}\n- quiet=true\n")
+        (tmp_path / str(i) / "summary.json").write_text(json.dumps({"ttft_ms": t, "tpot_ms": t / 2,
+                                                                     "energy_per_token_uj": 9.0, "feasible": True}))
+    SideBySide().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    out = capsys.readouterr().out
+    assert "side by side: 2 jobs" in out and "roofline" in out and "gemmini" in out and "quiet" not in out
+    rows = (tmp_path / "side_by_side.csv").read_text().splitlines()
+    assert rows[0] == "backend,ttft_ms,tpot_ms,energy_per_token_uj,feasible" and rows[2].startswith("gemmini,40.0,")
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        c = compose(config_name="forge-hw", return_hydra_config=True)
+    assert c.hydra.callbacks.side_by_side._target_ == "backends.side_by_side.SideBySide"
