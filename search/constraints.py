@@ -63,8 +63,9 @@ def constraint_line(use: list[dict[str, Any]]) -> str | None:
     """`constraints: val_loss < 3.8 (65 of the 1836 genomes evaluated failed it); tpot_ms <= 5 (never bound: no
     evaluated genome came near it, the largest tpot_ms was 1.446)`, or None for a run without constraints."""
     parts = []
-    for u in use:
-        if u["failed"] or u["closest"] is None:
+    keys = ("constraint", "metric", "evaluated", "failed", "closest", "closest_is")
+    for u in (u for u in use if isinstance(u, dict) and all(k in u for k in keys)):  # summary.json is data
+        if u["failed"] or not isinstance(u["closest"], (int, float)):
             parts.append(f"{u['constraint']} ({u['failed']} of the {u['evaluated']} genomes evaluated failed it)")
         else:
             parts.append(f"{u['constraint']} (never bound: no evaluated genome came near it, the {u['closest_is']} "
