@@ -37,6 +37,7 @@ def user_errors(app: str) -> Iterator[None]:
     outer = not _ACTIVE
     if outer:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # hydra/launcher=ray: jobs' next: lines come without ANSI codes
         GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
     elif GUARD:
         GUARD[0].hydra_dir = hydra_output_dir()

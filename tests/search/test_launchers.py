@@ -55,6 +55,7 @@ def test_the_jobs_ran_where_the_launcher_put_them(sweeps):
     assert len(list((sub / ".submitit").glob("*/*_result.pkl"))) == 2  # one submitit job per seed
     _, log = sweeps["ray"]
     assert log.count("(_run_job pid=") >= 2  # output forwarded from Ray workers
+    assert "\x1b[" not in log  # issue 56: without ANSI colour codes (RAY_COLOR_PREFIX=0), so a next: line pastes
 
 
 def test_launchers_agree_with_each_other_seed_for_seed(sweeps):
