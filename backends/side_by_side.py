@@ -18,7 +18,7 @@ from hydra.experimental.callback import Callback
 COLS = (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("energy_per_token_uj", "energy µJ/tok"))
 
 
-def _jobs(sweep: Path) -> list[tuple[dict[str, str], dict[str, Any]]]:
+def jobs(sweep: Path) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(overrides as key -> value, summary) of each finished job, in job order."""
     out = []
     for d in sorted((p for p in sweep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
@@ -32,10 +32,15 @@ def _jobs(sweep: Path) -> list[tuple[dict[str, str], dict[str, Any]]]:
 
 def side_by_side(sweep: Path) -> list[dict[str, Any]]:
     """One row per job: the overrides that differ between jobs, then the costs (NaN-free floats as given)."""
-    jobs = _jobs(sweep)
-    keys = [k for k in dict.fromkeys(k for kv, _ in jobs for k in kv) if len({kv.get(k) for kv, _ in jobs}) > 1]
+    done = jobs(sweep)
+    keys = varying(done)
     return [{**{k: kv.get(k, "") for k in keys}, **{c: s.get(c) for c, _ in COLS},
-             "feasible": s.get("feasible")} for kv, s in jobs]
+             "feasible": s.get("feasible")} for kv, s in done]
+
+
+def varying(done: list[tuple[dict[str, str], dict[str, Any]]]) -> list[str]:
+    """The override keys whose value differs between jobs: what the sweep compares."""
+    return [k for k in dict.fromkeys(k for kv, _ in done for k in kv) if len({kv.get(k) for kv, _ in done}) > 1]
 
 
 class SideBySide(Callback):

@@ -299,3 +299,22 @@ def test_the_tiny_recipe_after_a_search_on_the_users_accelerator_carries_its_sea
                         f"hydra.run.dir={tmp_path / 'tiny'}"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_a_sweep_ends_with_its_jobs_and_the_report_over_them(tmp_path, capsys):
+    """Issue 56 §8: `forge-search -m hydra/launcher=submitit_local ...` printed no front and no next: (each job's
+    screen went to submitit's logs): the driver ends every sweep with a table of its jobs and the report line."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from search.sweep_end import SweepEnd
+
+    for i in (0, 1):
+        (tmp_path / str(i) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={i}", "progress=false"]))
+        (tmp_path / str(i) / "summary.json").write_text(json.dumps({"status": "complete", "archive_size": 3 + i,
+                                                                     "hypervolume": 1.5, "run_dir": str(tmp_path / str(i))}))
+    SweepEnd().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    out = capsys.readouterr().out
+    assert "sweep: 2 jobs" in out and "seed" in out and "progress" not in out and "1.5000" in out
+    assert f"forge-report runs={tmp_path}" in out
