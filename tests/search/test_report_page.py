@@ -124,3 +124,11 @@ def test_every_member_is_in_the_table_and_the_pages_exports_do_not_collide_with_
     outs = [re.search(r"out=(\S+)", r["export"]).group(1) for r in table["rows"]]
     assert console_out not in outs and len(set(outs)) == len(outs)
     assert all(o == f"exported-{r['id'][:8]}" for o, r in zip(outs, table["rows"]))
+
+
+def test_each_run_row_links_to_its_section_and_back(report):
+    """Issue 56 §8: a multirun report (21,537 px) had no links to its runs: each row of the Runs table links to
+    that run's front section, and each section back to the table."""
+    d, _, page = report
+    assert '<h2 id="runs">' in page and f'<a href="#front-0">{d.name}</a>' in page
+    assert 'id="front-0"' in page and '<a href="#runs"' in page
