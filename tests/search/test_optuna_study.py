@@ -116,3 +116,14 @@ def test_optuna_dashboard_draws_exactly_the_runs_front(study_run, tmp_path):
     by_number = {t.number: t.user_attrs["genome_id"] for t in _study(study_run).trials}
     front = {r["id"] for r in read_jsonl(study_run / "pareto.jsonl")}
     assert sorted(by_number[n] for n in numbers) == sorted(front) and drawn >= len(front)
+
+
+def test_without_optuna_the_option_is_refused_in_one_line(monkeypatch, tmp_path):
+    """`optuna_study=true` without the extra: one line naming it, before any search work."""
+    from search.errors import SearchConfigError
+    from search.optuna_study import StudyWriter
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna -> ImportError
+    with pytest.raises(SearchConfigError, match=r"optuna_study=true needs the optional packages optuna and "
+                                                r"optuna-dashboard: pip install -e '\.\[optuna\]'"):
+        StudyWriter(tmp_path, ["val_loss"])
