@@ -5,6 +5,7 @@ workloads. The backend is built generically from its `_target_`, so any conf/bac
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -31,7 +32,7 @@ def run(cfg: Any) -> dict[str, Any]:
     check_agreement([genome])  # plug-in hooks: the workload prices what the model holds, else one line
     backend = build_backend(cfg["backend"])
     wl = resolve_workload(cfg["workload"], backend)
-    row = backend.evaluate([genome], wl).row(0)
+    row = _evaluate(backend, genome, wl, not cfg.get("quiet", False))
     summary = {"arch": genome.name, "genome_id": genome.id, "backend": backend.name,
                "workload": {k: getattr(wl, k) for k in ("prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits")},
                **row}
@@ -39,8 +40,34 @@ def run(cfg: Any) -> dict[str, Any]:
     atomic_write_json(out / "summary.json", summary)
     if not cfg.get("quiet", False):
         print_summary(summary, int(cfg.get("top_ops", 8)))
-        Console().print(f"summary: {out / 'summary.json'}")
+        Console().print(f"summary: {_rel(out / 'summary.json')}", highlight=False, soft_wrap=True)
     return summary
+
+
+def _rel(path: Path) -> str:
+    """A path under the working folder as typed from there (outputs/hw/<stamp>/summary.json), else as it is."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _evaluate(backend: Any, genome: Any, wl: Any, progress: bool) -> dict[str, Any]:
+    """The genome's row; a measured backend (it runs the model: minutes for a 135M model on a busy CPU) shows
+    a progress step per round of runs."""
+    from backends.measure import MeasuredBackend
+
+    if not (progress and isinstance(backend, MeasuredBackend)):
+        return backend.evaluate([genome], wl).row(0)
+    from forge.runtime.steps import Steps
+
+    with Steps("forge-hw", f"timing {genome.name} on {backend.device}", backend.warmup + backend.repeats,
+               unit="run") as st:
+        backend.on_round = st.step
+        try:
+            return backend.evaluate([genome], wl).row(0)
+        finally:
+            backend.on_round = None
 
 
 def calibrate_main(cfg: Any) -> dict[str, Any]:

@@ -70,7 +70,8 @@ def one_run(prefill: Callable[[], Any], decode: Callable[[Any], Any], n_decode: 
 
 
 def measure_rounds(jobs: Sequence[tuple[Callable[[], Any], Callable[[Any], Any]]], n_decode: int, timer: Timer,
-                   warmup: int = 1, repeats: int = 3, energy: Any = None) -> list[dict[str, float]]:
+                   warmup: int = 1, repeats: int = 3, energy: Any = None,
+                   on_round: Callable[[str], None] | None = None) -> list[dict[str, float]]:
     """Median TTFT and TPOT of each (prefill, decode) job over `repeats` runs after `warmup` runs.
 
     Runs go in rounds, every job once per round: a slow spell of a shared machine then slows all jobs of
@@ -83,6 +84,8 @@ def measure_rounds(jobs: Sequence[tuple[Callable[[], Any], Callable[[Any], Any]]
             x = one_run(prefill, decode, n_decode, timer, energy)
             if r >= warmup:
                 runs[j].append(x)
+        if on_round is not None:  # forge-hw's progress: a measured genome can take minutes on a busy machine
+            on_round(f"{'warm-up' if r < warmup else 'timed'} run {r + 1} of {warmup + repeats}")
     out = []
     for rs in runs:
         ttfts, tpots, joules = (np.array(v) for v in zip(*rs))
@@ -135,6 +138,7 @@ class MeasuredBackend:
     threads: int | None = None  # torch intra-op threads while timing (None: leave as is)
     interleave = 1  # genomes timed together in rounds (their models held in memory at once) ...
     interleave_gb = math.inf  # ... as long as their weights fit this many GB
+    on_round: Callable[[str], None] | None = None  # called after each round of runs (forge-hw's progress)
 
     def __init__(self, warmup: int = 1, repeats: int = 3, seed: int = 0, precision: dict | None = None) -> None:
         self.warmup, self.repeats, self.seed = int(warmup), int(repeats), int(seed)
@@ -177,7 +181,7 @@ class MeasuredBackend:
             except oom as e:
                 self.cache[(g.id, wl)] = out_of_memory(self.device, e)
         try:
-            ms = measure_rounds(jobs, wl.decode, timer, self.warmup, self.repeats, energy)
+            ms = measure_rounds(jobs, wl.decode, timer, self.warmup, self.repeats, energy, self.on_round)
         except oom as e:
             ms = [out_of_memory(self.device, e)] * len(ready)
         for g, m in zip(ready, ms):

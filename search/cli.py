@@ -252,6 +252,7 @@ def export_lines(s: dict[str, Any]) -> list[str]:
              f"{files.get(fmt, 'genome.yaml + model.safetensors')} + MODEL_CARD.md each):"]
     lines += [f"  {rel(out / e['id'])}  {e['params']:,} parameters, weights {e['weights']}" for e in s["exported"]]
     first = rel(out / s["exported"][0]["id"]) if s["exported"] else rel(out)
+    lines += [f"  note: {s['note']}"] if s.get("note") else []
     return [*lines, f"every field: {rel(out / 'export_summary.json')}; in Python: "
                     + "; ".join(python_load(s.get("plugin_modules"), repr(first)))]
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forge.disk.io import as_float as _f
+from search.constraints import constraint_line
 from search.export import ExportError, select
 from search.state import read_jsonl
 from search.summary import predictor_label
@@ -217,6 +218,8 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
     console.print(f"hypervolume {_fmt(summary.get('hypervolume'), '{:.4f}')} after generation "
                   f"{summary.get('generations_done')} of {summary.get('generations')}, "
                   f"{summary.get('evaluations')} evaluations, {_fmt(summary.get('wall_s'), '{:.1f}')} s")
+    if line := constraint_line(summary.get("constraint_use") or []):
+        console.print(line, highlight=False, markup=False)
     console.print(f"run directory: {rel(run_dir)}", highlight=False, soft_wrap=True)
     nxt = next_commands(run_dir) if rows else next_commands(run_dir)[:1]  # no front: nothing to export or verify
     decide = decide_lines(run_dir, rows, run_odds(summary), _run_config(run_dir).get("protocol")) if rows else []

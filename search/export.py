@@ -1,7 +1,10 @@
 """forge-export: write selected Pareto genomes as a genome file, an IHA PyTorch model and a model card.
 
-    forge-export run=<dir> select=pareto|knee|min:<objective>|budget:<objective><=<value>
-                 format=yaml|json|pt|safetensors out=<dir>
+    forge-export run=<dir> select=pareto|knee|id:<id prefix>|min:<objective>|budget:<objective>:<value>
+                 format=yaml|json|pt|safetensors|hf out=<dir>
+
+`id:` takes any genome the run evaluated (archive.jsonl) or forge-verify trained (verify/verified.jsonl), saying
+when it is not on the front.
 
 `format` yaml/json picks the genome file (weights then go to safetensors); pt/safetensors picks the
 weight file (the genome is then YAML). Weights are random (seeded GPT-2 init) unless trained ones
@@ -240,7 +243,8 @@ def run(cfg: Any) -> dict[str, Any]:
         require_transformers()
     status = require_complete(run_dir, bool(c.get("allow_partial", False)), "run")
     rows = read_jsonl(run_dir / "pareto.jsonl")
-    chosen = select(rows, str(c.get("select", "knee")), _objectives(run_dir, rows), _maximized(run_dir))
+    weights = Path(c["weights"]) if c.get("weights") else None
+    chosen, note = _chosen(run_dir, rows, str(c.get("select", "knee")), weights)
     run_cfg = _run_config(run_dir)
     card = {"run": str(run_dir), "loss_interval": _summary(run_dir).get("loss_interval"),
             "loss_predictor": _summary(run_dir).get("loss_predictor"),
@@ -253,14 +257,20 @@ def run(cfg: Any) -> dict[str, Any]:
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
-    weights = Path(c["weights"]) if c.get("weights") else None
+    from forge.runtime.steps import Steps
+
     # written beside out=, moved in once whole: a failure (a full disk), Ctrl-C or SIGTERM leaves out= as it was
-    with term_as_interrupt(), full_disk_at(out), staged(out) as stage:
-        done = [export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid)
-                for gid, r in zip(ids, chosen)]
+    with term_as_interrupt(), full_disk_at(out), staged(out) as stage, Steps(
+            "forge-export", f"writing format={fmt}", len(ids), unit="genome",
+            enabled=bool(c.get("progress", False))) as st:
+        done = []
+        for gid, r in zip(ids, chosen):
+            done.append(export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid))
+            st.step(gid[:8])
         summary = {"run": str(run_dir), "select": c.get("select"), "format": fmt, "out": str(out), "run_status": status,
                    **({"plugin_modules": card["plugin_modules"]} if card["plugin_modules"] else {}),
-                   "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done]}
+                   "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done],
+                   **({"note": note} if note else {})}
         atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
     return summary
 
@@ -268,6 +278,19 @@ def run(cfg: Any) -> dict[str, Any]:
 def _space_name(node: Any) -> str | None:
     """The run's space name: a saved config holds the node, or (a run made from Python) its name."""
     return node if isinstance(node, str) else (node or {}).get("name") if isinstance(node, dict) else None
+
+
+def _chosen(run_dir: Path, rows: list[dict[str, Any]], spec: str,
+            weights: Path | None) -> tuple[list[dict[str, Any]], str | None]:
+    """The selected rows, and a note when `id:` named a genome off the front (search.evaluated: one the search
+    evaluated or forge-verify trained, found beside `weights=` or in the run's verify/)."""
+    m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)
+    if m and rows and not any(str(r["id"]).startswith(m.group(1)) for r in rows):
+        from search.evaluated import off_front
+
+        row, note = off_front(run_dir, m.group(1), [*([weights.parent] if weights else []), run_dir / "verify"])
+        return [row], note
+    return select(rows, spec, _objectives(run_dir, rows), _maximized(run_dir)), None
 
 
 def checked_id(row: dict[str, Any], run_dir: Path) -> str:

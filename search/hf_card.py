@@ -118,8 +118,6 @@ def hf_card(info: dict[str, Any], genome: Genome, why: str | None, tokenizer: st
                       for k, v in sorted(m.items()) if k not in ("val_loss", "mu", "sigma", "loss_lo", "loss_hi"))
     weights = str(info.get("weights", "?"))
     weights = "trained (`forge-verify`)" if weights.startswith("trained") else weights
-    load = ("AutoModelForCausalLM.from_pretrained(folder)  # native LlamaForCausalLM" if native
-            else "AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)")
     native_line = ("" if native else "Native form: `llama/` (LlamaForCausalLM, no remote code needed)." if why is None
                    else f"No native transformers family fits this genome ({why}); it loads with its remote code.")
     lo, hi = m.get("loss_lo"), m.get("loss_hi")
@@ -149,13 +147,28 @@ vocabulary {genome.vocab_size}, context {genome.block_size}) found by Forge's ar
 
 ## Use
 ```python
-from transformers import AutoModelForCausalLM, pipeline
-model = {load}
-generate = pipeline("text-generation", model=folder, trust_remote_code=True)
+{use_snippet(tokenizer, native)}
 ```
 {tokenizer_note(genome, tokenizer)}
 {native_line}
 """
+
+
+def use_snippet(tokenizer: str | bool, native: bool) -> str:
+    """The card's first snippet, which runs as printed offline from inside the folder (its first line says so);
+    with no tokenizer shipped it feeds token ids and says what a tokenizer would need."""
+    remote = "" if native else ", trust_remote_code=True"  # the folder's modeling_forge.py (a native llama/ needs none)
+    head = ("# offline, run inside this folder (else set `folder` to its path or Hub repo id)"
+            + ("" if native else "; it runs the folder's own code, modeling_forge.py"))
+    load = f'folder = "."\nmodel = AutoModelForCausalLM.from_pretrained(folder{remote})'
+    if tokenizer:
+        return (f"{head}\nfrom transformers import AutoModelForCausalLM, AutoTokenizer, pipeline\n{load}\n"
+                f"tokenizer = AutoTokenizer.from_pretrained(folder{remote})\n"
+                'generate = pipeline("text-generation", model=model, tokenizer=tokenizer)\n'
+                'print(generate("Hello", max_new_tokens=8)[0]["generated_text"])')
+    return (f"{head}; no tokenizer is shipped (see below), so this feeds token ids\nimport torch\n"
+            f"from transformers import AutoModelForCausalLM\n{load}\n"
+            "print(model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=8)[0].tolist())")
 
 
 def _fmt(x: Any) -> str:

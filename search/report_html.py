@@ -65,6 +65,7 @@ def render_html(runs: list[dict[str, Any]], images: list[Path], stats: dict[str,
     fronts = [run_section(r, i) for i, r in enumerate(runs[:max_fronts])]
     return env.get_template("report.html").render(
         runs=runs, ref=ref, run_head=head, run_rows=rows, hv_rows=hv_rows, fingerprint_rows=fps,
+        run_links=[f"front-{i}" if i < max_fronts else "" for i in range(len(runs))],  # a run's row -> its section
         figures=[_figure(p) for p in images], fronts=fronts, more_runs=max(len(runs) - max_fronts, 0),
         plotly_js=plotly_js() if fronts else "")
 

@@ -66,11 +66,18 @@ def genome_line(genome: Mapping[str, Any]) -> str:
             f"{span('n_kv', attn)}, FFN {span('d_ff', layers)}")
 
 
+def page_export(run_dir: Path, gid: str) -> str:
+    """The page's export command of one genome: `select=id:<12>` into `exported-<8>`, a folder of its own, never
+    the `exported/` the console's `next:` export writes (both were refused after the other had run)."""
+    return export_command(run_dir, select=f"id:{gid[:12]}", base=f"exported-{gid[:8]}")
+
+
 def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str, Any], knee: str | None,
-                limit: int = 60) -> dict[str, Any]:
-    """Header and rows of one run's front, lowest predicted loss first; each row carries its `p #1` (search.odds:
-    P that the best-predicted member trains better), its group, its raw values (the page sorts and filters on
-    them) and its export command."""
+                limit: int | None = None) -> dict[str, Any]:
+    """Header and rows of one run's front, lowest predicted loss first (every member: the page scrolls the table,
+    so its budget filter counts the whole front); each row carries its `p #1` (search.odds: P that the
+    best-predicted member trains better), its group, its raw values (the page sorts and filters on them) and its
+    export command."""
     from search.odds import loss_groups, p_best, run_odds
 
     objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
@@ -80,7 +87,7 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
     p1, groups = p_best(rows, odds), loss_groups(rows, odds)
     out = []
     for j, r in enumerate(rows):
-        if j >= limit and r["id"] != knee:
+        if limit is not None and j >= limit and r["id"] != knee:
             continue
         m = r.get("metrics") or {}
         lo, hi = _f(m.get("loss_lo")), _f(m.get("loss_hi"))
@@ -91,7 +98,7 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
                     "mu": _fmt(m.get("mu", m.get("val_loss"))), "mu_v": _raw(m.get("mu", m.get("val_loss"))),
                     "interval": f"[{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else "–",
                     "cells": [(_fmt(m.get(c)), _raw(m.get(c))) for c in cols], "select": f"id:{r['id'][:12]}",
-                    "export": export_command(run_dir, select=f"id:{r['id'][:12]}")})
+                    "export": page_export(run_dir, r["id"])})
     return {"head": head, "cols": cols, "rows": out, "more": max(len(rows) - len(out), 0)}
 
 
@@ -127,8 +134,9 @@ def hover(r: Mapping[str, Any], cols: Sequence[str]) -> str:
 
 
 def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None) -> dict[str, Any]:
-    """Loss against each cost column: the feasible archive coloured by generation, the front on top; each front
-    point carries its export command (`customdata`), shown by the page when the point is clicked."""
+    """Loss against each cost column: the feasible archive coloured by generation, the front on top; each point
+    carries its export command (`customdata`: `id:` takes any evaluated genome), shown by the page when the point
+    is clicked: the point plotly hovers is the one clicked, so the tooltip and the command name one genome."""
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
@@ -136,13 +144,15 @@ def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None)
     on_front = {r["id"] for r in front}  # a front member is drawn once, on top: its click is never the archive's
     archive = [r for r in run["archive"] if r.get("feasible") and r["id"] not in on_front]
     fig = make_subplots(rows=1, cols=len(cols), shared_yaxes=True, horizontal_spacing=0.04)
+    archive_cmds = [page_export(run["dir"], r["id"]) for r in archive]
+    front_cmds = [page_export(run["dir"], r["id"]) for r in front]
     for k, c in enumerate(cols, start=1):
         fig.add_trace(go.Scatter(
             x=[_f(r["metrics"].get(c)) for r in archive], y=[_f(r["metrics"].get("val_loss")) for r in archive],
             mode="markers", name="archive", legendgroup="archive", showlegend=k == 1,
             marker={"size": 5, "color": [r.get("generation", 0) for r in archive], "colorscale": "Viridis",
                     "opacity": 0.55, "showscale": k == len(cols), "colorbar": {"title": "generation"}},
-            hovertext=[hover(r, cols) for r in archive], hoverinfo="text"), row=1, col=k)
+            hovertext=[hover(r, cols) for r in archive], hoverinfo="text", customdata=archive_cmds), row=1, col=k)
         fig.update_xaxes(title_text=c, row=1, col=k)
     for k, c in enumerate(cols, start=1):  # after every archive trace: the front is the top layer everywhere
         fig.add_trace(go.Scatter(
@@ -152,7 +162,7 @@ def pareto_figure(run: Mapping[str, Any], cols: Sequence[str], knee: str | None)
                     "line": {"color": "crimson", "width": 1.5},
                     "symbol": ["star" if r["id"] == knee else "circle" for r in front]},
             hovertext=[hover(r, cols) + ("<br><b>knee</b>" if r["id"] == knee else "") for r in front],
-            hoverinfo="text", customdata=[export_command(run["dir"], select=f"id:{r['id'][:12]}") for r in front]),
+            hoverinfo="text", customdata=front_cmds),
             row=1, col=k)
     fig.update_yaxes(title_text="val_loss (predicted)", row=1, col=1)
     fig.update_layout(height=420, margin={"l": 60, "r": 20, "t": 30, "b": 50}, hovermode="closest",

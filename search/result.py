@@ -80,7 +80,7 @@ class SearchResult:
 
         out = out or self.run_dir / "exported"
         return run(compose("forge-export", run=str(self.run_dir), select=select, format=format, out=str(out),
-                           **values))
+                           **{"progress": False, **values}))
 
     @api_errors
     def verify(self, **values: Any) -> dict[str, Any]:

@@ -28,9 +28,9 @@ SUMMARY_TYPES: dict[str, Any] = {
     "status": str, "generations_done": int, "generations": int, "hypervolume": _NUM,
     "hypervolume_loss_params": _NUM, "hv_per_generation": list, "hv_loss_params_per_generation": list,
     "evaluations": int, "archive_size": int, "wall_s": _NUM, "phase_s": dict, "objectives": list, "maximize": list,
-    "constraints": list, "hv_anchor": dict, "algorithm": str, "space": str, "backend": str, "seed": int,
-    "surrogate_version": int, "run_dir": str, "loss_interval": (dict, type(None)), "loss_pairwise": (dict, type(None)),
-    "interrupted_by": str,
+    "constraints": list, "constraint_use": list, "hv_anchor": dict, "algorithm": str, "space": str, "backend": str,
+    "seed": int, "surrogate_version": int, "run_dir": str, "loss_interval": (dict, type(None)),
+    "loss_pairwise": (dict, type(None)), "interrupted_by": str,
     "reason": str, "least_violating": (dict, list, type(None)), "coevolution": (dict, type(None)),
 }
 _KINDS = ((Path.is_dir, "a folder"), (Path.is_fifo, "a FIFO"), (Path.is_socket, "a socket"),

@@ -45,6 +45,7 @@ class Search:
         self.timers: dict[str, float] = defaultdict(float)
         self.gen, self.wall_before = -1, 0.0
         self._hv: tuple[Hypervolume, Hypervolume, dict[str, float]] | None = None  # scored on first need
+        self.study = self._study_writer() if config.get("optuna_study") else None  # <run>/study.db, a live view
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -112,6 +113,14 @@ class Search:
         self.gen = g
         self._timed("log", self._log_generation, g, len(off))
         self._timed("checkpoint", self.checkpoint)
+        if self.study is not None:
+            self._timed("study", self.study.sync)
+
+    def _study_writer(self) -> Any:
+        from search.optuna_study import StudyWriter
+
+        maxi = [o.name for o in self.problem.specs if o.sign < 0]
+        return StudyWriter(self.run_dir, self.problem.objectives, maxi, list(self.problem.constraints))
 
     def _log_offspring(self, g: int, off: Population) -> None:
         genomes, m = self.problem.metrics(pop_column(off, "X"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from search.carried import carry, customized, own_overrides, quote  # noqa: F401 (quote: spelled there)
+from search.carried import searchpath as carried_searchpath
 
 TINY_K = "k=4 control=4"  # the tutorial's verification: 4 picks + 4 controls (8 + 8 trainings by default)
 TINY_OUT = "runs/tiny"
@@ -78,12 +79,14 @@ def tiny_recipe(run_cfg: Mapping[str, Any], run_dir: str | Path | None = None) -
     launch is recorded; else none (empty): only its own protocol verifies it."""
     if run_dir is not None and customized(run_dir, dict(run_cfg)):
         return own_recipe(run_dir, _name(run_cfg.get("space")))
+    searchpath = carried_searchpath(run_dir) if run_dir is not None else []
     space = tiny_space(_name(run_cfg.get("space")) or "iha-tiny")
     if space is None:
         return []
     backend = _name(run_cfg.get("backend"))
     pred, blind = tiny_predictor(space), allow_blind(space, tiny_predictor(space))
-    parts = ["forge-search", f"space={space}", f"evaluator.predictor={pred}",
+    parts = ["forge-search", *([quote(f"hydra.searchpath=[{','.join(searchpath)}]")] if searchpath else []),
+             f"space={space}", f"evaluator.predictor={pred}",
              *([f"evaluator.allow_blind=[{','.join(blind)}]"] if blind else []),
              *([f"backend={backend}"] if backend and backend != "roofline" else []),
              "protocol=cpu-proxy", "corpus=stdlib", "search.generations=5", f"hydra.run.dir={TINY_OUT}"]

@@ -1,12 +1,14 @@
 """A run's summary.json: the contract every consumer reads (status first), written by the loop at each end."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from forge.disk.io import atomic_write_json
 from search.archive import least_violating
 from search.odds import odds_summary
 from surrogate.pairwise import PairwiseOdds
+from search.constraints import constraint_use
 
 
 def interval_summary(search: Any) -> dict[str, Any]:
@@ -38,6 +40,15 @@ def predictor_label(named: Any) -> str | None:
     return str(named["name"]) + (f" (evaluator.predictor={req})" if req and req != named["name"] else "")
 
 
+def evaluated(run_dir: Path) -> list[dict[str, Any]]:
+    """Every genome the run evaluated, its latest record each, from archive.jsonl (a resumed run holds only its
+    population in memory)."""
+    from search.state import read_jsonl
+
+    p = Path(run_dir) / "archive.jsonl"
+    return list({r["id"]: r for r in read_jsonl(p, True) if "id" in r}.values()) if p.is_file() else []
+
+
 def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                   reason: str | None = None) -> dict[str, Any]:
     """summary.json of a `search.runner.Search`; `status` (complete | stopped | interrupted | running | failed) is
@@ -52,6 +63,7 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                "wall_s": s.wall(), "phase_s": s.all_timers(), "objectives": problem.objectives,
                **({"maximize": maxi} if (maxi := [o.name for o in problem.specs if o.sign < 0]) else {}),
                "constraints": [str(c) for c in problem.constraints],
+               "constraint_use": constraint_use(list(problem.constraints), evaluated(s.run_dir)),
                "hv_anchor": {"genome": s.anchor_genome.to_dict(), "values": s.anchor, "ref": s.hv.ref},
                "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
                "seed": s.seed, "surrogate_version": problem.evaluator.version,

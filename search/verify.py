@@ -46,10 +46,11 @@ from surrogate.checkpoints import BLIND_WHY
 from search.verify_report import (brief, figure, interval_of, real_figure, real_row, row_of,  # noqa: F401 (brief: the
                                   summarize, summarize_real)                                  # CLI's, kept here)
 from surrogate.metrics import mae
+from search.evaluated import VERIFIED
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
-CPU_VERIFY = ("verify this run where its protocol trains, or verify a search made for this CPU: {}  then  {}")
+CPU_VERIFY = "verify it on such a machine, or on this CPU a search made for it: {}, then {}"
 OWN_VERIFY = "verify this run where its protocol trains (a run of your own space has no CPU-scale twin in conf/space)"
 
 
@@ -91,11 +92,11 @@ class Verify:
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
             from forge.runtime.needs import check_training
 
-            from search.suggest import tiny_recipe
+            from search.suggest import rel, tiny_recipe
 
             check_training(override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol")) or {},
                            override_node("corpus", self.cfg.get("corpus"), self.run_cfg.get("corpus")) or {},
-                           f"forge-verify run={self.run_dir}", allowed=cpu_verify(tiny_recipe(self.run_cfg, self.run_dir)))
+                           f"run={rel(self.run_dir)}", allowed=cpu_verify(tiny_recipe(self.run_cfg, self.run_dir)))
         self.k, self.n_control = int(self.cfg.get("k", 8)), int(self.cfg.get("control", self.cfg.get("k", 8)))
         if self.k < 1 or self.n_control < 0:
             raise VerifyError(f"k={self.k}, control={self.n_control}; allowed: k >= 1 and control >= 0")
@@ -219,6 +220,7 @@ class Verify:
         if self.cfg.get("refit"):
             out["refit"] = self.refit(P + C, labels)
         self.out.mkdir(parents=True, exist_ok=True)
+        write_verified(self.out, roles)  # the genomes themselves: forge-export select=id: takes any of them
         out["figure"] = str(self._figure(P, C, summary, measured is not None))
         out = round_floats(out)  # fixed digits: the same report on every machine
         atomic_write_json(self.out / "verify.json", out)
@@ -308,6 +310,16 @@ class Verify:
 
             res.update(checkpoint=str(stem), use=f"forge-search evaluator.predictor={quote(rel(stem))} ...")
         return res
+
+
+def write_verified(out: Path, roles: list) -> None:
+    """<out>/verified.jsonl: each trained genome with its role, genome and the run's metrics for it, so an export
+    of a control or near-front pick (not in pareto.jsonl) finds its genome beside the weights it trained."""
+    from forge.disk.io import atomic_write_text, json_line
+
+    atomic_write_text(out / VERIFIED, "".join(json_line({"id": r["id"], "role": role, "genome": r["genome"],
+                                                         "metrics": r["metrics"], "design": r.get("design")}) + "\n"
+                                              for role, r in roles))
 
 
 def _fmt(x: float | None) -> str:

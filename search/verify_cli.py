@@ -32,9 +32,10 @@ def human(b: dict[str, Any], wall_s: float) -> list[str]:
         lines.append(f"  predicted vs real loss: Spearman {_num(b.get('spearman'), '{:.2f}')}, MAE "
                      f"{_num(b.get('mae'))}, interval coverage {_num(b.get('coverage'), '{:.0%}')} at "
                      f"{_num(b.get('interval_level'), '{:.0%}')}")
-    best, hv = b.get("best_real_loss") or {}, b.get("real_hv") or {}
-    lines.append(f"  best real loss: picks {_num(best.get('picks'))}, control {_num(best.get('control'))}; real "
-                 f"hypervolume: picks {_num(hv.get('picks'), '{:.4f}')}, control {_num(hv.get('control'), '{:.4f}')}")
+    hv = b.get("real_hv") or {}
+    lines.append(f"  {winner_line(b.get('winner'), b.get('best_control'))}")
+    lines.append(f"  real hypervolume: picks {_num(hv.get('picks'), '{:.4f}')}, control "
+                 f"{_num(hv.get('control'), '{:.4f}')}")
     lines.append(f"  {b.get('cost', '')}")
     if (b.get("refit") or {}).get("refit"):
         r = b["refit"]
@@ -42,6 +43,23 @@ def human(b: dict[str, Any], wall_s: float) -> list[str]:
                      f"(in-sample); use: {r.get('use', '')}")
     lines.append(f"figure: {rel(b.get('figure', '?'))}; every number: {rel(b.get('verify_json', '?'))}")
     return lines
+
+
+def winner_line(win: dict[str, Any] | None, control: dict[str, Any] | None) -> str:
+    """`best real loss: 2.900, pick ce6e910a (min:tpot_ms); control 3.068 (fdc7c5e4)`: the winner by its id."""
+    pick = (f"{_num(win['real_loss'])}, pick {win['id'][:8]} ({win['role'].removeprefix('pick ')})" if win
+            else "none (no pick trained to a finite loss)")
+    ctrl = f"{_num(control['real_loss'])} ({control['id'][:8]})" if control else "n/a"
+    beaten = " (the control trained better)" if win and control and control["real_loss"] < win["real_loss"] else ""
+    return f"best real loss: {pick}; control {ctrl}{beaten}"
+
+
+def export_comment(b: dict[str, Any]) -> str:
+    """The comment above the `next:` export: which genome, and whether it gets the weights this verify trained."""
+    win = b["winner"]
+    what = f"# export the winner, {win['role'].removeprefix('pick ')} {win['id'][:8]} (real loss {_num(win['real_loss'])})"
+    return what + (", with its trained weights:" if b.get("winner_weights") else
+                   ": its label came from the store, so no trained weights were kept here (random init):")
 
 
 def main_task(cfg: DictConfig) -> None:
@@ -62,7 +80,7 @@ def main_task(cfg: DictConfig) -> None:
     for line in human(b, time.perf_counter() - t0):
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     if b.get("export_trained"):
-        print_commands(console, "next", ["# export the trained knee:", b["export_trained"]])
+        print_commands(console, "next", [export_comment(b), b["export_trained"]])
 
 
 main_hydra = forge_main("forge-verify")(main_task)

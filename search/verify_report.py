@@ -74,6 +74,16 @@ def _hv_points(rows: Sequence[dict[str, Any]], latency: str, measured: bool) -> 
     return np.array([[_f(r["real_loss"]), _f(r.get(col))] for r in rows], float).reshape(-1, 2)
 
 
+def winner(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row of lowest real loss (ties: the smaller id): its id, role and real loss; None when none trained to a
+    finite loss. The verify's summary names it and its `next:` line exports it."""
+    fin = _finite(rows)
+    if not fin:
+        return None
+    best = min(fin, key=lambda r: (r["real_loss"], r["id"]))
+    return {"id": best["id"], "role": best["role"], "real_loss": best["real_loss"]}
+
+
 def summarize(picks: list[dict[str, Any]], control: list[dict[str, Any]], latency: str, measured: bool,
               level: float, interval_method: str) -> dict[str, Any]:
     """Spearman, coverage, MAE over the finite picks; real HV of picks vs control on one shared scale."""
@@ -87,7 +97,7 @@ def summarize(picks: list[dict[str, Any]], control: list[dict[str, Any]], latenc
             "interval_method": interval_method,
             "spearman_all": _spearman(mu + [r["mu"] for r in cfin], y + [r["real_loss"] for r in cfin]),
             "best_real_loss": {"picks": min(y, default=None), "control": min((r["real_loss"] for r in cfin), default=None)},
-            "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
+            "winner": winner(picks), "best_control": winner(control), "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
             "hv_ref": HV_REF}
 
 
@@ -113,7 +123,7 @@ def summarize_real(picks: list[dict[str, Any]], control: list[dict[str, Any]], l
             "best_real_loss": {"picks": min((r["real_loss"] for r in fin), default=None),
                                "control": min((r["real_loss"] for r in cfin), default=None)},
             "median_real_loss": {"picks": med(fin), "control": med(cfin)},
-            "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
+            "winner": winner(picks), "best_control": winner(control), "real_hv": hv, "hv_objectives": ["real_loss", f"{'measured' if measured else 'predicted'}_{latency}"],
             "hv_ref": HV_REF}
 
 
@@ -194,12 +204,19 @@ def brief(out: dict[str, Any]) -> dict[str, Any]:
     from search.suggest import export_command, quote, rel
 
     weights = Path(out["figure"]).with_name("weights")
+    win = out["summary"].get("winner")
     trained = ({"trained_weights": str(weights), "export_trained": export_command(
-        out.get("run") or ".", f"weights={quote(rel(weights))}", "format=hf", base="exported-trained")}
-        if weights.is_dir() else {})
+        out.get("run") or ".", f"weights={quote(rel(weights))}", "format=hf", select=f"id:{win['id']}",
+        base="exported-trained"), "winner_weights": _weights_of(weights, win["id"])}
+        if win and weights.is_dir() else {})
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
             "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
 
+
+
+def _weights_of(weights: Path, gid: str) -> str | None:
+    """The trained weights file this verify kept for `gid` (None: its label came from the store, not retrained)."""
+    return next((str(p) for p in (weights / f"{gid}{ext}" for ext in (".safetensors", ".pt")) if p.is_file()), None)
 
 
 def measured_loss(verify_dir: Path, gid: str) -> float | None:

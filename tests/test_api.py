@@ -2,6 +2,7 @@
 stays light."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -114,3 +115,14 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch):
     assert list(loss["id"]) == list(front["id"])  # forge.predict gives what the search's evaluator gave
     assert loss["mu"].to_numpy() == pytest.approx(front["val_loss"].to_numpy())
     assert loss["loss_hi"].to_numpy() == pytest.approx(front["loss_hi"].to_numpy())
+
+
+def test_the_plugin_block_of_the_python_api_page_runs_outside_the_clone(tmp_path):
+    """Issue 56 §5: the block that loads a plug-in gene runs as pasted from any folder (it ran only from inside
+    the clone), in a fresh interpreter with nothing of the clone on its path."""
+    block = next(b for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S) if "load_modules" in b)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'glu': '[0, 1]'" in out.stdout

@@ -171,17 +171,16 @@ def _ctrl_c_default() -> None:
 
 def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
     """Run one command line in bash; with interrupt_at, SIGINT it once its run folder holds that many generations."""
-    proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ctrl_c_default)
-    if interrupt_at is not None:
-        history = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) / "history.jsonl"
-        deadline = time.monotonic() + TIMEOUT_S
-        while proc.poll() is None and time.monotonic() < deadline:
-            # history.jsonl has one line per generation, from generation 0 (the initial population)
-            if history.is_file() and len(history.read_text().splitlines()) > interrupt_at:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-            time.sleep(0.005)  # a default generation takes ~30 ms on an idle core
+    for _ in range(5):  # a busy machine can let the run pass the generation before it is stopped: run it again
+        proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=_ctrl_c_default)
+        run = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) if interrupt_at is not None else None
+        if run is None or _interrupted_at(proc, run, interrupt_at) != "past":
+            break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        shutil.rmtree(run, ignore_errors=True)
     try:
         out, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -189,6 +188,25 @@ def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
         out, _ = proc.communicate()
         return -9, out
     return proc.returncode, out
+
+
+def _interrupted_at(proc: subprocess.Popen, run: Path, gen: int) -> str:
+    """SIGINT the run once generation `gen` is checkpointed, while generation gen+1 is still running: the group is
+    stopped (SIGSTOP) where the poll sees it, read again, and interrupted only if it holds exactly that many
+    generations (then resumed, so the pending SIGINT lands at once): "exact"; "past": it ran past that generation
+    (stopped and resumed as it was); "ended": it ended (or the deadline passed) before reaching it."""
+    history = run / "history.jsonl"  # one line per generation, from generation 0 (the initial population)
+    deadline = time.monotonic() + TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        if history.is_file() and len(history.read_text().splitlines()) > gen:
+            os.killpg(proc.pid, signal.SIGSTOP)
+            exact = len(history.read_text().splitlines()) == gen + 1
+            if exact:
+                os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGCONT)
+            return "exact" if exact else "past"
+        time.sleep(0.005)  # a default generation takes ~30 ms on an idle core
+    return "ended"
 
 
 def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: dict) -> int:

@@ -51,3 +51,15 @@ def test_built_site_has_no_list_in_a_paragraph_and_every_table_scrolls(tmp_path:
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert check_site.check_site(tmp_path / "site") == []
+
+
+def test_check_finds_a_page_that_fetches_fonts_and_a_site_without_its_offline_search_index(tmp_path: Path) -> None:
+    """Issue 56 §8: the site opened from site/ fetched Google Fonts and logged a ReferenceError on every page
+    (search/search_index.js missing over file://): the check names both."""
+    font = '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">'
+    assert check_site.check_html(font) == ["fetches from the network (fonts or a CDN)"]
+    (tmp_path / "index.html").write_text("<p>ok</p>")
+    assert [p.split(":")[0] for p in check_site.check_site(tmp_path)] == ["search/search_index.js"]
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search" / "search_index.js").write_text("var __index = {};")
+    assert check_site.check_site(tmp_path) == []

@@ -150,7 +150,10 @@ class RayTrainer(_Base):
             raise DispatchError("dispatch=ray needs the optional package ray: pip install -e '.[ray]' in the Forge "
                                 "clone") from None
         if not ray.is_initialized():
-            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False, **dict(self.init_kwargs))
+            # null means a local instance of our own: Ray's own None would join any cluster another process
+            # started on this machine (its /tmp/ray/ray_current_cluster), which is not the one asked for
+            ray.init(address=self.address or "local", ignore_reinit_error=True, log_to_driver=False,
+                     **dict(self.init_kwargs))
         remote = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus, max_retries=self.retries)(train_one)
         refs = {remote.remote(g.to_dict(), self.spec): g for g in todo if self._take(g)}
         deadline = time.monotonic() + self.timeout_s * max(1, len(todo))

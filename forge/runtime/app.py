@@ -37,6 +37,7 @@ def user_errors(app: str) -> Iterator[None]:
     outer = not _ACTIVE
     if outer:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # hydra/launcher=ray: jobs' next: lines come without ANSI codes
         GUARD[:] = [RunDirGuard.from_argv(sys.argv[1:])]
     elif GUARD:
         GUARD[0].hydra_dir = hydra_output_dir()
@@ -60,6 +61,11 @@ def user_errors(app: str) -> Iterator[None]:
             raise
         print(f"{app}: interrupted", file=sys.stderr)
         raise SystemExit(EXIT_SIGINT) from None
+    except BrokenPipeError:  # `forge-x --help | head`: the reader left; not a bug, nothing more to say
+        if not outer:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too
+        raise SystemExit(0) from None
     except Exception as e:  # inside a job: exit here, so Hydra adds no "Error executing job" line
         msg = describe_error(e, app)
         if os.environ.get("FORGE_DEBUG") or (msg is None and not outer):

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from forge.errors import UserError
 
 CPU_RECIPE = "protocol=cpu-proxy corpus=stdlib (trains on this CPU in seconds per genome)"
+DATA_EXTRA = "(pip install -e '.[data]' in the Forge clone)"
 
 
 class NeedsError(UserError):
@@ -48,13 +49,19 @@ def training_needs(protocol: Mapping[str, Any], corpus: Mapping[str, Any]) -> li
     """What is missing here to train under `protocol` on `corpus` (empty: nothing)."""
     missing = []
     if str(protocol.get("accelerator", "cpu")) == "gpu" and not _cuda():
-        missing.append(f"a CUDA GPU (protocol {protocol.get('name', '?')} sets accelerator=gpu; none is visible)")
+        missing.append("a CUDA GPU (none is visible)")
     if str(corpus.get("_target_", "")).endswith("hf_corpus") and importlib.util.find_spec("datasets") is None:
-        missing.append("the optional package datasets (pip install -e '.[data]' in the Forge clone)")
+        missing.append(f"datasets {DATA_EXTRA}")
     if corpus.get("tokenizer") == "gpt2" and importlib.util.find_spec("tiktoken") is None:
-        missing.append("the optional package tiktoken for the GPT-2 tokenizer (pip install -e '.[data]' in the Forge "
-                       "clone)")
+        missing.append(f"tiktoken {DATA_EXTRA}")
     return missing
+
+
+def _joined(missing: list[str]) -> str:
+    """`a CUDA GPU (none is visible) and datasets, tiktoken (pip install -e '.[data]')`: one extra named once."""
+    pkgs = [m.removesuffix(f" {DATA_EXTRA}") for m in missing if m.endswith(DATA_EXTRA)]
+    rest = [m for m in missing if not m.endswith(DATA_EXTRA)]
+    return " and ".join([*rest, *([f"{', '.join(pkgs)} {DATA_EXTRA}"] if pkgs else [])])
 
 
 def check_training(protocol: Mapping[str, Any], corpus: Mapping[str, Any], what: str,
@@ -64,4 +71,4 @@ def check_training(protocol: Mapping[str, Any], corpus: Mapping[str, Any], what:
     if missing:
         name = corpus.get("name") or str(corpus.get("_target_", "?")).rsplit(".", 1)[-1]
         raise NeedsError(f"{what} trains under protocol={protocol.get('name', '?')} on corpus {name}, which needs "
-                         f"{' and '.join(missing)}; allowed: {allowed}")
+                         f"{_joined(missing)}; allowed: {allowed}")

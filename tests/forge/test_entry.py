@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -34,16 +33,14 @@ print(json.dumps({"text": out, "heavy": [m for m in %r if m in sys.modules]}))
 
 
 def test_help_and_version_of_every_command_import_nothing_heavy():
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
-    wall = time.perf_counter() - t0
+    # what this asserts is the imports, not the time: how long the 20 answers take is bench/bench_help.py's figure
+    res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-2000:]
     got = json.loads(res.stdout.splitlines()[-1])
     assert got["heavy"] == []
     for app in SCRIPTS:
         assert got["text"][f"{app} --help"].startswith(f"{app}: ")  # the command's own help header
         assert got["text"][f"{app} --version"].startswith(f"{app} (forge-nas) ")
-    assert wall < 60  # 20 answers; generous for a loaded CI box (about 0.1 s each on an idle one)
 
 
 @pytest.mark.parametrize("app", sorted(SCRIPTS))
@@ -70,3 +67,18 @@ def test_the_installed_scripts_point_at_the_light_entries():
     installed = {e.name: e.value for e in distribution("forge-nas").entry_points if e.group == "console_scripts"}
     assert installed == SCRIPTS
 
+
+
+def test_help_piped_into_a_reader_that_leaves_is_not_a_bug(tmp_path):
+    """`forge-export --help | head -2` printed a BrokenPipeError traceback and "this is a bug in Forge": here the
+    reader is gone before the command starts (the pipe's read end closed), so every write fails alike."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(Path(sys.executable).with_name("forge-export")), "--help"], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=600, cwd=tmp_path)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and "Traceback" not in p.stderr and "bug" not in p.stderr, p.stderr[-2000:]

@@ -42,3 +42,15 @@ def test_forge_label_refuses_before_touching_the_store(monkeypatch, tmp_path):
     with pytest.raises(needs.NeedsError, match="forge-label trains under protocol=paper"):
         run(cfg)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_refusal_names_each_missing_thing_once_in_one_short_line(monkeypatch):
+    """Issue 56 §5: the paper protocol on the HF corpus, on a CPU without the data extra: one line, the GPU and
+    the extra named once (it was a 600-character line naming the extra twice)."""
+    monkeypatch.setattr(needs, "_cuda", lambda: False)
+    monkeypatch.setattr(needs.importlib.util, "find_spec", _spec_without("datasets", "tiktoken"))
+    with pytest.raises(needs.NeedsError) as e:
+        needs.check_training(group_yaml("protocol", "paper"), group_yaml("corpus", "hf"), "run=r")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.count("pip install") == 1 and "a CUDA GPU" in msg and len(msg) < 300
+    assert "datasets, tiktoken (pip install -e '.[data]'" in msg

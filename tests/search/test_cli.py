@@ -217,3 +217,12 @@ def test_a_stopped_search_says_how_to_resume_with_a_relative_path(tmp_path, monk
     run(_cfg("runs/a", "stop_after=1"))
     err = capsys.readouterr().err
     assert "continue with: forge-search resume=runs/a" in err and str(tmp_path) not in err
+
+
+def test_export_shows_a_step_per_genome(two_runs, tmp_path, capsys):
+    """Issue 56 §7: forge-export (a 100M-parameter hf folder takes ~20 s) says what it is doing, n of m."""
+    s = run_export({"run": str(two_runs / "0"), "select": "pareto", "out": str(tmp_path / "e"), "progress": True})
+    err = capsys.readouterr().err.splitlines()
+    n = len(s["exported"])
+    assert err[0] == f"forge-export: writing format=safetensors: 0/{n} to do" and len(err) == n + 1
+    assert all(f" {i}/{n} (" in ln for i, ln in enumerate(err[1:], 1))

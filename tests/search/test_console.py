@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -268,3 +269,76 @@ def test_the_docs_main_job_output_is_what_the_main_job_prints(main_job_dir):
             assert any(g.startswith(head) for g in got), line
             continue
         assert line.rstrip() in got, line
+
+
+def test_constraints_print_with_the_front_and_one_that_never_bound_says_so(tmp_path):
+    """Issue 56 §3: the last screen lists the run's constraints; one no evaluated genome came near says so, with
+    the closest value; one that excluded genomes says how many (counted over archive.jsonl's genomes)."""
+    from backends.interface import Workload
+    from forge.spaces.space import load_space
+    from search.build import build_search
+    from search.constraints import constraint_use, parse_constraint
+    from search.evaluators import LossEvaluator
+    from search.state import read_jsonl
+    from tests.search.conftest import tiny_cfg
+    from tests.search.fakes import FakeBackend
+
+    recs = [{"metrics": {"tpot_ms": v}} for v in (0.2, 0.5, 0.9)]
+    use = constraint_use([parse_constraint("tpot_ms <= 0.5"), parse_constraint("tpot_ms < 0.5"),
+                          parse_constraint("tpot_ms > 0.1")], recs)
+    assert [(u["failed"], u["closest"]) for u in use] == [(1, 0.9), (2, 0.9), (0, 0.2)]
+    cfg = tiny_cfg()
+    cfg["constraints"] = ["tpot_ms <= 1e6"]
+    build_search(cfg, tmp_path, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(IntervalPredictor(), level=0.9),
+                                 "backend": FakeBackend(), "workload": Workload()}).run()
+    s = json.loads((tmp_path / "summary.json").read_text())
+    largest = max({r["id"]: r["metrics"]["tpot_ms"] for r in read_jsonl(tmp_path / "archive.jsonl")}.values())
+    con = Console(record=True, width=200)
+    show_end(s, {}, console=con)
+    text = con.export_text()
+    assert (f"constraints: tpot_ms <= 1e+06 (never bound: no evaluated genome came near it, the largest tpot_ms "
+            f"was {largest:.4g})") in text
+
+
+def test_the_tiny_recipe_after_a_search_on_the_users_accelerator_carries_its_searchpath(tmp_path):
+    """Issue 56 §5: a run launched with `hydra.searchpath=[...]` (the user's backend yaml) gets a tiny `next:`
+    search with that searchpath, and the line runs as printed (it failed: "Could not find 'backend/my-npu'")."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    from search.suggest import tiny_recipe
+
+    conf = Path(__file__).resolve().parents[2] / "docs" / "examples" / "conf"
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"searchpath": [f"file://{conf}"]}}))
+    cmd = tiny_recipe({"space": {"name": "iha-paper"}, "backend": {"name": "my-npu"}}, run)[0]
+    assert f"hydra.searchpath=[file://{conf}]" in cmd and "backend=my-npu" in cmd
+    argv = shlex.split(cmd)
+    argv[0] = str(Path(sys.executable).with_name("forge-search"))
+    p = subprocess.run([*argv, "search.pop_size=4", "search.offspring=4", "search.generations=1", "progress=false",
+                        f"hydra.run.dir={tmp_path / 'tiny'}"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_a_sweep_ends_with_its_jobs_and_the_report_over_them(tmp_path, capsys):
+    """Issue 56 §8: `forge-search -m hydra/launcher=submitit_local ...` printed no front and no next: (each job's
+    screen went to submitit's logs): the driver ends every sweep with a table of its jobs and the report line."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from search.sweep_end import SweepEnd
+
+    for i in (0, 1):
+        (tmp_path / str(i) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={i}", "progress=false"]))
+        (tmp_path / str(i) / "summary.json").write_text(json.dumps({"status": "complete", "archive_size": 3 + i,
+                                                                     "hypervolume": 1.5, "run_dir": str(tmp_path / str(i))}))
+    SweepEnd().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    out = capsys.readouterr().out
+    assert "sweep: 2 jobs" in out and "seed" in out and "progress" not in out and "1.5000" in out
+    assert f"forge-report runs={tmp_path}" in out

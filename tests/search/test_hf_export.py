@@ -324,3 +324,27 @@ def test_a_failed_export_leaves_out_as_it_was(tmp_path, monkeypatch, pre):
         run_export({**cfg, "overwrite": True})
     assert sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None)
                   for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("vocab", [256, 50257])
+def test_the_cards_first_snippet_runs_offline_as_printed(tmp_path, monkeypatch, vocab):
+    """Issue 56 §6: the card's first snippet runs as printed, offline (HF_HUB_OFFLINE, no stdin: transformers'
+    interactive trust prompt would fail it), from inside the folder, whether the folder ships its tokenizer
+    (bytes) or none (GPT-2's vocabulary with an empty HF cache: it feeds token ids and its first line says so)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    import search.hf_tokenizer as hf_tokenizer
+
+    monkeypatch.setattr(hf_tokenizer, "CACHED", {50257: (str(tmp_path / "no-cache"),)})
+    genome = _genome(HETERO, vocab_size=vocab)
+    write_hf(build_model(genome, seed=0), genome, tmp_path / "f")
+    snippet = re.search(r"```python\n(.*?)```", (tmp_path / "f" / "README.md").read_text(), re.S).group(1)
+    assert snippet.startswith("# offline, run inside this folder")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    p = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path / "f", env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip()

@@ -53,8 +53,11 @@ def test_multirun_through_the_launcher_completes_both_seeds(sweeps, launcher):
 def test_the_jobs_ran_where_the_launcher_put_them(sweeps):
     sub, _ = sweeps["submitit_local"]
     assert len(list((sub / ".submitit").glob("*/*_result.pkl"))) == 2  # one submitit job per seed
+    log = sweeps["submitit_local"][1]  # issue 56: the driver ends the sweep with its jobs and the report line
+    assert "sweep: 2 jobs" in log and "forge-report runs=" in log
     _, log = sweeps["ray"]
     assert log.count("(_run_job pid=") >= 2  # output forwarded from Ray workers
+    assert "\x1b[" not in log  # issue 56: without ANSI colour codes (RAY_COLOR_PREFIX=0), so a next: line pastes
 
 
 def test_launchers_agree_with_each_other_seed_for_seed(sweeps):

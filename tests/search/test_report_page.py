@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from search.report import make_report
+from search.state import read_jsonl
 from tests.search.test_console import IntervalPredictor
 
 
@@ -106,3 +107,30 @@ def test_forge_report_ends_with_a_short_summary_and_the_pages_path(report, tmp_p
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "forge-report: reading and drawing: 0/6 to do" and err[-1].startswith(
         "forge-report: reading and drawing 6/6 (report.html): ")
+
+
+def test_every_member_is_in_the_table_and_the_pages_exports_do_not_collide_with_the_consoles(report):
+    """Issue 56 §4: the table holds every front member (the budget filter counts the whole front; none is
+    reachable only by clicking, or nowhere); each page export writes to a folder of its own (`exported-<id>`),
+    never the `exported/` of the console's `next:` export, so running both works."""
+    from search.console import next_commands
+    from search.report_page import front_table
+
+    d, _, page = report
+    rows = read_jsonl(d / "pareto.jsonl")
+    table = front_table(d, rows, json.loads((d / "summary.json").read_text()), None)
+    assert {r["id"] for r in table["rows"]} == {r["id"] for r in rows} and table["more"] == 0
+    console_export = next(c for c in next_commands(d) if c.startswith("forge-export"))
+    console_out = re.search(r"out=(\S+)", console_export)
+    console_out = console_out.group(1) if console_out else "exported"
+    outs = [re.search(r"out=(\S+)", r["export"]).group(1) for r in table["rows"]]
+    assert console_out not in outs and len(set(outs)) == len(outs)
+    assert all(o == f"exported-{r['id'][:8]}" for o, r in zip(outs, table["rows"]))
+
+
+def test_each_run_row_links_to_its_section_and_back(report):
+    """Issue 56 §8: a multirun report (21,537 px) had no links to its runs: each row of the Runs table links to
+    that run's front section, and each section back to the table."""
+    d, _, page = report
+    assert '<h2 id="runs">' in page and f'<a href="#front-0">{d.name}</a>' in page
+    assert 'id="front-0"' in page and '<a href="#runs"' in page

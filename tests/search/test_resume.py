@@ -63,7 +63,7 @@ def test_ctrl_c_saves_and_resumes(make_search, tmp_path):
 
 
 SCRIPT = """
-import sys, time
+import json, os, sys, time
 sys.path.insert(0, {root!r})
 from tests.search.fakes import FakeBackend, FakePredictor
 from tests.search.conftest import tiny_cfg
@@ -72,9 +72,18 @@ from backends.interface import Workload
 from forge.spaces.space import load_space
 from search.evaluators import LossEvaluator
 
-class Slow(FakeBackend):
+def done():  # the generation the run's checkpoint holds (-1: none yet)
+    try:
+        return json.loads(open({out!r} + "/state/checkpoint.json").read())["generation"]
+    except (OSError, ValueError, KeyError):
+        return -1
+
+class Slow(FakeBackend):  # holds (until killed) once the checkpoint reaches generation {hold}: where the run
+                          # stops is decided here, not by how soon the test notices on a busy machine
     def evaluate(self, genomes, workload):
-        time.sleep(0.15)
+        time.sleep(0.05)
+        if os.path.exists({out!r} + "/config.yaml") and done() >= {hold}:
+            time.sleep(3600)
         return super().evaluate(genomes, workload)
 
 cfg = tiny_cfg(out_dir={out!r}, progress=False)
@@ -99,10 +108,10 @@ def _components():
 def test_killed_subprocess_resumes_to_the_same_archive(tmp_path):
     root = str(Path(__file__).resolve().parents[2])
     killed, full = tmp_path / "killed", tmp_path / "full"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(killed))],
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(killed), hold=2)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = killed / "state" / "checkpoint.json"
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # the run holds at its generation: this only bounds a broken one
     while time.time() < deadline and not (ckpt.is_file() and load_checkpoint(killed)["generation"] >= 2):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
@@ -163,9 +172,9 @@ def test_cli_resume_compares_only_the_overrides_given_again(tmp_path):
 def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
     root = str(Path(__file__).resolve().parents[2])
     d = tmp_path / "term"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(d))],
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(d), hold=1)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # the run holds at its generation: this only bounds a broken one
     while time.time() < deadline and not ((d / "state" / "checkpoint.json").is_file()
                                           and load_checkpoint(d)["generation"] >= 1):
         time.sleep(0.05)
@@ -181,13 +190,14 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
         require_complete(d, False, "run")
 
 
-def _start(out: Path) -> subprocess.Popen:
+def _start(out: Path, hold: int = -1) -> subprocess.Popen:
+    """The slow run, held in its first evaluation (before any checkpoint) unless `hold` says later."""
     root = str(Path(__file__).resolve().parents[2])
-    return subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(out))],
+    return subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(out), hold=hold)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _wait_for(cond, timeout: float = 60.0) -> None:
+def _wait_for(cond, timeout: float = 600.0) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline and not cond():
         time.sleep(0.01)

@@ -298,3 +298,39 @@ def test_progress_is_a_line_per_trained_genome_and_the_end_is_a_human_summary(fa
     assert "Spearman 1.00" in text and "verify.json" in text and "{" not in text
     run({"run": str(fake_run), "k": 3, "control": 2, "progress": False}, parts)
     assert capsys.readouterr().err == ""
+
+
+def test_verify_names_its_winner_and_exports_it_even_off_the_front(fake_run, tiny_space, tmp_path):
+    """Issue 56 §2: the summary names the pick of lowest real loss (not the knee by default), the `next:` export
+    selects it by id with the weights this verify trained, and forge-export's `id:` takes any genome the run
+    evaluated (archive.jsonl) or verified (verified.jsonl: a control), saying it is not on the front."""
+    from search.cli import export_lines
+    from search.export import ExportError, run as run_export
+    from search.state import read_jsonl
+    from search.verify import brief
+    from search.verify_cli import export_comment, human
+
+    out = run({"run": str(fake_run), "k": 3, "control": 2}, _parts(tiny_space, tmp_path / "l.db"))
+    best = min((r for r in out["picks"]), key=lambda r: (r["real_loss"], r["id"]))
+    win = out["summary"]["winner"]
+    assert win == {"id": best["id"], "role": best["role"], "real_loss": best["real_loss"]}
+    assert out["summary"]["best_control"]["id"] in [r["id"] for r in out["control"]]
+    (fake_run / "verify" / "weights").mkdir()
+    (fake_run / "verify" / "weights" / f"{win['id']}.safetensors").write_bytes(b"")
+    b = brief(out)
+    assert f"select=id:{win['id']} " in b["export_trained"] and "weights=" in b["export_trained"]
+    assert win["id"][:8] in "\n".join(human(b, 5.0)) and "with its trained weights" in export_comment(b)
+    verified = read_jsonl(fake_run / "verify" / "verified.jsonl")
+    assert [r["id"] for r in verified] == [r["id"] for r in out["picks"] + out["control"]]
+    front = {r["id"] for r in read_jsonl(fake_run / "pareto.jsonl")}
+    cfg = yaml.safe_load((fake_run / "config.yaml").read_text())
+    (fake_run / "config.yaml").write_text(yaml.safe_dump({**cfg, "space": {"name": cfg["space"]}}))  # as a run writes it
+    ctrl = next(r["id"] for r in out["control"] if r["id"] not in front)
+    s = run_export({"run": str(fake_run), "select": f"id:{ctrl[:8]}", "out": str(tmp_path / "e1")})
+    assert s["exported"][0]["id"] == ctrl and "not on the run's Pareto front" in s["note"] and "control" in s["note"]
+    assert any("note: " in ln for ln in export_lines(s))
+    off = next(r for r in read_jsonl(fake_run / "archive.jsonl") if r["id"] not in front and r["id"] != ctrl)
+    s = run_export({"run": str(fake_run), "select": f"id:{off['id']}", "out": str(tmp_path / "e2")})
+    assert s["exported"][0]["id"] == off["id"] and "archive.jsonl" in s["note"]
+    with pytest.raises(ExportError, match="0 genomes of the run have this id prefix"):
+        run_export({"run": str(fake_run), "select": "id:" + "0" * 16, "out": str(tmp_path / "e3")})

@@ -113,14 +113,28 @@ def test_an_old_store_migrates_once_under_its_protocols(tmp_path):
     assert len(list(LabelStore(tmp_path / "old.db").labels())) == 3  # reopening migrates nothing twice
 
 
-def _claims(url: str) -> None:
+class _Clock:
+    """The store's clock, moved by hand: a lease lapses when the test says so, however slow the machine."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+def _claims(url: str, monkeypatch) -> None:
+    import forge.labelling.store as store_mod
+
+    clock = _Clock()
+    monkeypatch.setattr(store_mod, "time", clock)
     g = fake_labels(1)[0].genome
     s1, s2 = LabelStore(url), LabelStore(url)
     t1 = s1.claim(g, "P", "p", lease_s=0.5)
     assert isinstance(t1, str) and s2.claim(g, "P", "p", lease_s=0.5) is None  # held: nobody else trains it
     assert s2.claim(g, "Q", "q", lease_s=0.5) not in (None,)  # another protocol is another key
     assert s1.renew([(g.id, "P", t1)], lease_s=0.5) == 1
-    time.sleep(0.7)  # the holder stops renewing (killed): its claim lapses
+    clock.now += 0.7  # the holder stops renewing (killed): its claim lapses
     t2 = s2.claim(g, "P", "p", lease_s=30)
     assert isinstance(t2, str) and s1.renew([(g.id, "P", t1)], 30) == 0
     late_failure = Label(g, math.inf, status="failed", reason="error: lost")
@@ -163,13 +177,13 @@ def _racing_claims(url: str) -> None:
     assert sorted(won) == sorted(lab.genome_id for lab in fake_labels(40))
 
 
-def test_claims_and_leases_sqlite(tmp_path):
-    _claims(str(tmp_path / "c.db"))
+def test_claims_and_leases_sqlite(tmp_path, monkeypatch):
+    _claims(str(tmp_path / "c.db"), monkeypatch)
     _racing_claims(str(tmp_path / "c.db"))
 
 
-def test_claims_and_leases_postgres(pg_url):  # noqa: F811
-    _claims(pg_url)
+def test_claims_and_leases_postgres(pg_url, monkeypatch):  # noqa: F811
+    _claims(pg_url, monkeypatch)
     _racing_claims(pg_url)
 
 
