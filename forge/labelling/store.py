@@ -123,6 +123,14 @@ class LabelStore:
                                   .values(lease_until=until)).rowcount
         return n
 
+    def count_attempt(self, genome_id: str, protocol: str, token: str) -> bool:
+        """One more try of a genome we hold (a lost worker retried, a job resubmitted): `attempts` counts
+        every try, not only claims. False when the claim is no longer ours."""
+        with self.engine.begin() as conn:
+            return conn.execute(update(labels_table).where(_key(genome_id, protocol), T.owner == token,
+                                                           T.status == "running")
+                                .values(attempts=T.attempts + 1)).rowcount > 0
+
     def finish(self, label: Label, protocol: str, token: str) -> bool:
         """Store the outcome of a claimed genome. A result whose claim lapsed is still kept when nobody
         stored one meanwhile; a failure whose claim lapsed is dropped (the new owner is training it)."""
