@@ -22,11 +22,13 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from forge.genomes.genome import Genome
 from forge.genomes.labels import Label
 from forge.labelling.base import DispatchError, Trainer, _Base, _from_json, train_one
+from forge.labelling.store import RESULTS
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +260,24 @@ class SubmititTrainer(_Base):
         ex.update_parameters(timeout_min=max(1, int(self.timeout_s // 60) + 1), **dict(self.parameters))
         return ex
 
+    def _kept(self, g: Genome) -> Path:
+        """Where g's job leaves its label, beside submitit's job folders (a name built from ids, not read)."""
+        return Path(self.folder.split("%j")[0] or ".") / "labels" / f"{g.id}-{self.fingerprint()}.json"
+
+    def _orphan(self, g: Genome) -> Label | None:
+        """The result a killed labeller's job left for `g` (jobs outlive their labeller): stored, not retrained."""
+        path = self._kept(g)
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+                return None
+            lab = _from_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # unreadable or torn: trained again
+        return lab if lab.genome_id == g.id and lab.status in RESULTS else None
+
+    def _submit(self, ex, g: Genome, attempt: int) -> _Job:
+        return _Job(ex.submit(_train_and_keep, g.to_dict(), self.spec, str(self._kept(g))), g, attempt)
+
     def _room(self, ex, jobs: dict[str, _Job]) -> int:
         """How many more jobs to submit now."""
         if self.workers is not None:
@@ -276,9 +296,16 @@ class SubmititTrainer(_Base):
                 room = self._room(ex, jobs)
                 while queue and room > 0:
                     g = queue.pop(0)
-                    if self._take(g):
-                        jobs[g.id] = _Job(ex.submit(train_one, g.to_dict(), self.spec), g, 1)
-                        room -= 1
+                    if not self._take(g):
+                        continue
+                    kept = self._orphan(g)
+                    if kept is not None:
+                        log.warning("SubmititTrainer: genome %s: stored the label its earlier job left in %s",
+                                    g.id, self._kept(g).parent)
+                        emit(kept)
+                        continue
+                    jobs[g.id] = self._submit(ex, g, 1)
+                    room -= 1
                 if not jobs:
                     continue
                 time.sleep(self.poll_s)
@@ -308,9 +335,20 @@ class SubmititTrainer(_Base):
             why = f"job {j.job.job_id} lost: {type(e).__name__}: {e}"[:2000]
             if j.attempt <= self.retries:
                 _retried(self, j.genome, why, j.attempt)
-                jobs[gid] = _Job(ex.submit(train_one, j.genome.to_dict(), self.spec), j.genome, j.attempt + 1)
+                jobs[gid] = self._submit(ex, j.genome, j.attempt + 1)
             else:
                 emit(self._failed(j.genome, f"{why} (on all {j.attempt} attempts)"))
+
+
+def _train_and_keep(genome_dict: dict, spec: dict, keep: str) -> str:
+    """A Slurm job: train, and leave a result in `keep` too, so a rerun after its labeller was killed stores it."""
+    out = train_one(genome_dict, spec)
+    if _from_json(out).status in RESULTS:
+        from forge.disk.io import atomic_write_text
+
+        os.makedirs(os.path.dirname(keep), exist_ok=True)
+        atomic_write_text(keep, out)
+    return out
 
 
 def _retried(trainer: _Base, g: Genome, why: str, attempt: int) -> None:

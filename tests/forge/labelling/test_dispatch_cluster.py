@@ -54,13 +54,13 @@ class _StubQueue:
         self.plans, self.jobs = plans, []
         self.pending_at_submit: list[int] = []  # our jobs waiting in the queue when each new one was submitted
 
-    def submit(self, fn, genome_dict, spec):
+    def submit(self, fn, genome_dict, *args):
         from forge.genomes.genome import genome_from_dict
 
         gid = genome_from_dict(genome_dict).id
         self.pending_at_submit.append(sum(j.state == "PENDING" for j in self.jobs))
         plan = self.plans.get(gid, [{}])
-        job = _StubJob(self, fn, (genome_dict, spec), plan.pop(0) if len(plan) > 1 else plan[0])
+        job = _StubJob(self, fn, (genome_dict, *args), plan.pop(0) if len(plan) > 1 else plan[0])
         self.jobs.append(job)
         return job
 
@@ -73,16 +73,17 @@ class _Stubbed(SubmititTrainer):
 
 
 def _stubbed(queue: _StubQueue, **kw) -> SubmititTrainer:
+    kw.setdefault("folder", f"{kw.pop('tmp')}/%j")
     t = _Stubbed(protocol=FAST, corpus=TINY_CORPUS, poll_s=0.05, grace_s=0.0, **kw)
     t.queue = queue
     return t
 
 
-def test_a_job_pending_past_its_limit_is_not_timed_out_but_a_running_one_is():
+def test_a_job_pending_past_its_limit_is_not_timed_out_but_a_running_one_is(tmp_path):
     waits, hangs = tiny_genomes(2)
     # `waits` sits in the queue ~4 s (80 polls) with a 2 s limit, then runs briefly; `hangs` runs forever
     queue = _StubQueue({waits.id: [{"pending": 80, "running": 1}], hangs.id: [{"pending": 0, "running": None}]})
-    labs = _stubbed(queue, timeout_s=2, workers=2).train([waits, hangs])
+    labs = _stubbed(queue, tmp=tmp_path, timeout_s=2, workers=2).train([waits, hangs])
     assert labs[0].finite, labs[0].reason
     assert labs[1].label == math.inf and "timeout" in labs[1].reason and "running time" in labs[1].reason
     assert queue.jobs[1].cancelled and not queue.jobs[0].cancelled
@@ -101,7 +102,7 @@ def test_submitit_claims_only_what_starts_and_a_second_labeller_trains_the_rest(
             if isinstance(token, str):
                 store.finish(Label(gs[2], 4.5, {"by": "second"}), trainer.fingerprint(), token)
 
-    trainer = _stubbed(queue, store=store, timeout_s=60, on_label=second_labeller)
+    trainer = _stubbed(queue, tmp=tmp_path, store=store, timeout_s=60, on_label=second_labeller)
     labs = trainer.train(gs)
     assert isinstance(other["token"], str)  # the genome the first had not started was free to claim
     assert [j.args[0] for j in queue.jobs] == [gs[0].to_dict(), gs[1].to_dict()]  # gs[2] trained once, by the second
@@ -114,10 +115,29 @@ def test_a_lost_job_is_resubmitted_logged_and_counted(tmp_path, caplog):
     store = LabelStore(tmp_path / "a.db")
     queue = _StubQueue({g.id: [{"lost": True}, {}]})
     with caplog.at_level(logging.WARNING, logger="forge.labelling.dispatch"):
-        labs = _stubbed(queue, store=store, timeout_s=60, retries=1).train([g])
+        labs = _stubbed(queue, tmp=tmp_path, store=store, timeout_s=60, retries=1).train([g])
     assert labs[0].finite and len(queue.jobs) == 2
     assert any("node lost" in r.getMessage() and "attempt 2 of 2" in r.getMessage() for r in caplog.records)
     assert store.counts()[0]["attempts"] == 2  # one claim, one resubmission
+
+
+def test_a_rerun_stores_what_a_killed_labellers_jobs_finished(tmp_path):
+    """Labeller 1 claimed both genomes and submitted their jobs, then was killed (its claims lapse); one job
+    finished meanwhile and left its label beside submitit's folders. The rerun stores that one, trains the other."""
+    from forge.labelling.dispatch import _train_and_keep
+
+    finished, missing = tiny_genomes(2)
+    store = LabelStore(tmp_path / "k.db")
+    killed = _stubbed(_StubQueue({}), tmp=tmp_path, store=store)
+    for g in (finished, missing):
+        assert isinstance(store.claim(g, killed.fingerprint(), lease_s=0.01), str)  # lapses at once
+    _train_and_keep(finished.to_dict(), killed.spec, str(killed._kept(finished)))  # the orphan job finishing
+    queue = _StubQueue({})
+    labs = _stubbed(queue, tmp=tmp_path, store=store, timeout_s=60).train([finished, missing])
+    assert [j.args[0] for j in queue.jobs] == [missing.to_dict()]  # only the missing one was trained
+    assert labs[0].finite and labs[1].finite and len(store) == 2
+    kept = Label.from_json(killed._kept(finished).read_text())
+    assert store.get(finished.id).label == kept.label
 
 
 @pytest.mark.parametrize("workers", [0, True, 1.5])
@@ -187,3 +207,28 @@ def test_ray_claims_only_what_runs_and_counts_a_lost_worker(ray_two_cpus, tmp_pa
     rows = {lab.genome_id: lab for lab in store.labels()}
     assert store.counts()[0]["attempts"] == 4  # gs[0]: claim + retry; gs[1]: claim; gs[2]: the second labeller's
     assert rows[gs[0].id].finite
+
+
+def test_joining_a_ray_cluster_sends_no_object_store_size():
+    from forge.runtime.config import ray_cluster
+
+    joined = ray_cluster(["-m", "hydra/launcher=ray", "+hydra.launcher.ray.init.address=auto"])
+    assert joined[-1] == "+hydra.launcher.ray.init.object_store_memory=null"
+    assert ray_cluster(["hydra/launcher=ray"]) == ["hydra/launcher=ray"]  # a local cluster keeps the launcher's
+    own = ["+hydra.launcher.ray.init.address=auto", "+hydra.launcher.ray.init.object_store_memory=1000000000"]
+    assert ray_cluster(own) == own
+
+
+def test_a_key_of_another_dispatcher_is_answered_with_the_choice_that_has_it():
+    """`dispatch.address=auto` beside the default dispatch=local: Hydra refuses it, and its advice (`+`) would set
+    it on the local trainer; the answer names dispatch=ray, and that command composes."""
+    from hydra import compose, initialize_config_module
+
+    from forge.runtime.app import _hint
+
+    text = _hint("Could not override 'dispatch.address'.; To append to your config use +dispatch.address=auto",
+                 "forge-label")
+    assert "dispatch=ray dispatch.address=auto" in text and "would change nothing" not in text
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        cfg = compose(config_name="forge-label", overrides=["dispatch=ray", "dispatch.address=auto"])
+    assert cfg.dispatch.address == "auto" and cfg.dispatch._target_.endswith("RayTrainer")
