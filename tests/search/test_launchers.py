@@ -87,7 +87,12 @@ def test_a_sweep_joins_a_running_ray_cluster(tmp_path):
                              "--include-dashboard=false", f"--temp-dir={tmp}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(8)  # the head's GCS comes up; ray.init retries while it does
+        for _ in range(60):  # the head is up when `ray status` reaches it
+            if subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], capture_output=True,
+                              timeout=60).returncode == 0:
+                break
+            assert head.poll() is None, "ray start --head exited"
+            time.sleep(2)
         cmd = [str(Path(sys.executable).with_name("forge-search")), "-m", "hydra/launcher=ray", "seed=0", *TINY,
                f"+hydra.launcher.ray.init.address=127.0.0.1:{port}", f"hydra.sweep.dir={tmp_path}"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
