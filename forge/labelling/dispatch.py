@@ -316,6 +316,8 @@ class SubmititTrainer(_Base):
             for j in jobs.values():
                 j.job.cancel(check=False)
             raise
+        finally:
+            _drop_if_empty(Path(self.folder))
 
     def _poll(self, ex, jobs: dict[str, _Job], gid: str, emit: Callable[[Label], None]) -> None:
         j, now = jobs[gid], time.monotonic()
@@ -338,6 +340,15 @@ class SubmititTrainer(_Base):
                 jobs[gid] = self._submit(ex, j.genome, j.attempt + 1)
             else:
                 emit(self._failed(j.genome, f"{why} (on all {j.attempt} attempts)"))
+
+
+def _drop_if_empty(folder: Path) -> None:
+    """submitit makes the folder with `%j` in its name literally (for its submission files): gone once empty."""
+    try:
+        if "%" in folder.name and folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    except OSError:
+        pass
 
 
 def _train_and_keep(genome_dict: dict, spec: dict, keep: str) -> str:

@@ -232,3 +232,19 @@ def test_a_key_of_another_dispatcher_is_answered_with_the_choice_that_has_it():
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         cfg = compose(config_name="forge-label", overrides=["dispatch=ray", "dispatch.address=auto"])
     assert cfg.dispatch.address == "auto" and cfg.dispatch._target_.endswith("RayTrainer")
+
+
+def test_a_client_clock_running_ahead_takes_over_no_live_claim(tmp_path, monkeypatch):
+    """Leases are set and compared on the database's clock: a node whose clock runs an hour ahead of the
+    labeller holding a claim does not see that claim as lapsed."""
+    import time
+
+    from forge.labelling import store as store_mod
+
+    g = tiny_genomes(1)[0]
+    store = LabelStore(tmp_path / "c.db")
+    assert isinstance(store.claim(g, "fp", lease_s=60), str)
+    real = time.time
+    monkeypatch.setattr(store_mod.time, "time", lambda: real() + 3600)
+    assert store.claim(g, "fp", lease_s=60) is None  # still held: the other's clock does not decide
+    assert store.counts()[0]["running"] == 1 and store.counts()[0]["lapsed"] == 0
