@@ -16,6 +16,7 @@ genomes, F, CV) and the evaluator's surrogate slot (`SurrogateSlot`: the current
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from forge.genomes.labels import Label
 from search.archive import non_dominated
 from search.evaluators import label_hook, seed_torch
 from search.errors import SearchConfigError
+
+log = logging.getLogger(__name__)
 from search.state import append_jsonl
 from surrogate.metrics import mae
 
@@ -116,6 +119,11 @@ class CoEvolution:
         self.predictor_path: str | None = None
         self.note: Callable[[str], None] = lambda text: None  # the search's progress display sets it (runner)
 
+    def _tell(self, text: str) -> None:
+        """A co-evolution step to Python logging (the run's cli.log, with progress=false too) and to the display."""
+        log.info("%s", text)
+        self.note(text)
+
     def due(self, g: int) -> bool:
         return self.every > 0 and g > 0 and g % self.every == 0
 
@@ -138,7 +146,7 @@ class CoEvolution:
                      [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
         fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
         self.buffer += [lab for _, lab in fin]
-        self.note(f"generation {g}: co-evolution refits the surrogate on {len(self.buffer)} real labels")
+        self._tell(f"generation {g}: co-evolution refits the surrogate on {len(self.buffer)} real labels")
         event = self._refit(g, slot, Path(run_dir), mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
         event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
                      explore=[genomes[i].id for i in explore], labels=[json_num(lab.label) for lab in labels],
@@ -151,12 +159,12 @@ class CoEvolution:
         """Real labels of the picks, a progress note per trained genome (what, how many of how many)."""
         if not picks:
             return []
-        self.note(f"generation {g}: co-evolution trains {len(picks)} picks")
+        self._tell(f"generation {g}: co-evolution trains {len(picks)} picks")
         done: list[Label] = []
 
         def on_label(lab: Label) -> None:
             done.append(lab)
-            self.note(f"generation {g}: co-evolution trained {len(done)}/{len(picks)} ({lab.genome_id[:8]}: "
+            self._tell(f"generation {g}: co-evolution trained {len(done)}/{len(picks)} ({lab.genome_id[:8]}: "
                       f"loss {lab.label:.3f})")
         with label_hook(self.trainer, on_label):
             return self.trainer.train(picks)

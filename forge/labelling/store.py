@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Float, and_, cast, extract, func, or_, select, update
 from sqlalchemy.engine import Engine
 
 from forge.genomes.genome import Genome
@@ -41,6 +41,14 @@ def _insert(dialect: str):
     else:
         from sqlalchemy.dialects.postgresql import insert
     return insert
+
+
+def db_now(dialect: str):
+    """The database's clock in epoch seconds: every lease is set and compared on one clock, never a client's
+    (a node whose clock runs ahead would otherwise take over live claims)."""
+    if dialect == "sqlite":
+        return (func.julianday("now") - 2440587.5) * 86400.0
+    return cast(extract("epoch", func.clock_timestamp()), Float)
 
 
 def _key(genome_id: str, protocol: str):
@@ -78,7 +86,8 @@ class LabelStore:
     def _upsert_stmt(self, rows: list[dict[str, Any]]):
         """Insert, or overwrite a row that holds no result (failed, or a lapsed claim)."""
         ins = _insert(self.engine.dialect.name)(labels_table).values(rows)
-        free = or_(T.status == "failed", and_(T.status == "running", T.lease_until < time.time()))
+        now = db_now(self.engine.dialect.name)
+        free = or_(T.status == "failed", and_(T.status == "running", T.lease_until < now))
         cols = ("genome", "status", "label", "reason", "provenance", "worker", "protocol_name", "updated")
         return ins.on_conflict_do_update(index_elements=["genome_id", "protocol"], where=free,
                                          set_={c: ins.excluded[c] for c in cols}).returning(T.genome_id)
@@ -97,7 +106,7 @@ class LabelStore:
               retry: str = "failed") -> str | Label | None:
         """Claim a genome before training it: a token when claimed, the stored Label when a result exists
         (not retried), None while another worker's lease lives."""
-        now, token = time.time(), uuid.uuid4().hex
+        now, token = db_now(self.engine.dialect.name), uuid.uuid4().hex
         row = {**row_of(Label(genome, float("inf"), status="failed"), protocol), "status": "running",
                "protocol_name": name, "owner": token, "lease_until": now + lease_s, "attempts": 1, "reason": ""}
         ins = _insert(self.engine.dialect.name)(labels_table).values(row)
@@ -105,7 +114,7 @@ class LabelStore:
         stmt = ins.on_conflict_do_update(
             index_elements=["genome_id", "protocol"], where=free,
             set_={"status": "running", "owner": token, "lease_until": now + lease_s, "attempts": T.attempts + 1,
-                  "worker": row["worker"], "updated": now, "protocol_name": name}).returning(T.genome_id)
+                  "worker": row["worker"], "updated": time.time(), "protocol_name": name}).returning(T.genome_id)
         with self.engine.begin() as conn:
             if conn.execute(stmt).first():
                 return token
@@ -116,12 +125,20 @@ class LabelStore:
         """Extend live claims [(genome id, protocol, token)]; returns how many are still ours."""
         if not claims:
             return 0
-        n, until = 0, time.time() + lease_s
+        n, until = 0, db_now(self.engine.dialect.name) + lease_s
         with self.engine.begin() as conn:
             for gid, fp, token in claims:
                 n += conn.execute(update(labels_table).where(_key(gid, fp), T.owner == token, T.status == "running")
                                   .values(lease_until=until)).rowcount
         return n
+
+    def count_attempt(self, genome_id: str, protocol: str, token: str) -> bool:
+        """One more try of a genome we hold (a lost worker retried, a job resubmitted): `attempts` counts
+        every try, not only claims. False when the claim is no longer ours."""
+        with self.engine.begin() as conn:
+            return conn.execute(update(labels_table).where(_key(genome_id, protocol), T.owner == token,
+                                                           T.status == "running")
+                                .values(attempts=T.attempts + 1)).rowcount > 0
 
     def finish(self, label: Label, protocol: str, token: str) -> bool:
         """Store the outcome of a claimed genome. A result whose claim lapsed is still kept when nobody
@@ -183,8 +200,7 @@ class LabelStore:
 
     def counts(self) -> list[dict[str, Any]]:
         """Per protocol: its name and how many rows are done / diverged / failed / running (live or lapsed)."""
-        now = time.time()
-        lapsed = (T.lease_until < now).label("lapsed")
+        lapsed = (T.lease_until < db_now(self.engine.dialect.name)).label("lapsed")
         q = select(T.protocol, T.protocol_name, T.status, lapsed, func.count(), func.sum(T.attempts))
         with self.engine.connect() as conn:
             rows = conn.execute(q.group_by(T.protocol, T.protocol_name, T.status, lapsed)).all()

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 from forge.runtime.compose_once import compose_once
-from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types
+from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types, ray_cluster
 from forge.errors import REPORT_BUG, ForgeError
 from forge.runtime.run_guard import GUARD, RunDirGuard, hydra_output_dir
 
@@ -122,7 +122,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
 
                 print(f"{app} (forge-nas) {__version__}")
                 return
-            sys.argv[1:] = as_choices(config_name or app, sys.argv[1:])  # +hardware=x where hardware=x is meant
+            sys.argv[1:] = ray_cluster(as_choices(config_name or app, sys.argv[1:]))  # +hardware=x means hardware=x
             with user_errors(app), compose_once(sys.argv[1:]):  # Hydra composes the config once, not twice
                 entry()
             quiet_teardown()
@@ -235,6 +235,21 @@ def _hint(text: str, app: str | None = None) -> str:
     return text
 
 
+def other_options(key: str) -> list[str]:
+    """The options of `key`'s config group whose config has the key (`dispatch.address`: dispatch=ray's): Hydra
+    refuses it beside another option, and `+key=` would add it to that one instead."""
+    from forge.runtime.config import group_yaml, known_names
+
+    group, _, rest = key.partition(".")
+    if not rest:
+        return []
+
+    def has(node: Any, parts: list[str]) -> bool:
+        return isinstance(node, dict) and parts[0] in node and (len(parts) == 1 or has(node[parts[0]], parts[1:]))
+
+    return [n for n in known_names(group) if has(group_yaml(group, n), rest.split("."))]
+
+
 def unknown_key(key: str, value: str, app: str) -> str:
     """`key` is in no config of `app`: name the closest valid dotted key (difflib), or say how to list them."""
     import difflib
@@ -266,6 +281,11 @@ def unknown_key(key: str, value: str, app: str) -> str:
         each = " ".join(f"+{key}.{k.strip()}={v.strip()}" for k, v in pairs) or f"+{key}.<name>=<value>"
         return (f"{key}={value}: an open mapping is not set whole from the command line; allowed: its entries one "
                 f"at a time: {each}")
+    elsewhere = other_options(key)
+    if elsewhere:
+        group, pick = key.split(".", 1)[0], elsewhere[0]
+        return (f"{key} is a setting of {group}={' | '.join(elsewhere)}, not of the {group} this command composes "
+                f"(the default unless named); allowed: name it too: {group}={pick} {key}={value}")
     fix = f"did you mean {close[0]}={value}?" if close else f"the keys are listed by `{app} --cfg job`"
     return (f"{key} is not a setting of {app} (adding it with + would change nothing); allowed: a key of its config: "
             + fix)

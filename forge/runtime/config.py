@@ -110,6 +110,23 @@ def as_choices(config: str, overrides: list[str]) -> list[str]:
             for o in overrides]
 
 
+RAY_INIT = "hydra.launcher.ray.init."
+
+
+def ray_cluster(overrides: list[str]) -> list[str]:
+    """hydra-ray-launcher sets `ray.init(object_store_memory=...)` unless told otherwise, which Ray refuses when
+    it joins a running cluster (`+hydra.launcher.ray.init.address=auto`): the cluster's store is already sized.
+    Joining one, the launcher is told `object_store_memory=null` (Ray's default), unless the command sets it."""
+    def key(o: str) -> str:
+        return o.lstrip("+~").split("=", 1)[0] if isinstance(o, str) else ""
+
+    joins = any(key(o) == RAY_INIT + "address" and o.split("=", 1)[1:] not in ([""], ["null"]) for o in overrides
+                if isinstance(o, str) and "=" in o)
+    if not joins or any(key(o) == RAY_INIT + "object_store_memory" for o in overrides):
+        return overrides
+    return [*overrides, f"+{RAY_INIT}object_store_memory=null"]
+
+
 def output_dir(cfg: Any, fallback: str | Path | None = ".") -> Path | None:
     """Hydra's run directory under @hydra.main; else cfg.out_dir (tests call run() directly); else fallback."""
     try:

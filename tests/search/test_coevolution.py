@@ -177,3 +177,16 @@ def test_acquire_refuses_an_unknown_rule():
     assert _coevo().acquire == "paper"
     with pytest.raises(SearchConfigError, match="acquire = 'ucb'; allowed: paper | widest"):
         CoEvolution(2, FakeTrainer(), fake_finetune, "base", None, acquire="ucb")
+
+
+def test_coevolution_logs_its_steps_with_progress_off(make_search, tmp_path, caplog):
+    """progress=false: no display, but each training and refit of an event is a line of Python logging (the
+    run's cli.log under Hydra), so a long event is never a silent gap (issue 54)."""
+    import logging
+
+    s = make_search(tmp_path, tiny_cfg(search={"generations": 2}), coevolution=_coevo())
+    s.progress = False
+    with caplog.at_level(logging.INFO, logger="search.coevolution"):
+        s.run()
+    said = [r.getMessage() for r in caplog.records if r.name == "search.coevolution"]
+    assert said[0].startswith("generation 2: co-evolution trains ") and "refits the surrogate" in said[-1]

@@ -106,3 +106,4 @@ def test_submitit_local_executor(tmp_path):
     labs = trainer.train([g])
     assert labs[0].finite, labs[0].reason  # the job died once (lost worker) and was resubmitted
     assert os.path.exists(tmp_path / f"died-{g.id}")
+    assert not (tmp_path / "%j").exists()  # submitit's literal-%j folder is not left behind (issue 54)
