@@ -7,7 +7,8 @@ config, limits, signals, progress, tracking, workers, numbers) · disk/ (atomic 
 confined to a run folder, masked secrets) · labelling/ (below) · errors (the one error family: what a user can
 fix, as opposed to a bug) · plugins (the allowlist of classes a config may name: a run folder is data, never code) ·
 cli (`forge-arch`, `forge-space`) · moved (the paths before this layout, `forge.genes` & co., still imported, with
-a warning naming the new path, until the release it names).
+a warning naming the new path, until the release it names) · fidelity/ (multi-fidelity decisions: curve model,
+stopping rules, races).
 
 `forge.labelling` (real training, corpora, the label store, dispatch, `forge-label`) is built on the core;
 the core never imports it, nor `backends`, `surrogate` or `search` (but for the Python API's one lazy import, below).

@@ -107,10 +107,10 @@ class CoEvolution:
     def __init__(self, every: int, trainer: Any, finetune: Callable[..., Any], base: Any, replay: Any,
                  batch: int = 8, n_mc: int = 10, ratio: float = 5.0, epochs: int = 10, lr: float = 1e-4,
                  batch_size: int = 32, seed: int = 0, load: Callable[[str], Any] | None = None,
-                 acquire: str = "paper"):
+                 acquire: str = "paper", stop: Any = None):
         if acquire not in ACQUIRE:
             raise SearchConfigError(f"search.coevolve.acquire = {acquire!r}; allowed: {' | '.join(ACQUIRE)}")
-        self.acquire = acquire
+        self.acquire, self.stop = acquire, stop  # stop: search.coevolution_stop.CoStop (issue 52) or None
         self.every, self.trainer, self.finetune, self.base, self.replay = int(every), trainer, finetune, base, replay
         self.b, self.n_mc, self.seed, self.load = int(batch), int(n_mc), int(seed), load
         self.ft_args = {"ratio": float(ratio), "epochs": int(epochs), "lr": float(lr), "batch": int(batch_size)}
@@ -141,6 +141,8 @@ class CoEvolution:
             exploit, explore = pick(mu, sigma, front, self.b, taken)
         idx = np.concatenate([exploit, explore]).astype(int)
         picks = [genomes[i] for i in idx]
+        if self.stop is not None:  # the real-label front so far, the picks' exact costs and priors
+            self.stop.arm(self.trainer, picks, pop.F[idx], mu[idx], self.buffer)
         labels = self._train(g, picks)
         append_jsonl(Path(run_dir) / "labels.jsonl",
                      [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
@@ -150,7 +152,8 @@ class CoEvolution:
         event = self._refit(g, slot, Path(run_dir), mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
         event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
                      explore=[genomes[i].id for i in explore], labels=[json_num(lab.label) for lab in labels],
-                     dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx])
+                     dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx],
+                     **({"stopped": self.stop.log(labels, run_dir)} if self.stop is not None else {}))
         self.events.append(event)
         append_jsonl(Path(run_dir) / "coevolution.jsonl", [event])
         return event
@@ -190,11 +193,13 @@ class CoEvolution:
     # ------------------------------------------------------------ resume
     def state(self) -> dict[str, Any]:
         return {"buffer": [json.loads(lab.to_json()) for lab in self.buffer], "events": self.events,
-                "predictor_path": self.predictor_path}
+                "predictor_path": self.predictor_path, **({"costs": self.stop.costs} if self.stop is not None else {})}
 
     def restore(self, st: dict[str, Any], slot: SurrogateSlot, run_dir: Path | None = None) -> None:
         """Continue from a checkpoint's state; its refitted surrogate is read from `run_dir`'s own state/."""
         self.buffer = [Label.from_json(json.dumps(d)) for d in st["buffer"]]
+        if self.stop is not None:
+            self.stop.costs = dict(st.get("costs") or {})
         path = saved_predictor(run_dir, st.get("predictor_path")) if run_dir is not None else st.get("predictor_path")
         self.events, self.predictor_path = list(st["events"]), (str(path) if path else None)
         version = max([e["surrogate_version"] for e in self.events], default=0)

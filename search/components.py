@@ -200,6 +200,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     load = load_predictor if ft_spec == "surrogate.fit.finetune" else None
     knobs = {"batch": int(co["batch"]), "n_mc": int(co["n_mc"]), "ratio": float(co["ratio"]), "epochs": int(co["epochs"]),
              "lr": float(co["lr"]), "batch_size": int(co["batch_size"]), "acquire": str(co["acquire"])}
+    if co.get("stop"):  # issue 52: the stopping rule on co-evolution's trainings (search.coevolution_stop)
+        from search.coevolution_stop import stop_knobs
+
+        knobs["stop"] = stop_knobs(co["stop"], cfg, trainer, Path(run_dir))
     return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
                        **knobs, seed=int(cfg.get("seed", 0)), load=load)
 

@@ -202,8 +202,14 @@ class Verify:
                               "no surrogate to fine-tune; allowed: refit=false, or verify a surrogate run")
         picks, control = self.choose()
         recs = [r for _, r in picks] + control
-        labels = self.train(recs, {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}"
-                                                                              for role, r in picks}})
+        roles = {**{r["id"]: "control" for r in control}, **{r["id"]: f"pick {role}" for role, r in picks}}
+        if self.cfg.get("race"):  # issue 52: race the picks (search.race), train the control in full
+            from search.race import verify_race
+
+            raced = verify_race(self, [r for _, r in picks], roles)
+            labels = {**raced, **(self.train(control, roles) if control else {})}
+        else:
+            labels = self.train(recs, roles)
         refuse_full_disk(labels.values(), self.out)  # a training that could not write is no loss to report
         measured = self.measure_all(recs)
         roles = [*picks, *(("control", r) for r in control)]

@@ -7,9 +7,12 @@ Each line is
      "provenance": {"protocol": "...", "tokens": <int>, "corpus": "...", "corpus_hash": "...",
                     "seed": <int>, "date": "YYYY-MM-DD", ...free keys such as tokens_per_s, wall_s}}
 
-`label` is the final validation loss; diverged or failed runs carry `inf` with a reason, and every
+`label` is the final validation loss; diverged, failed or stopped runs carry `inf` with a reason, and every
 consumer drops them (`finite_only`). **diverged** is a training outcome (NaN loss: the genome's label);
 **failed** is not a result (timeout, crash, lost worker, config error) and the store retries it.
+**stopped** is a partial label: a training the stopping rule ended at a rung (forge.fidelity.stopping);
+its rung, loss, projected interval and reason are in `provenance["stopped"]`, its curve in
+`provenance["curve"]`; the label stays `inf`, so no consumer ever reads it as a final loss.
 Files written before `status`/`protocol_fp` existed are read by deriving them: an inf label is
 diverged when its reason says "non-finite", else failed; the fingerprint comes from the provenance
 (`protocol_config` + corpus hash), so shipped cpu-proxy labels read as that protocol's labels.
@@ -32,7 +35,10 @@ from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.disk.io import NONFINITE, atomic_write_text, json_num, read_text, loads
 
-STATUSES = ("done", "diverged", "failed")
+STATUSES = ("done", "diverged", "failed", "stopped")
+# Protocol fields that only say where a curve is read (forge.labelling.curves), not what the final label is:
+# a training with rungs ends with the same label as one without, so they stay out of the fingerprint.
+CURVE_KEYS = ("name", "eta", "rungs")
 
 
 class LabelFileError(ForgeError):
@@ -104,7 +110,7 @@ def fingerprint(protocol: dict[str, Any], corpus: dict[str, Any]) -> str:
     """16 hex of every field that changes a label: all protocol fields but its name, and the corpus
     identity (name, tokenizer, content hash, split sizes). Same fingerprint = labels that may be mixed."""
     keep = ("corpus", "tokenizer", "corpus_hash", "corpus_train_tokens", "corpus_val_tokens")
-    body = {"protocol": {k: v for k, v in protocol.items() if k != "name" and not str(k).startswith("_")},
+    body = {"protocol": {k: v for k, v in protocol.items() if k not in CURVE_KEYS and not str(k).startswith("_")},
             "corpus": {k: corpus.get(k) for k in keep}}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

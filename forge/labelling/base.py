@@ -41,8 +41,14 @@ def train_one(genome_dict: dict, spec: Mapping[str, Any]) -> str:
         injected = _fault(spec.get("fault"), genome)
         if injected is not None:
             return injected.to_json()
+        decide = None
+        if spec.get("stop"):
+            from forge.labelling.curves import decider
+
+            decide = decider(spec["stop"], genome.id)
         return train_genome(genome, Protocol.from_config(spec["protocol"]), build_corpus(spec["corpus"]),
-                            spec.get("weights_dir"), spec.get("logger")).to_json()
+                            spec.get("weights_dir"), spec.get("logger"), spec.get("ckpt_dir"), spec.get("fp", ""),
+                            decide).to_json()
     except Exception as e:  # a failing run never crashes the batch
         tb = traceback.format_exc(limit=3)
         disk = {"errno": e.errno, "path": str(e.filename or "")} if isinstance(e, OSError) and e.errno else {}
@@ -89,6 +95,9 @@ class _Base:
     wait_s: float = 1.0          # poll interval while another labeller holds a genome we need
     weights_dir: str | None = None  # keep each trained model here as <genome id>.safetensors (forge-verify)
     logger: dict[str, Any] | None = None  # a Lightning logger node for each training (forge.labelling.train.make_logger)
+    ckpt_dir: str | None = None  # rung checkpoints (<id>-<fp>.ckpt): a stopped or killed training continues from its last rung
+    stop: dict[str, Any] | None = None  # the stopping rule's spec (forge.fidelity.stopping.rule_spec); None: train in full
+    promote: bool | None = None  # continue stored `stopped` trainings; None: exactly when no stopping rule is set
 
     def __post_init__(self) -> None:
         if isinstance(self.store, (str, os.PathLike)):
@@ -106,8 +115,17 @@ class _Base:
 
     @property
     def spec(self) -> dict[str, Any]:
+        stop = None
+        if self.stop:
+            from forge.labelling.curves import rung_steps
+            from forge.labelling.train import Protocol
+
+            p = Protocol.from_config(self.protocol)
+            stop = {**self.stop, "store": self.store.url if isinstance(self.store, LabelStore) else None, "fp": self._fp,
+                    "steps": rung_steps(p.steps, p.eta, p.rungs)}
         return {"protocol": dict(self.protocol), "corpus": dict(self.corpus), "fault": self.fault,
-                "weights_dir": self.weights_dir, "logger": self.logger}
+                "weights_dir": self.weights_dir, "logger": self.logger, "ckpt_dir": self.ckpt_dir, "fp": self._fp,
+                "stop": stop}
 
     def fingerprint(self) -> str:
         """This trainer's protocol fingerprint (builds the corpus once: its content hash is part of it)."""
@@ -123,7 +141,7 @@ class _Base:
         self._done, self._claims = {}, {}
         self._by_id = {g.id: g for g in genomes}
         todo = list(self._by_id.values())
-        if self.store is not None:
+        if self.store is not None or self.ckpt_dir:
             self.fingerprint()
         try:
             while todo:
@@ -140,7 +158,8 @@ class _Base:
         """Claim `g` before training it; False when a result is stored (recorded) or another labeller has it."""
         if self.store is None:
             return True
-        got = self.store.claim(g, self._fp, str(self.protocol.get("name", "")), self.lease_s, self.retry)
+        promote = not self.stop if self.promote is None else bool(self.promote)
+        got = self.store.claim(g, self._fp, str(self.protocol.get("name", "")), self.lease_s, self.retry, promote)
         if isinstance(got, str):
             self._claims[g.id] = got
             return True

@@ -132,6 +132,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             raise GenomeError(f"export={cfg.export} is a folder; allowed: a .jsonl file path")
         check_writable(Path(str(cfg.export)), "export")
     logger = logger_node(cfg)  # a logger whose package is missing: refused before any work too
+    from forge.labelling.stop_cli import checkpoints_dir, stop_spec, write_stops
+
+    stop = stop_spec(to_container(cfg.get("stop")))  # a bad rule, model or inputs file: refused before any work
     genomes = _genomes(cfg)
     store = LabelStore(cfg.store)
     new: list[Label] = []
@@ -142,6 +145,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     factory = plugins.checked_factory(factory, "dispatch", ("protocol", "corpus", "store", "on_label", "retry", "logger"))
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
+    if hasattr(trainer, "stop"):  # rung checkpoints and the stopping rule (forge.labelling.stop_cli)
+        trainer.ckpt_dir, trainer.stop = checkpoints_dir(cfg, store.url), stop
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()
@@ -161,6 +166,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary["export_path"] = str(cfg.export)
     out = _out_dir(cfg)
     if out is not None:
+        summary["stops_logged"] = write_stops(out / "stops.jsonl", new)
         atomic_write_json(out / "label_summary.json", summary)
     return summary
 
@@ -170,10 +176,11 @@ def _summary(cfg: DictConfig, genomes: list[Genome], new: list[Label], store: La
     fin = [lab for lab in new if lab.finite]
     walls = [lab.provenance["wall_s"] for lab in fin if "wall_s" in lab.provenance]
     tps = [lab.provenance["tokens_per_s"] for lab in fin if lab.provenance.get("tokens_per_s")]
-    by = {s: [lab for lab in new if lab.status == s] for s in ("diverged", "failed")}
+    by = {s: [lab for lab in new if lab.status == s] for s in ("diverged", "failed", "stopped")}
     return {"requested": len(genomes), "trained": len(new), "skipped_done": len(genomes) - len(new),
             "finite": len(fin), "inf": len(new) - len(fin), "diverged": len(by["diverged"]),
-            "failed": len(by["failed"]), "store": where(store), "store_size": len(store),
+            "failed": len(by["failed"]), "stopped": len(by["stopped"]),
+            "tokens_trained": sum(int(lab.provenance.get("tokens_trained", 0)) for lab in new), "store": where(store), "store_size": len(store),
             "wall_s": round(wall, 2), "median_label_wall_s": statistics.median(walls) if walls else None,
             "median_tokens_per_s": statistics.median(tps) if tps else None,
             "protocol": OmegaConf.select(cfg, "protocol.name"), "protocol_fp": fp, "seed": int(cfg.seed),
@@ -199,7 +206,7 @@ def human(s: dict[str, Any]) -> str:
     med = s.get("median_label_wall_s")
     text = (f"labelled {s['trained']} of {s['requested']} genomes under {s.get('protocol')} in {clock(s['wall_s'])} "
             f"({s['skipped_done']} already in the store): {s['finite']} finite, {s['diverged']} diverged, "
-            f"{s['failed']} failed" + (f"; median {med:.1f} s per label" if med else "")
+            f"{s['failed']} failed" + (f", {s['stopped']} stopped at a rung" if s.get("stopped") else "") + (f"; median {med:.1f} s per label" if med else "")
             + f"\nstore: {s['store']} ({s['store_size']} labels)")
     if s.get("exported"):
         text += f"\nexported {s['exported']} labels to {s.get('export_path', 'the export file')}"

@@ -56,17 +56,20 @@ def _print(store: LabelStore, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"label store {where(store)}")
-    for col in ("protocol", "fingerprint", "done", "diverged", "failed", "running", "lapsed", "attempts"):
+    for col in ("protocol", "fingerprint", "done", "diverged", "failed", "stopped", "running", "lapsed", "attempts"):
         table.add_column(col, justify="left" if col in ("protocol", "fingerprint") else "right", no_wrap=True)
     for r in rows:
         name = r["name"] + (" (configured)" if r["configured"] else "")
-        table.add_row(name, r["protocol"], *(str(r[k]) for k in ("done", "diverged", "failed", "running", "lapsed",
-                                                                 "attempts")))
+        table.add_row(name, r["protocol"], *(str(r[k]) for k in ("done", "diverged", "failed", "stopped", "running",
+                                                                 "lapsed", "attempts")))
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)  # a log keeps the full table
     console.print(table)
     for r in rows:
         for f in r["last_failures"]:
             console.print(f"failed {r['name']}/{f['genome_id']} after {f['attempts']} attempt(s): {f['reason']}")
+    if any(r["stopped"] for r in rows):
+        console.print("stopped genomes are partial labels (inf, never final): forge-label without stop.rule continues "
+                      "them from their rung checkpoints")
     if any(r["failed"] for r in rows):
         console.print("failed genomes are trained again by the next forge-label run (retry=failed, the default)")
 

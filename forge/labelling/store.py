@@ -32,6 +32,8 @@ from forge.labelling.rows import UNKNOWN, label_of, row_of, worker_name
 from forge.labelling.store_db import T, StoreError, labels_table, normalize_url, open_engine
 
 RESULTS = ("done", "diverged")           # a label: never retrained
+PARTIAL = "stopped"                      # a training the stopping rule ended at a rung: continued by a promotion
+KEPT = (*RESULTS, "failed", PARTIAL)     # every settled row (not a live claim)
 RETRY = {"none": (), "failed": ("failed",), "all": ("failed", "diverged")}
 
 
@@ -87,7 +89,7 @@ class LabelStore:
         """Insert, or overwrite a row that holds no result (failed, or a lapsed claim)."""
         ins = _insert(self.engine.dialect.name)(labels_table).values(rows)
         now = db_now(self.engine.dialect.name)
-        free = or_(T.status == "failed", and_(T.status == "running", T.lease_until < now))
+        free = or_(T.status.in_(("failed", PARTIAL)), and_(T.status == "running", T.lease_until < now))
         cols = ("genome", "status", "label", "reason", "provenance", "worker", "protocol_name", "updated")
         return ins.on_conflict_do_update(index_elements=["genome_id", "protocol"], where=free,
                                          set_={c: ins.excluded[c] for c in cols}).returning(T.genome_id)
@@ -103,14 +105,16 @@ class LabelStore:
             return sum(len(conn.execute(self._upsert_stmt([r])).all()) for r in rows)
 
     def claim(self, genome: Genome, protocol: str, name: str = "", lease_s: float = 60.0,
-              retry: str = "failed") -> str | Label | None:
+              retry: str = "failed", promote: bool = False) -> str | Label | None:
         """Claim a genome before training it: a token when claimed, the stored Label when a result exists
-        (not retried), None while another worker's lease lives."""
+        (not retried), None while another worker's lease lives. A `stopped` row is claimed only to
+        `promote` it (continue its training from its checkpoint); otherwise it is returned as stored."""
         now, token = db_now(self.engine.dialect.name), uuid.uuid4().hex
         row = {**row_of(Label(genome, float("inf"), status="failed"), protocol), "status": "running",
                "protocol_name": name, "owner": token, "lease_until": now + lease_s, "attempts": 1, "reason": ""}
         ins = _insert(self.engine.dialect.name)(labels_table).values(row)
-        free = or_(T.status.in_(RETRY[retry]), and_(T.status == "running", T.lease_until < now))
+        again = (*RETRY[retry], PARTIAL) if promote else RETRY[retry]
+        free = or_(T.status.in_(again), and_(T.status == "running", T.lease_until < now))
         stmt = ins.on_conflict_do_update(
             index_elements=["genome_id", "protocol"], where=free,
             set_={"status": "running", "owner": token, "lease_until": now + lease_s, "attempts": T.attempts + 1,
@@ -149,9 +153,10 @@ class LabelStore:
         with self.engine.begin() as conn:
             n = conn.execute(update(labels_table).where(_key(label.genome_id, protocol), T.owner == token,
                                                         T.status == "running").values(vals)).rowcount
-            if n == 0 and label.status in RESULTS:
+            if n == 0 and label.status in (*RESULTS, PARTIAL):
                 n = conn.execute(update(labels_table).where(_key(label.genome_id, protocol),
-                                                            T.status.in_(("running", "failed"))).values(vals)).rowcount
+                                                            T.status.in_(("running", "failed", PARTIAL)))
+                                 .values(vals)).rowcount
         return n > 0
 
     # ------------------------------------------------------------------- reads
@@ -176,7 +181,7 @@ class LabelStore:
     def get(self, genome_id: str, protocol: str | None = None) -> Label | None:
         """The stored label (any status but running) of a genome under `protocol`; without one, the only
         protocol that has it (several is an error: labels of different protocols never stand in for each other)."""
-        rows = self._rows(protocol, (*RESULTS, "failed"), genome_id)
+        rows = self._rows(protocol, KEPT, genome_id)
         if len(rows) > 1:
             raise StoreError(f"genome {genome_id} has labels under {len(rows)} protocols "
                              f"({', '.join(r.protocol_fp for r in rows)}); allowed: ask for one protocol")
@@ -194,8 +199,9 @@ class LabelStore:
                 out.append(g)
         return out
 
-    def labels(self, protocol: str | None = None, statuses: Sequence[str] = (*RESULTS, "failed")) -> Iterator[Label]:
-        """Stored labels in insertion-time order (then id), optionally of one protocol."""
+    def labels(self, protocol: str | None = None, statuses: Sequence[str] = KEPT) -> Iterator[Label]:
+        """Stored labels in insertion-time order (then id), optionally of one protocol; partial (`stopped`)
+        ones carry an inf label, so every consumer that keeps finite labels drops them."""
         return iter(self._rows(protocol, statuses))
 
     def counts(self) -> list[dict[str, Any]]:
@@ -207,7 +213,7 @@ class LabelStore:
         out: dict[str, dict[str, Any]] = {}
         for fp, name, status, lapsed, n, att in rows:
             d = out.setdefault(fp, {"protocol": fp, "name": "", "done": 0, "diverged": 0, "failed": 0,
-                                    "running": 0, "lapsed": 0, "attempts": 0})
+                                    "running": 0, "lapsed": 0, "stopped": 0, "attempts": 0})
             d["name"] = d["name"] or name
             d["lapsed" if status == "running" and lapsed else status] += int(n)
             d["attempts"] += int(att or 0)
@@ -231,4 +237,4 @@ class LabelStore:
             self._engine = None
 
 
-__all__ = ["LabelStore", "RESULTS", "RETRY", "worker_name"]
+__all__ = ["LabelStore", "KEPT", "PARTIAL", "RESULTS", "RETRY", "worker_name"]

@@ -24,7 +24,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -63,6 +63,8 @@ class Protocol:
     threads: int = 1              # torch intra-op threads per training process (CPU)
     compile: bool = False
     seed: int = 0
+    eta: int = 3                  # rung ladder (forge.labelling.curves): rung k at steps / eta^(rungs-k)
+    rungs: int = 4                # curve points, the last = the final label; 1 = no curve (cpu-proxy: too short)
 
     def __post_init__(self) -> None:
         for k in ("tokens", "seq_len", "batch", "val_tokens", "threads"):
@@ -72,6 +74,8 @@ class Protocol:
             raise ProtocolError(f"protocol.precision = {self.precision!r} is unknown; allowed: {', '.join(PRECISIONS)}")
         if self.schedule not in SCHEDULES:
             raise ProtocolError(f"protocol.schedule = {self.schedule!r} is unknown; allowed: {', '.join(SCHEDULES)}")
+        if int(self.eta) < 2 or int(self.rungs) < 1:
+            raise ProtocolError(f"protocol.eta = {self.eta} / rungs = {self.rungs}; allowed: eta >= 2, rungs >= 1")
         if not self.lr > 0 or self.warmup_steps < 0:
             raise ProtocolError(f"protocol.lr = {self.lr} / warmup_steps = {self.warmup_steps}; allowed: lr > 0, warmup >= 0")
 
@@ -100,16 +104,18 @@ def lr_factor(step: int, p: Protocol) -> float:
 
 
 class _Batches(torch.utils.data.IterableDataset):
-    """Exactly `steps` pre-batched windows from the corpus (seeded)."""
+    """Exactly `steps` pre-batched windows from the corpus (seeded); a training resumed at step `start`
+    gets the windows from `start` on, the ones an uninterrupted run sees there."""
 
-    def __init__(self, corpus: Corpus, p: Protocol) -> None:
-        self.corpus, self.p = corpus, p
+    def __init__(self, corpus: Corpus, p: Protocol, start: int = 0) -> None:
+        self.corpus, self.p, self.start = corpus, p, start
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         it = self.corpus.train_batches(self.p.batch, self.p.seq_len, self.p.seed)
-        for _ in range(self.p.steps):
+        for i in range(self.p.steps):
             x, y = next(it)
-            yield torch.from_numpy(x), torch.from_numpy(y)
+            if i >= self.start:
+                yield torch.from_numpy(x), torch.from_numpy(y)
 
 
 def _lit_module(model: torch.nn.Module, p: Protocol):
@@ -186,13 +192,19 @@ def _check_fit(genome: Genome, corpus: Corpus, p: Protocol) -> None:
 
 
 def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus, weights_dir: str | None = None,
-                 logger: Mapping[str, Any] | None = None) -> Label:
+                 logger: Mapping[str, Any] | None = None, ckpt_dir: str | None = None, fp: str = "",
+                 decide: Callable[[int, list], dict | None] | None = None) -> Label:
     """Train from scratch and return the final validation loss with full provenance (inf if diverged).
     With `weights_dir`, the trained weights of a finite run are kept there as `<genome id>.safetensors`
     (provenance `checkpoint`), so `forge-export weights=DIR` ships the trained model. `logger`: a Lightning
-    logger node (`make_logger`), one run per genome; none: nothing is logged."""
+    logger node (`make_logger`), one run per genome; none: nothing is logged.
+    The curve (validation loss at each rung, forge.labelling.curves) goes in provenance `curve`. With
+    `ckpt_dir`, each rung leaves a Lightning checkpoint there (`<id>-<fp>.ckpt`) and a training finding one
+    continues from it; `decide(rung index, curve)` returning a dict stops the training at that rung: the
+    label is then `stopped` (inf, never a final loss) and the checkpoint stays for a later promotion."""
     import lightning.pytorch as pl
 
+    from forge.labelling.curves import checkpoint_path, make_callback, read_checkpoint_step, rung_steps
     from forge.lm.model import build_model
 
     _check_fit(genome, corpus, protocol)
@@ -203,28 +215,44 @@ def train_genome(genome: Genome, protocol: Protocol, corpus: Corpus, weights_dir
     model = build_model(genome, seed=protocol.seed)
     params = sum(q.numel() for q in model.parameters())
     lit = _lit_module(torch.compile(model) if protocol.compile else model, protocol)
+    rungs = rung_steps(protocol.steps, protocol.eta, protocol.rungs)
+    ckpt = checkpoint_path(ckpt_dir, genome.id, fp) if ckpt_dir else None
+    start = read_checkpoint_step(ckpt) if ckpt is not None else None
+    start = start if start in rungs[:-1] else 0
+    tps = protocol.batch * protocol.seq_len
+    cb = make_callback(lambda: evaluate(model, corpus, protocol, lit.device), rungs, ckpt, decide, tps)
     trainer = pl.Trainer(max_steps=protocol.steps, accelerator=protocol.accelerator, devices=1,
                          precision=protocol.precision, gradient_clip_val=protocol.grad_clip or None,
                          logger=make_logger(logger, genome.id), log_every_n_steps=max(1, min(50, protocol.steps // 20)),
-                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_progress_bar=False, callbacks=[cb],
                          enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                          deterministic=False)
     t0, c0 = time.perf_counter(), time.process_time()
-    loader = torch.utils.data.DataLoader(_Batches(corpus, protocol), batch_size=None, num_workers=0)
-    trainer.fit(lit, train_dataloaders=loader)
+    loader = torch.utils.data.DataLoader(_Batches(corpus, protocol, start), batch_size=None, num_workers=0)
+    trainer.fit(lit, train_dataloaders=loader, ckpt_path=str(ckpt) if start else None, weights_only=False)
     fit_s = time.perf_counter() - t0
     steps_done = int(trainer.global_step)
-    val = float("inf")
-    reason = lit.diverged
-    if not reason:
+    val, reason = float("inf"), lit.diverged
+    if not reason and cb.stopped is None:
         val = evaluate(model, corpus, protocol, lit.device)
         if not math.isfinite(val):
             reason, val = f"non-finite validation loss ({val})", float("inf")
+        cb.curve.append({"rung": len(rungs), "step": steps_done, "tokens": steps_done * tps,
+                         "val_loss": round(val, 6) if math.isfinite(val) else None})
     if trainer.logger is not None:  # the label itself, at the last step, beside the training curve
         trainer.logger.log_metrics({"val_loss": val}, step=steps_done)
         trainer.logger.save()
     prov = _provenance(protocol, corpus, params, steps_done, fit_s, time.perf_counter() - t0, lit.last_loss)
-    prov["cpu_s"] = round(time.process_time() - c0, 3)  # contention-free cost (all threads of this process)
+    prov.update(cpu_s=round(time.process_time() - c0, 3), curve=cb.curve, rung_steps=rungs,
+                tokens_trained=(steps_done - start) * tps)  # cpu_s: contention-free cost (all threads)
+    if start:
+        prov["resumed_from_step"] = start
+    if cb.stopped is not None:
+        prov["stopped"] = cb.stopped
+        return Label(genome=genome, label=float("inf"), provenance=prov, status="stopped",
+                     reason=f"stopped at rung {cb.stopped['rung']}/{len(rungs)}: {cb.stopped.get('reason', '')}")
+    if ckpt is not None:
+        ckpt.unlink(missing_ok=True)  # finished: nothing to continue
     if weights_dir and not reason:
         prov["checkpoint"] = str(save_weights(model, Path(weights_dir) / f"{genome.id}.safetensors"))
     return Label(genome=genome, label=val, provenance=prov, reason=reason, status="diverged" if reason else "done")

@@ -65,6 +65,9 @@ def _nodes(saved: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], t
         if isinstance(node, Mapping):
             keys = LAUNCH_ONLY if group == "dispatch" else tuple(k for k in node if k != "_target_")
             yield base, node, keys, dict(_shipped(group, str(node.get("_target_", ""))))
+    stop = select(saved, "search.coevolve.stop")  # issue 52: a curve model file is a path, named only at launch
+    if isinstance(stop, Mapping) and isinstance(stop.get("model"), str):
+        yield "search.coevolve.stop", stop, ("model",), {}
 
 
 def _leaves(value: Any, prefix: str) -> Iterator[tuple[str, Any]]:

@@ -6,7 +6,8 @@ from forge.genomes.genome import Genome, LayerGene
 TINY_CORPUS = {"_target_": "forge.labelling.corpus.stdlib_corpus", "tokenizer": "byte", "val_fraction": 0.1,
                "max_bytes": 1_000_000}
 TINY_PROTOCOL = {"name": "test-tiny", "tokens": 4 * 32 * 6, "seq_len": 32, "batch": 4, "lr": 3e-3,
-                 "warmup_steps": 2, "val_tokens": 512, "threads": 1, "seed": 0}
+                 "warmup_steps": 2, "val_tokens": 512, "threads": 1, "seed": 0,
+                 "rungs": 1}  # no curve: the fastest label (tests of curves set their own rungs, test_curves.py)
 
 
 def tiny_genome(d_mlp: int = 64, n_h: int = 2, attn2: bool = True) -> Genome:
@@ -16,3 +17,21 @@ def tiny_genome(d_mlp: int = 64, n_h: int = 2, attn2: bool = True) -> Genome:
 
 def tiny_genomes(n: int) -> list[Genome]:
     return [tiny_genome(d_mlp=32 * (i + 1)) for i in range(n)]
+
+
+def ray_local():
+    """A local 2-CPU Ray instance whose workers import this checkout (pytest skips when ray is not installed)."""
+    import os
+
+    import pytest
+
+    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
+    import tempfile
+
+    # an instance of its own: address="local" never joins another live cluster (Ray's None does, through the
+    # shared /tmp/ray/ray_current_cluster), its own temp folder (short: Ray's socket paths must fit 107 bytes),
+    # and the ports Ray picks free at random (the dashboard, on a fixed port, is off)
+    own = tempfile.mkdtemp(prefix="fray-", dir="/tmp")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+             _temp_dir=own, runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    return ray

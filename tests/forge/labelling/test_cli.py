@@ -108,7 +108,7 @@ def test_kill9_labelling_process_then_resume(tmp_path):
 def test_help_documents_every_option():
     r = subprocess.run(LABEL + ["--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0
-    for opt in ("n=", "seed=", "genomes=", "store=", "export=", "out_dir=", "space=", "protocol=cpu-proxy|paper",
+    for opt in ("n=", "seed=", "genomes=", "store=", "export=", "out_dir=", "space=", "protocol=cpu-proxy|cpu-curve|paper",
                 "corpus=stdlib|text|hf", "dispatch=local|ray|submitit", "timeout_s", "retries", "num_gpus", "logger="):
         assert opt in r.stdout, opt
     from forge.labelling.train import Protocol

@@ -13,7 +13,7 @@ import pytest
 from forge.labelling.dispatch import DispatchError, LocalTrainer, make_trainer, train_one
 from forge.genomes.labels import Label
 from forge.labelling.store import LabelStore
-from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
+from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, ray_local, tiny_genomes
 
 FAST = {**TINY_PROTOCOL, "tokens": 4 * 32 * 2, "val_tokens": 128}
 
@@ -75,20 +75,16 @@ def test_make_trainer_rejects_unknown_and_bad_options():
 
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest-xdist (--dist loadgroup)
 def test_ray_local_instance(tmp_path):
-    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
     gs = tiny_genomes(2)
-    # an instance of its own: address="local" never joins another live cluster (Ray's None does, through the
-    # shared /tmp/ray/ray_current_cluster), its own temp folder (short: Ray's socket paths must fit 107 bytes),
-    # and the ports Ray picks free at random (the dashboard, on a fixed port, is off; the agent's fixed HTTP port,
-    # when held by another instance, leaves that agent up without HTTP, which this test does not use)
-    own = tempfile.mkdtemp(prefix="fray-", dir="/tmp")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-             _temp_dir=own, runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    ray = ray_local()
     try:
         assert ray._private.worker.global_worker.node.get_temp_dir_path() == own  # not another process's cluster
         trainer = make_trainer("ray", FAST, TINY_CORPUS, num_gpus=0, timeout_s=300, retries=1,
                                fault={"kind": "raise", "ids": [gs[1].id]}, store=LabelStore(tmp_path / "r.db"))
         labs = trainer.train(gs)
+        from tests.forge.labelling.test_stop_dispatch import ray_stop_then_promote
+
+        ray_stop_then_promote(tmp_path)  # issue 52: the stopping rule through Ray (one Ray start for both checks)
     finally:
         ray.shutdown()
         shutil.rmtree(own, ignore_errors=True)

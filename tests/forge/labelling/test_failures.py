@@ -128,6 +128,7 @@ def _claims(url: str, monkeypatch) -> None:
 
     clock = _Clock()
     monkeypatch.setattr(store_mod, "time", clock)
+    monkeypatch.setattr(store_mod, "db_now", lambda dialect: clock.now)  # leases run on the database's clock
     g = fake_labels(1)[0].genome
     s1, s2 = LabelStore(url), LabelStore(url)
     t1 = s1.claim(g, "P", "p", lease_s=0.5)
