@@ -119,6 +119,8 @@ def run_pymoo(search: Any, budget: int) -> None:
     while problem.n_evaluated < budget:
         off = algo.ask()
         off = off[: budget - problem.n_evaluated]
+        if len(off) == 0:  # every child a duplicate after pymoo's 100 matings: the arm is stuck
+            break
         algo.evaluator.eval(problem, off, algorithm=algo)
         algo.tell(infills=off)
         X = off.get("X")
@@ -190,7 +192,11 @@ def cmd_run(a: argparse.Namespace) -> None:
     with ProcessPoolExecutor(a.workers) as pool:
         futs = [pool.submit(one, *j) for j in jobs]
         for f in as_completed(futs):
-            row = f.result()
+            try:
+                row = f.result()
+            except Exception as e:  # noqa: BLE001  (a failing arm is reported, the others go on)
+                print(f"failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                continue
             with OUT.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)

@@ -70,7 +70,7 @@ class MixedMutation(Mutation):
         Y = delete(Y, sp, rng, self.p["delete"])
         Y = duplicate(Y, sp, rng, self.p["duplicate"])
         Y = rotate_reflect(Y, sp, rng, self.p["rotate"])
-        if self.p["perturb"] > 0:
-            rows = np.flatnonzero(rng.random(len(Y)) < self.p["perturb"])
+        rows = np.flatnonzero(rng.random(len(Y)) < self.p["perturb"]) if self.p["perturb"] > 0 else []
+        if len(rows):
             Y[rows] = perturb(Y[rows], sp, rng, self.max_step, self.p_gene)
         return sp.repair_x(Y)

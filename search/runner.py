@@ -112,6 +112,7 @@ class Search:
         self.gen = g
         self._timed("log", self._log_generation, g, len(off))
         self._timed("checkpoint", self.checkpoint)
+        self.log.forget(self.problem.ids(pop_column(algo.pop, "X")))  # memory flat with the search's length
 
     def _log_offspring(self, g: int, off: Population) -> None:
         genomes, m = self.problem.metrics(pop_column(off, "X"))
