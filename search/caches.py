@@ -15,9 +15,9 @@ from typing import Any, MutableMapping
 CACHE_ROWS = 4096  # entries per cache: > the default job's 1,944 evaluations and its ~2,900 duplicate keys
 
 
-def trim(cache: MutableMapping[Any, Any], keep: int = CACHE_ROWS) -> None:
-    """Drop the oldest entries of `cache` (a dict: insertion order) beyond `keep`."""
-    extra = len(cache) - keep
+def trim(cache: MutableMapping[Any, Any], keep: int | None = None) -> None:
+    """Drop the oldest entries of `cache` (a dict: insertion order) beyond `keep` (default `CACHE_ROWS`)."""
+    extra = len(cache) - (CACHE_ROWS if keep is None else keep)
     if extra > 0:
         for k in list(islice(cache, extra)):
             del cache[k]
