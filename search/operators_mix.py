@@ -15,7 +15,8 @@ import numpy as np
 from pymoo.core.crossover import Crossover
 from pymoo.core.mutation import Mutation
 from pymoo.operators.crossover.sbx import SBX
-from pymoo.operators.mutation.pm import PM
+from pymoo.core.population import Population
+from pymoo.operators.mutation.pm import PM, mut_pm
 from pymoo.operators.repair.rounding import RoundingRepair
 
 from forge.spaces.space import SearchSpace
@@ -40,16 +41,17 @@ def compact(X: np.ndarray, space: SearchSpace) -> np.ndarray:
     return _join(np.take_along_axis(Y, order[:, :, None], axis=1), X, space)
 
 
-class AlignedSBX(Crossover):
+class AlignedSBX(SBX):
     """SBX between parents whose layers are aligned first (`compact`): layer i meets layer i."""
 
     def __init__(self, space: SearchSpace, prob: float = 0.9, eta: float = 15.0):
-        super().__init__(2, 2, prob=prob)
-        self.space, self._sbx = space, sbx(space, 1.0, eta)
+        super().__init__(prob=prob, eta=eta, vtype=float, repair=RoundingRepair())
+        self.space = space
 
-    def _do(self, problem, X, *args, random_state=None, **kwargs):
-        A = np.stack([compact(X[0], self.space), compact(X[1], self.space)]).astype(float)
-        return np.round(self._sbx._do(problem, A, random_state=random_state)).astype(np.int64)
+    def do(self, problem, pop, parents=None, *args, **kwargs):
+        matings = [pop[m] for m in parents] if parents is not None else pop
+        aligned = [Population.new("X", compact(np.array([ind.X for ind in m]), self.space)) for m in matings]
+        return super().do(problem, aligned, None, *args, **kwargs)
 
 
 class MixedMutation(Mutation):
@@ -60,13 +62,16 @@ class MixedMutation(Mutation):
                  p_rotate: float = 0.1, p_perturb: float = 0.0, p_gene: float = 0.1, max_step: int = 2,
                  prob: float = 1.0):
         super().__init__(prob=prob)
-        self.space, self._pm = space, pm(space, eta)
+        self.space, self.eta = space, eta
         self.p = {"delete": p_delete, "duplicate": p_duplicate, "rotate": p_rotate, "perturb": p_perturb}
         self.p_gene, self.max_step = p_gene, max_step
 
     def _do(self, problem, X, *args, random_state=None, **kwargs):
         rng, sp = random_state, self.space
-        Y = np.asarray(self._pm._do(problem, np.asarray(X, float), random_state=rng)).round().astype(np.int64)
+        n = len(X)  # pymoo's polynomial mutation, as `pm` draws it (one gene a genome on average)
+        Y = mut_pm(np.asarray(X, float), problem.xl, problem.xu, np.full(n, float(self.eta)),
+                   self.get_prob_var(problem, size=n), at_least_once=False, random_state=rng)
+        Y = np.asarray(Y).round().astype(np.int64)
         Y = delete(Y, sp, rng, self.p["delete"])
         Y = duplicate(Y, sp, rng, self.p["duplicate"])
         Y = rotate_reflect(Y, sp, rng, self.p["rotate"])
