@@ -33,3 +33,19 @@ def test_bounded_caches_write_the_same_run_as_unbounded_ones(make_search, tmp_pa
         a, b = (tmp_path / run / name for run in ("full", "small"))
         if a.exists() or b.exists():
             assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_the_codec_s_shared_layers_start_afresh_past_their_bound(monkeypatch):
+    """Equal slots share one LayerGene; past `LAYER_CACHE` distinct ones the table starts afresh (same genomes)."""
+    import numpy as np
+
+    from forge.spaces import codec
+    from forge.spaces.space import load_space
+
+    space = load_space("iha-tiny")
+    X = space.sample_x(64, np.random.default_rng(0))
+    want = [g.id for g in space.decode(X)]
+    monkeypatch.setattr(codec, "LAYER_CACHE", 10)
+    fresh = load_space("iha-tiny")
+    assert [g.id for g in fresh.decode(X)] == want and [g.id for g in fresh.decode(X)] == want
+    assert len(fresh._tables["layers"]) <= 10 + len(X) * fresh.L_max
