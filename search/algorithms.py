@@ -18,8 +18,8 @@ from pymoo.core.termination import NoTermination
 from forge.genomes.genome import Genome
 from forge.spaces.space import SearchSpace
 from search.duplicates import IdDuplicateElimination
-from search.operators import (LayerCrossover, LayerMutation, MutationParams, SpaceRepair, SpaceSampling,
-                              sample_uniform)
+from search.operators import SpaceSampling, sample_uniform
+from search.operators_plugin import OperatorSpec, build_operator, check_code, code_record
 from search.problem import ForgeProblem
 from search.settings import SearchSettings
 from search.survival import StableRankAndCrowding
@@ -29,24 +29,27 @@ POP_KEYS = ("X", "F", "G", "CV", "feas", "rank", "crowding", "fgen")
 
 class ForgeNSGA2(NSGA2):
     """pymoo's NSGA-II over a Forge space, holding its own state (as pymoo's algorithms do): the space it samples, mates, mutates and repairs
-    in, and `checkpoint_state()` / `restore()`, what a checkpoint saves of it and how a resume puts it back."""
+    in, and `checkpoint_state()` / `restore()`, what a checkpoint saves of it and how a resume puts it back.
+    `operators`: the built sampling, crossover, mutation and repair (search.operators_plugin); `code`: the record of
+    those that are not Forge's own, which a checkpoint holds and a resume must match."""
 
     def __init__(self, space: SearchSpace, keys: Callable[[np.ndarray], list], pop_size: int, n_offsprings: int,
-                 crossover: float, mutation_rate: float, mutation: MutationParams,
-                 seed_genome: Genome | None = None) -> None:
-        super().__init__(pop_size=pop_size, n_offsprings=n_offsprings, sampling=SpaceSampling(space, seed_genome),
-                         crossover=LayerCrossover(space, crossover), mutation=LayerMutation(space, mutation_rate, mutation),
-                         repair=SpaceRepair(space), eliminate_duplicates=IdDuplicateElimination(keys),
-                         survival=StableRankAndCrowding())
-        self.space = space
+                 operators: Mapping[str, Any], code: Mapping[str, Any] | None = None) -> None:
+        super().__init__(pop_size=pop_size, n_offsprings=n_offsprings, sampling=operators["sampling"],
+                         crossover=operators["crossover"], mutation=operators["mutation"], repair=operators["repair"],
+                         eliminate_duplicates=IdDuplicateElimination(keys), survival=StableRankAndCrowding())
+        self.space, self.code = space, dict(code or {})
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What a checkpoint holds of the algorithm: the survived population, pymoo's iteration counter and the
         generator's state (JSON-able; floats round-trip exactly)."""
-        return {"n_iter": self.n_iter, "rng": self.random_state.bit_generator.state, "pop": pop_state(self.pop)}
+        st = {"n_iter": self.n_iter, "rng": self.random_state.bit_generator.state, "pop": pop_state(self.pop)}
+        return {**st, "operators": self.code} if self.code else st  # a run of Forge's own operators: as before
 
     def restore(self, st: Mapping[str, Any]) -> None:
-        """Put `checkpoint_state()`'s population, counter and generator state back into this freshly set-up algorithm."""
+        """Put `checkpoint_state()`'s population, counter and generator state back into this freshly set-up algorithm,
+        once its operators are the ones the checkpoint recorded (else ResumeError)."""
+        check_code(st.get("operators") or {}, self.code, "resume")
         self._initialize()  # pymoo's own set-up hook
         cols = {k: np.asarray(st["pop"][k]) for k in POP_KEYS if st["pop"].get(k) is not None}
         cols["X"] = cols["X"].astype(np.int64)
@@ -72,9 +75,16 @@ class RandomSearch(ForgeNSGA2):
 
 def make_algorithm(space: SearchSpace, problem: ForgeProblem, s: SearchSettings, seed: int,
                    seed_genome: Genome | None = None) -> ForgeNSGA2:
-    """The recipe's pymoo algorithm, set up on `problem`."""
+    """The recipe's pymoo algorithm with the settled operators (search.operators_plugin), set up on `problem`."""
+    nodes = {"crossover": s.crossover, "mutation": s.mutation, "repair": s.repair}
+    ops = {k: build_operator(k, node, space) for k, node in nodes.items()}
+    if isinstance(s.sampling, OperatorSpec):  # a user's sampling plug-in (else uniform, or around a genome)
+        nodes["sampling"] = s.sampling
+        ops["sampling"] = build_operator("sampling", s.sampling, space)
+    else:
+        ops["sampling"] = SpaceSampling(space, seed_genome)
     cls = ForgeNSGA2 if s.algorithm == "nsga" else RandomSearch
-    algo = cls(space, problem.keys, s.pop_size, s.offspring, s.crossover, s.mutation_rate, s.mutation, seed_genome)
+    algo = cls(space, problem.keys, s.pop_size, s.offspring, ops, code_record(nodes))
     algo.setup(problem, seed=seed, termination=NoTermination(), verbose=False)
     return algo
 

@@ -38,7 +38,7 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     space = p.get("space") or build_space(c)
     anchor = hv_anchor(hv["anchor"], space)  # resolved with the space (bad input fails here)
     check_agreement([anchor.genome, *space.sample(SAMPLE, np.random.default_rng(int(c.get("seed", 0))))])
-    sampling = seed_genome(s.sampling, space)
+    sampling = seed_genome(s.sampling, space) if isinstance(s.sampling, (str, type(None))) else None
     cost = build_cost(c, p)  # a refused backend is refused before the surrogate loads
     evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
     if "coevolution" in p:

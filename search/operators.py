@@ -189,9 +189,9 @@ class LayerCrossover(Crossover):
 class LayerMutation(Mutation):
     """The four-operator mutation; pymoo applies it to each offspring with probability `prob`."""
 
-    def __init__(self, space: SearchSpace, prob: float = 0.3, params: MutationParams = MutationParams()):
-        super().__init__(prob=prob)
-        self.space, self.params = space, params
+    def __init__(self, space: SearchSpace, rate: float = 0.3, **params: float):
+        super().__init__(prob=rate)
+        self.space, self.params = space, MutationParams(**params)  # conf/search/mutation/llmforge.yaml
 
     def _do(self, problem, X, *args, random_state=None, **kwargs):
         return mutate(X, self.space, random_state, self.params)

@@ -27,6 +27,7 @@ from forge.disk.io import json_num
 from forge.runtime.numeric import round_sig, settle
 from forge.spaces.space import SearchSpace
 from forge.lm.workload import WORKLOAD_TOTALS, model_totals, workload_totals
+from search.caches import trim
 from search.constraints import Constraint, parse_constraint
 from search.errors import SearchConfigError
 from search.objectives import CORE_COST, LOSS, MODEL_METRICS, NOT_BACKEND, Objective, parse_objectives
@@ -57,7 +58,8 @@ class ForgeProblem(Problem):
         self._cost: dict[str, dict[str, float]] = {}
         self._design: dict[str, dict[str, Any]] = {}  # backend's chosen shape / precision / batch per id
         self._loss: dict[tuple[int, str], tuple[float, float, float]] = {}
-        self._unsaved: dict[tuple[int, str], None] = {}  # loss keys not yet handed out by new_losses (in order)
+        self._unsaved: dict[tuple[int, str], tuple[float, float, float]] = {}  # losses not yet handed out by new_losses
+        self._kdt = np.uint8 if int(np.max(xu, initial=0)) < 256 else np.int64  # row keys: one byte a gene
         self._user: dict[str, dict[str, float]] = {}  # user-function objectives by genome id
         self.timers: dict[str, float] = defaultdict(float)
         self.n_evaluated = 0  # genomes passed through _evaluate (the evaluation budget)
@@ -83,13 +85,26 @@ class ForgeProblem(Problem):
                                         f"{getattr(self.backend, 'name', '?')}; allowed: {', '.join(valid)}")
 
     # ------------------------------------------------------------ decode / ids
+    def _row_bytes(self, X: np.ndarray) -> list[bytes]:
+        """One cache key per row (its grid indices, a byte each where every grid is that short)."""
+        return [r.tobytes() for r in np.asarray(X).astype(self._kdt)]
+
+    def trim_caches(self) -> None:
+        """Keep the newest `search.caches.CACHE_ROWS` entries of each per-genome cache (a genome seen again is decoded
+        or scored again, to the same numbers); the losses only where the evaluator is deterministic (a surrogate
+        without MC dropout): a sampled or trained loss is never drawn twice."""
+        for cache in (self._genomes, self._ids, self._keys, self._cost, self._design):
+            trim(cache)
+        if getattr(self.evaluator, "kind", None) == "surrogate" and not getattr(self.evaluator, "n_mc", 0):
+            trim(self._loss)
+
     def genomes(self, X: np.ndarray, values: dict[str, np.ndarray] | None = None) -> list[Genome]:
         """Decode rows (cached by row bytes: decoding and hashing happen once per distinct row).
 
         `values` is `space.values(X)` when the caller already has it (one conversion per generation)."""
         t0 = time.perf_counter()
         X = np.asarray(X, dtype=np.int64)
-        keys = [row.tobytes() for row in X]
+        keys = self._row_bytes(X)
         miss = [i for i, k in enumerate(keys) if k not in self._genomes]
         if miss:
             v = self.space.values(X[miss]) if values is None else {k: a[miss] for k, a in values.items()}
@@ -101,14 +116,14 @@ class ForgeProblem(Problem):
     def ids(self, X: np.ndarray) -> list[str]:
         X = np.asarray(X, dtype=np.int64)
         self.genomes(X)
-        return [self._ids[row.tobytes()] for row in X]
+        return [self._ids[k] for k in self._row_bytes(X)]
 
     def keys(self, X: np.ndarray) -> list[bytes]:
         """One key per row, equal exactly when the ids are (the same network), read from the encoded rows
         without decoding: active slots in order, attention genes blanked on identity layers, plus the
         precision genes. Grid indices stand for values one to one, so this is the id's canonical form."""
         X = np.asarray(X, dtype=np.int64)
-        rows = [r.tobytes() for r in X]
+        rows = self._row_bytes(X)
         miss = [j for j, b in enumerate(rows) if b not in self._keys]
         if miss:
             self._keys.update(zip((rows[j] for j in miss), self._row_keys(X[miss])))
@@ -122,8 +137,7 @@ class ForgeProblem(Problem):
         act = X3[:, :, 0].astype(bool)
         X3 = np.take_along_axis(X3, np.argsort(~act, axis=1, kind="stable")[:, :, None], axis=1)
         X3 *= np.sort(act, axis=1)[:, ::-1, None]
-        rows = np.concatenate([X3.reshape(len(X), -1), X[:, sp.n_layer_var:]], axis=1)
-        return [r.tobytes() for r in rows]
+        return self._row_bytes(np.concatenate([X3.reshape(len(X), -1), X[:, sp.n_layer_var:]], axis=1))
 
     # ------------------------------------------------------------ evaluation
     def metrics(self, X: np.ndarray) -> tuple[list[Genome], dict[str, np.ndarray]]:
@@ -135,12 +149,13 @@ class ForgeProblem(Problem):
         key = (self.evaluator.version, X.tobytes())
         if self._last is not None and self._last[0] == key:  # the runner logs the batch it just evaluated
             return self._last[1], dict(self._last[2])
+        self.trim_caches()  # nothing read from them is still to be read: this batch fills them again
         values = self.space.values(X)
         genomes = self.genomes(X, values)
         t0 = time.perf_counter()
         arrays = self.space.arrays_from_values(values)
         self.timers["decode"] += time.perf_counter() - t0
-        ids = [self._ids[row.tobytes()] for row in X]
+        ids = [self._ids[k] for k in self._row_bytes(X)]
         out = self._loss_metrics(genomes, ids, arrays)
         out.update(self._cost_metrics(genomes, ids, arrays))
         t0 = time.perf_counter()
@@ -174,7 +189,7 @@ class ForgeProblem(Problem):
     def new_losses(self) -> list[tuple[int, str, tuple[float, float, float]]]:
         """(version, id, (loss, μ, σ)) computed since the last call, in order: what the runner appends to its
         loss cache so a resume never re-predicts."""
-        out = [(v, i, self._loss[(v, i)]) for v, i in self._unsaved]
+        out = [(v, i, y) for (v, i), y in self._unsaved.items()]
         self._unsaved.clear()
         return out
 
@@ -211,8 +226,7 @@ class ForgeProblem(Problem):
             t0 = time.perf_counter()
             loss, mu, sigma = (settle(a) for a in self.evaluator(_batch(genomes, ids, todo, arrays)))
             for j, i in enumerate(todo):
-                self._loss[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
-                self._unsaved[(v, i)] = None
+                self._loss[(v, i)] = self._unsaved[(v, i)] = (float(loss[j]), float(mu[j]), float(sigma[j]))
             self.timers[self.evaluator.kind] += time.perf_counter() - t0
         rows = np.array([self._loss[(v, i)] for i in ids], dtype=float).reshape(len(ids), 3)
         out = {LOSS: rows[:, 0], "mu": rows[:, 1], "sigma": rows[:, 2]}

@@ -16,6 +16,7 @@ import numpy as np
 
 from forge.disk.io import atomic_write_text, json_line, loads
 from forge.genomes.genome import Genome
+from search import caches
 from search.ledger import (LOSS_CACHE, LogLedger, has_checkpoint, rebuilt_cache, resume_state, snapshot_durable,
                            truncate_logs)
 from search.state import CHECKPOINT, append_jsonl, append_lines, check_resumable, read_jsonl, save_checkpoint, sync_files
@@ -40,6 +41,7 @@ class RunLog:
         self._synced_at = -np.inf  # when the logs and the checkpoint were last fsynced (the first one is)
         self.ledger = LogLedger(self.run_dir, COVERED)  # rows, bytes and hash of each log (see checkpoint())
         self._table_rows: list[dict[str, Any]] | None = []  # archive.csv rows, while this process logged them all
+        # (and they are few: past search.caches.CACHE_ROWS, archive.csv is written from archive.jsonl at the end)
         self.table_log = GenerationLog(self.run_dir)  # history.csv + a logging line per generation
 
     def line(self, rec: dict[str, Any]) -> str:
@@ -64,6 +66,16 @@ class RunLog:
         append_lines(self.run_dir / "archive.jsonl", lines, sync=False)
         if self._table_rows is not None:
             self._table_rows += [genome_row(self.records[g.id], objectives) for g in genomes]
+            if len(self._table_rows) > caches.CACHE_ROWS:
+                self._table_rows = None
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """After a generation's checkpoint: past `CACHE_ROWS` records, keep only those of `keep` (the population:
+        what the next generation mates, merges and checkpoints; the front's rows live in the archive), and the
+        newest encoded lines (an older one is encoded again when asked, to the same text)."""
+        if len(self.records) > caches.CACHE_ROWS:
+            self.records = {i: self.records[i] for i in keep if i in self.records}
+        caches.trim(self._json)
 
     def update_front(self, entries: Sequence[dict[str, Any]]) -> None:
         if [e["id"] for e in entries] != self._front_ids:  # most late generations change nothing

@@ -115,6 +115,7 @@ class Search:
         self._timed("checkpoint", self.checkpoint)
         if self.study is not None:
             self._timed("study", self.study.sync)
+        self.log.forget(self.problem.ids(pop_column(algo.pop, "X")))  # memory flat with the search's length
 
     def _study_writer(self) -> Any:
         from search.optuna_study import StudyWriter

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from forge.disk.confined import open_append
-from forge.disk.io import atomic_write_text, loads
+from forge.disk.io import _UMASK, atomic_write_text, loads
 from search.state import read_jsonl
 
 log = logging.getLogger("forge.search")
@@ -73,19 +73,54 @@ def write_tables(run_dir: Path, objectives: Sequence[str], archive_rows: Sequenc
     that logged every row itself), so the file is not parsed again. `blind`: genes the loss predictor never saw
     (search.blind, allowed by the user): every row says so in `loss_blind_to`."""
     out = {}
+    first = (*FIRST, *objectives, *(("loss_blind_to",) if blind else ()))
     for src, name in (("pareto.jsonl", "front.csv"), ("archive.jsonl", "archive.csv")):
+        out[name] = run_dir / name
+        if src == "archive.jsonl" and archive_rows is None and (run_dir / src).is_file():
+            _stream_csv(run_dir / src, run_dir / name, objectives, blind, first)  # every evaluation: never all in memory
+            continue
         if src == "archive.jsonl" and archive_rows is not None:
             rows = list(archive_rows)
         else:
             rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
         if blind:
             rows = [r | {"loss_blind_to": ";".join(blind)} for r in rows]
-        odd = name == "front.csv" and isinstance(rows, list) and odds is not None
+        odd = name == "front.csv" and odds is not None
         rows = with_odds(rows, odds) if odd else rows
-        first = (*FIRST, *objectives, *(("p_best", "loss_group") if odd and rows and "p_best" in rows[0] else ()))
-        atomic_write_text(run_dir / name, to_csv(rows, (*first, *(("loss_blind_to",) if blind else ()))))
-        out[name] = run_dir / name
+        cols = (*FIRST, *objectives, *(("p_best", "loss_group") if odd and rows and "p_best" in rows[0] else ()),
+                *(("loss_blind_to",) if blind else ()))
+        atomic_write_text(run_dir / name, to_csv(rows, cols))
     return out
+
+
+def _stream_csv(src: Path, dst: Path, objectives: Sequence[str], blind: Sequence[str], first: Sequence[str]) -> None:
+    """`to_csv` of src's rows, read twice line by line (the columns, then the rows) into a temp file renamed over
+    `dst`: the same bytes, in memory one row at a time (issue 53 §3)."""
+    import os
+    import tempfile
+
+    extra = {"loss_blind_to": ";".join(blind)} if blind else {}
+
+    def rows() -> Iterable[dict[str, Any]]:
+        with open(src, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield genome_row(loads(line), objectives) | extra
+
+    cols = list(dict.fromkeys([*first, *(k for r in rows() for k in r)]))
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as atomic_write_text's files
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class GenerationLog:

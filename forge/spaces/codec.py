@@ -18,6 +18,8 @@ from forge.genomes.genes import GLOBAL_GENES, LAYER_GENES, BUILTIN, extra_genes
 from forge.genomes.genome import Genome, GenomeError, LayerGene
 from forge.genomes.precision import TENSORS, PrecisionGenes, parse_format
 
+LAYER_CACHE = 16384  # distinct layers decoded before the shared-LayerGene table starts afresh (~3 MiB)
+
 
 class Codec:
     """Encode, convert and decode rows of grid indices (mixed into SearchSpace)."""
@@ -120,6 +122,8 @@ class Codec:
         names = [k for k in BUILTIN if k not in ("active", "attn")] + [g.name for g in extra_genes() if g.name in v]
         slots = zip(*(v[k].ravel().tolist() for k in (*names, "active", "attn")))
         cache = self._tables.setdefault("layers", {})  # equal slots share one immutable LayerGene
+        if len(cache) > LAYER_CACHE:  # a long search meets ever new layers: memory flat with its length (issue 53)
+            cache.clear()
         flat = [cache.get(t) or cache.setdefault(t, self._layer(names, t)) for t in slots]
         template = self.genome((LayerGene(1, 1, 1, 1, 1),))
         templates = self._templates(v, template)

@@ -12,6 +12,7 @@ from search.build import build_search
 from search.cli import run
 from search.errors import SearchConfigError
 from search.evaluators import LossEvaluator
+from search.operators_plugin import OperatorSpec
 from search.settings import SearchSettings, section, settle_config
 from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
@@ -107,16 +108,19 @@ def test_settle_fills_the_recipe_defaults_once():
 
 
 def test_the_settled_search_section_is_handed_on_typed_and_frozen():
-    """`SearchSettings.of` reads the settled section once: numbers as their types, the mutation split into its
-    rate and the operators' probabilities; the dict the run saves is left as it was."""
+    """`SearchSettings.of` reads the settled section once: numbers as their types, each operator as its typed spec
+    (a number for the crossover, the form saved runs hold, is the layer crossover's probability); the dict the run
+    saves is left as it was."""
     import dataclasses
 
     c = settle_config(tiny_cfg(search={"crossover": 1, "mutation": {"rate": 0.5, "p_gene": 0.25}}))
     saved = dict(c["search"])
     s = SearchSettings.of(c["search"])
     assert (s.pop_size, s.offspring, s.generations, s.algorithm) == (8, 12, 4, "nsga")
-    assert isinstance(s.crossover, float) and s.crossover == 1.0 and s.mutation_rate == 0.5
-    assert s.mutation.p_gene == 0.25 and s.mutation.max_step == section("search", None)["mutation"]["max_step"]
+    assert s.crossover == OperatorSpec("search.operators.LayerCrossover", {"prob": 1})
+    assert s.mutation.target == "search.operators.LayerMutation" and s.mutation.options["rate"] == 0.5
+    assert s.mutation.options["p_gene"] == 0.25
+    assert s.mutation.options["max_step"] == section("search", None)["mutation"]["max_step"]
     assert c["search"] == saved and "rate" in c["search"]["mutation"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.pop_size = 3  # type: ignore[misc]

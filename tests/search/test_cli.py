@@ -43,7 +43,7 @@ def test_search_cli_defaults_compose_to_table6():
         cfg = compose("forge-search")
     s = cfg.search
     assert (cfg.space.name, s.algorithm, s.pop_size, s.offspring, s.generations) == ("iha-paper", "nsga", 24, 48, 40)
-    assert (s.crossover, s.mutation.rate, s.coevolve.every) == (0.6, 0.3, 0)
+    assert (s.crossover.prob, s.mutation.rate, s.coevolve.every) == (0.9, 0.3, 0)  # SBX since issue 53 (layer: 0.6)
     assert list(cfg.objectives) == ["val_loss", "ttft_ms", "tpot_ms", "energy_per_token_uj"]
     assert cfg.backend._target_.endswith("RooflineBackend") and cfg.workload.prefill == 256
 
