@@ -61,6 +61,7 @@ def _evaluate(backend: Any, genome: Any, wl: Any, progress: bool) -> dict[str, A
         return backend.evaluate([genome], wl).row(0)
     from forge.runtime.steps import Steps
 
+    backend._setup(wl)  # a backend that cannot run here (no GPU, mixed bits) refuses in one line, before the progress
     with Steps("forge-hw", f"timing {genome.name} on {backend.device}", backend.warmup + backend.repeats,
                unit="run") as st:
         backend.on_round = st.step

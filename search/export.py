@@ -118,7 +118,8 @@ def _trained_weights(gid: str, weights: Path | None, labels: dict[str, dict[str,
 
 
 def _load_weights(model: Any, path: Path) -> None:
-    """Trained weights into `model`; a file that is not a checkpoint of this genome is refused, naming it."""
+    """Trained weights into `model` (None: only read the file, to refuse an unreadable one before any work); a file
+    that is not a checkpoint of this genome is refused, naming it."""
     import pickle
 
     import safetensors
@@ -127,12 +128,17 @@ def _load_weights(model: Any, path: Path) -> None:
     unreadable = (RuntimeError, EOFError, KeyError, TypeError, ValueError, pickle.UnpicklingError,
                   getattr(safetensors, "SafetensorError", RuntimeError))
     try:
-        if path.suffix == ".safetensors":
+        if path.suffix == ".safetensors" and model is None:
+            with safetensors.safe_open(str(path), "pt"):
+                pass
+        elif path.suffix == ".safetensors":
             from safetensors.torch import load_model
 
             load_model(model, str(path))
         else:
-            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            if model is not None:
+                model.load_state_dict(state)
     except unreadable as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
         raise ExportError(f"{path}: not a readable weights file for this genome ({first}); allowed: a .pt state "
@@ -259,6 +265,9 @@ def run(cfg: Any) -> dict[str, Any]:
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
     from forge.runtime.steps import Steps
 
+    for gid in ids:  # an unreadable weights file is refused in one line, before the progress opens
+        if (src := _trained_weights(gid, weights, labels)) is not None:
+            _load_weights(None, src)
     # written beside out=, moved in once whole: a failure (a full disk), Ctrl-C or SIGTERM leaves out= as it was
     with term_as_interrupt(), full_disk_at(out), staged(out) as stage, Steps(
             "forge-export", f"writing format={fmt}", len(ids), unit="genome",

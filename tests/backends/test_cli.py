@@ -112,3 +112,13 @@ def test_a_sweep_ends_with_its_jobs_side_by_side(tmp_path, capsys):
     with initialize_config_module(config_module="forge_conf", version_base="1.3"):
         c = compose(config_name="forge-hw", return_hydra_config=True)
     assert c.hydra.callbacks.side_by_side._target_ == "backends.side_by_side.SideBySide"
+
+
+def test_a_measured_backend_that_cannot_run_here_refuses_before_its_progress(tmp_path, capsys):
+    """A refusal stays one line: `backend=gpu-measured` on a machine without a GPU says so before any step."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu-measured runs here")
+    with pytest.raises(BackendError, match="needs a CUDA GPU"):
+        run(cfg("backend=gpu-measured", out=tmp_path))
+    assert capsys.readouterr().err == ""
