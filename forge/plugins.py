@@ -92,6 +92,8 @@ def shipped() -> dict[str, frozenset[str]]:
     for kind in KINDS:
         for path in sorted((conf_dir() / kind).rglob("*.yaml")):
             out[kind].update(_norm(t) for t in targets(yaml.load(path.read_text(), Loader=loader) or {}))
+    for path in sorted((conf_dir() / "search").rglob("*.yaml")):  # the search's operators (issue 53's groups)
+        out["operator"].update(_norm(t) for t in targets(yaml.load(path.read_text(), Loader=loader) or {}))
     for kind, paths in BUILTIN.items():
         out[kind].update(paths)
     return {k: frozenset(v) for k, v in out.items()}

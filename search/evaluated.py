@@ -7,8 +7,9 @@ the row's genome is checked against its id by the caller (search.export.checked_
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from search.errors import ExportError
 from search.state import read_jsonl
@@ -39,3 +40,14 @@ def off_front(run_dir: Path, prefix: str, verify_dirs: Sequence[Path]) -> tuple[
                           "genome the run evaluated or verified")
     row, where = next(iter(found.values()))
     return row, f"{row['id'][:8]} is not on the run's Pareto front: {where}"
+
+
+def chosen_rows(run_dir: Path, rows: list[dict[str, Any]], spec: str, weights: Path | None,
+                on_front: Callable[[], list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], str | None]:
+    """`select=` rows, and a note when `id:` named a genome off the front (one the search evaluated or forge-verify
+    trained, found beside `weights=` or in the run's verify/); `on_front` selects among the front's rows."""
+    m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)
+    if m and rows and not any(str(r["id"]).startswith(m.group(1)) for r in rows):
+        row, note = off_front(run_dir, m.group(1), [*([weights.parent] if weights else []), run_dir / "verify"])
+        return [row], note
+    return on_front(), None

@@ -32,6 +32,7 @@ from forge.runtime.numeric import argmin_by_id
 from forge.disk.full import full_disk_at
 from forge.runtime.signals import term_as_interrupt
 from search.export_card import model_card
+from search.odds import front_p_best
 from search.run_files import refuse_odd
 from search.state import read_jsonl, require_complete
 from search.errors import ExportError
@@ -291,15 +292,11 @@ def _space_name(node: Any) -> str | None:
 
 def _chosen(run_dir: Path, rows: list[dict[str, Any]], spec: str,
             weights: Path | None) -> tuple[list[dict[str, Any]], str | None]:
-    """The selected rows, and a note when `id:` named a genome off the front (search.evaluated: one the search
-    evaluated or forge-verify trained, found beside `weights=` or in the run's verify/)."""
-    m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)
-    if m and rows and not any(str(r["id"]).startswith(m.group(1)) for r in rows):
-        from search.evaluated import off_front
+    """The selected rows, and a note when `id:` named a genome off the front (search.evaluated.chosen_rows)."""
+    from search.evaluated import chosen_rows
 
-        row, note = off_front(run_dir, m.group(1), [*([weights.parent] if weights else []), run_dir / "verify"])
-        return [row], note
-    return select(rows, spec, _objectives(run_dir, rows), _maximized(run_dir)), None
+    return chosen_rows(run_dir, rows, spec, weights,
+                       lambda: select(rows, spec, _objectives(run_dir, rows), _maximized(run_dir)))
 
 
 def checked_id(row: dict[str, Any], run_dir: Path) -> str:
@@ -340,18 +337,6 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
 
     p = run_dir / "config.yaml"
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}
-
-
-def front_p_best(rows: list[dict[str, Any]], summary: dict[str, Any],
-                 chosen: list[dict[str, Any]]) -> dict[str, float | None]:
-    """{id: P that the front's best-predicted member trains better than it} of the `chosen` rows, from the run's
-    odds (search.odds; None for that member itself); {} when the run recorded none."""
-    from search.odds import p_best, run_odds
-
-    p, want = p_best(rows, run_odds(summary)), {r["id"] for r in chosen}
-    if p is None:
-        return {}
-    return {r["id"]: (None if v != v else float(v)) for r, v in zip(rows, p) if r["id"] in want}
 
 
 def _tokenizer(c: dict[str, Any], fmt: str, chosen: list[dict[str, Any]]) -> str | None:

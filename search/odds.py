@@ -133,3 +133,13 @@ def odds_summary(rows: Sequence[dict[str, Any]], odds: PairwiseOdds | None, pred
     return {"predictor": predictor, "rule_out": RULE_OUT, **odds.to_dict(),
             "provenance": {**prov, "check_max_error": check.get("max_error")},
             "groups": group_sizes(groups), "n_not_ruled_out": group_sizes(groups)[0] if len(rows) else 0}
+
+
+def front_p_best(rows: list[dict[str, Any]], summary: dict[str, Any],
+                 chosen: list[dict[str, Any]]) -> dict[str, float | None]:
+    """{id: P that the front's best-predicted member trains better than it} of the `chosen` rows, from the run's
+    odds (search.odds; None for that member itself); {} when the run recorded none."""
+    p, want = p_best(rows, run_odds(summary)), {r["id"] for r in chosen}
+    if p is None:
+        return {}
+    return {r["id"]: (None if v != v else float(v)) for r, v in zip(rows, p) if r["id"] in want}

@@ -143,3 +143,19 @@ def test_a_search_stopped_by_a_plugin_error_leaves_no_run_folder_behind(tmp_path
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "error in plug-in module badobj" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "run").exists()
+
+
+def test_every_shipped_operator_a_saved_run_names_is_allowed_as_data():
+    """A saved run's `search.crossover/mutation/repair` name Forge's own operators (conf/search/): forge-verify's
+    check of the saved config (plugins.check_all) allows each of them, and still refuses a foreign one."""
+    import pytest
+    import yaml
+
+    from forge import plugins
+    from forge.runtime.config import conf_dir
+
+    for path in sorted((conf_dir() / "search").rglob("*.yaml")):
+        node = yaml.safe_load(path.read_text()) or {}
+        plugins.check_all({"search": node if "_target_" not in node else {"crossover": node}})
+    with pytest.raises(plugins.PluginError, match="os.system"):
+        plugins.check_all({"search": {"crossover": {"_target_": "os.system"}}})

@@ -77,8 +77,9 @@ def test_make_trainer_rejects_unknown_and_bad_options():
 def test_ray_local_instance(tmp_path):
     gs = tiny_genomes(2)
     ray = ray_local()
+    own = ray._private.worker.global_worker.node.get_temp_dir_path()
     try:
-        assert ray._private.worker.global_worker.node.get_temp_dir_path() == own  # not another process's cluster
+        assert own.startswith("/tmp/fray-")  # an instance of its own (ray_local), not another process's cluster
         trainer = make_trainer("ray", FAST, TINY_CORPUS, num_gpus=0, timeout_s=300, retries=1,
                                fault={"kind": "raise", "ids": [gs[1].id]}, store=LabelStore(tmp_path / "r.db"))
         labs = trainer.train(gs)
