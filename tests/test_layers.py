@@ -71,6 +71,21 @@ def test_each_package_docstring_names_what_it_imports(pkg):
     named = set(re.findall(r"forge\.(\w+)", rule))
     used = {b for (m, b) in _arrows() if _package(m) == pkg}
     assert used <= named, f"forge/{pkg}/__init__.py imports {sorted(used - named)} but its docstring does not say so"
-    above = sorted(b for b in named if RANK[b] > RANK[pkg] and not any(
-        (m, b) in BACK_ARROWS for m in _graph() if _package(m) == pkg))
+    listed = {(_package(m), b) for m, b in BACK_ARROWS}
+    above = sorted(b for b in named if RANK[b] > RANK[pkg] and (pkg, b) not in listed)
     assert not above, f"forge/{pkg}/__init__.py allows {above}, above it in the order"
+
+
+def test_the_order_check_catches_a_back_arrow_and_a_stale_listing(monkeypatch):
+    """Not vacuous: a planted import up the order is reported, and so is a listed back arrow that no longer exists."""
+    import tests.test_layers as me
+
+    real = _graph()
+    planted = {**real, "forge.genomes.genome": real["forge.genomes.genome"] | {"forge.lm.model"}}
+    monkeypatch.setattr(me, "_graph", lambda: planted)
+    with pytest.raises(AssertionError, match="forge.genomes.genome imports forge.lm.model"):
+        test_imports_between_forge_packages_go_down_the_order_but_the_listed_back_arrows()
+    monkeypatch.setattr(me, "_graph", lambda: real)
+    monkeypatch.setitem(BACK_ARROWS, ("forge.genomes.genome", "lm"), "planted")
+    with pytest.raises(AssertionError, match="gone.*forge.genomes.genome → lm"):
+        test_imports_between_forge_packages_go_down_the_order_but_the_listed_back_arrows()
