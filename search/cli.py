@@ -58,18 +58,18 @@ def _run_locked(c: dict[str, Any], run_dir: Path, components: dict[str, Any] | N
     elif holds_search(run_dir):  # asked again under the lock: a search that ended meanwhile is not overwritten
         raise SearchConfigError(f"{run_dir} already holds a search; allowed: resume={run_dir} or a new out_dir")
     _set_threads(c.get("threads"))
-    search = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
+    job = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:
-        search.load()  # refuses before it rewrites any file
+        job.load()  # refuses before it rewrites any file
         sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
     else:
-        search.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
+        job.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
         import yaml
 
         atomic_write_text(run_dir / CONFIG, yaml.safe_dump({**c, "resume": None}, sort_keys=False))
-        plugin_use.record(run_dir, space_genes(search.space))  # the plug-ins it uses (never imported from here)
-    summary = search.run(c.get("stop_after"))
+        plugin_use.record(run_dir, space_genes(job.space))  # the plug-ins it uses (never imported from here)
+    summary = job.run(c.get("stop_after"))
     if summary["status"] != "complete":
         from search.suggest import resume_command
 

@@ -27,6 +27,7 @@ from surrogate.dataset import LabelSet
 from surrogate.features import FeatureError, MinMax, Packed, featurize, field_names
 from surrogate.numpy_encoder import NumpyForgeFormer, from_torch
 from surrogate.targets import TargetMap
+from surrogate.tree_walk import join_forests
 from surrogate.trees import RankForest, forests_predict, forests_predict_spread
 
 FORMAT = "forge-surrogate/forgeformer-v1"
@@ -61,6 +62,11 @@ class ForgeFormerPredictor:
 
     def __post_init__(self) -> None:
         self.seed_mc(0)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "forests":  # joined once, when the forests arrive (built, loaded or refit): the joint walk's arrays
+            super().__setattr__("joint", join_forests(value) if len(value) > 1 else None)
 
     @property
     def L_max(self) -> int:
@@ -113,10 +119,11 @@ class ForgeFormerPredictor:
         if self.forests and len(genomes):
             w, shared = self.nn_weight, packed if self.field_set == "derived" else None
             if n_mc > 0:  # the encoder's MC-dropout spread and the forests' across-tree spread, as independent parts
-                trees, spread = forests_predict_spread(self.forests, genomes, shared, self.forest_weights)
+                trees, spread = forests_predict_spread(self.forests, genomes, shared, self.forest_weights,
+                                                       self.joint)
                 sigma = np.sqrt((w * sigma) ** 2 + ((1.0 - w) * spread) ** 2)
             else:  # deterministic (the search's hot path): no per-tree loss mapping
-                trees = forests_predict(self.forests, genomes, shared, self.forest_weights)
+                trees = forests_predict(self.forests, genomes, shared, self.forest_weights, self.joint)
             mu = w * mu + (1.0 - w) * trees
         return self.calib.apply(mu, sigma) if self.calib is not None else (mu, sigma)
 

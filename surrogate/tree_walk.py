@@ -2,7 +2,7 @@
 
 A forest is stored as flat node arrays (surrogate/trees.py: left child = node + 1, `right` = -1 on a leaf). The
 walk costs a dozen numpy calls per tree level whatever the number of walkers, so the hybrid's three forests
-walked one after the other cost three times the calls of one walk over all of their walkers: `joint_leaves`
+walked one after the other cost three times the calls of one walk over all of their walkers: `join_forests`
 joins the forests' node arrays once (node indices offset, each forest's features read from its own view) and
 walks them together: 15 % less CPU for the default job's forests (0.17 -> 0.15 s, issue 45; most of the walk is
 per-walker work, not calls). The leaves, and so every prediction, are the same as each forest's own walk (the
@@ -10,12 +10,35 @@ same comparisons on the same float32 features).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-_JOINED: list[tuple[list[Any], dict[str, np.ndarray]]] = []  # the last few joined forest lists (a predictor's)
-_KEEP = 4
+
+@dataclass(frozen=True, eq=False)
+class JointForests:
+    """Several forests' node arrays end to end (children offset), joined once by their owner: the predictor joins
+    its forests when they are built, loaded or refit (`ForgeFormerPredictor.joint`), not per call."""
+
+    forests: tuple[Any, ...]
+    arrays: dict[str, np.ndarray]
+
+    def holds(self, forests: Sequence[Any]) -> bool:
+        """Whether these are the very forests it joined (a list changed in place afterwards is not)."""
+        return len(forests) == len(self.forests) and all(x is y for x, y in zip(forests, self.forests))
+
+
+def join_forests(forests: Sequence[Any]) -> JointForests:
+    """The forests' node arrays end to end: right children offset by the nodes before them."""
+    sizes = [len(f.a["right"]) for f in forests]
+    offset = np.cumsum([0] + sizes[:-1])
+    right = [np.where(f.a["right"] >= 0, f.a["right"] + o, -1).astype(f.a["right"].dtype)
+             for f, o in zip(forests, offset)]
+    arrays = {"right": np.concatenate(right), "feature": np.concatenate([f.a["feature"] for f in forests]),
+              "threshold": np.concatenate([f.a["threshold"] for f in forests]),
+              "value": np.concatenate([f.a["value"] for f in forests]), "node_offset": offset}
+    return JointForests(tuple(forests), arrays)
 
 
 def walk(a: dict[str, np.ndarray], node: np.ndarray, flat: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -36,10 +59,10 @@ def walk(a: dict[str, np.ndarray], node: np.ndarray, flat: np.ndarray, base: np.
     return node
 
 
-def joint_leaves(forests: Sequence[Any], views: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Each forest's (n, trees) leaf values (float64), from one walk over all of them; `views` maps a forest's
-    `view` to its (n, F) features."""
-    a = _joined(forests)
+def joint_leaves(joint: JointForests, views: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Each of the joined forests' (n, trees) leaf values (float64), from one walk over all of them; `views` maps a
+    forest's `view` to its (n, F) features."""
+    forests, a = joint.forests, joint.arrays
     Xs = [np.asarray(views[f.view], dtype=np.float32) for f in forests]
     n, offsets, starts, bases = len(Xs[0]), np.cumsum([0] + [X.size for X in Xs]), [], []
     for f, X, off in zip(forests, Xs, offsets):
@@ -50,19 +73,3 @@ def joint_leaves(forests: Sequence[Any], views: dict[str, np.ndarray]) -> list[n
     value = a["value"].take(node).astype(np.float64)
     cuts = np.cumsum([n * len(f.a["roots"]) for f in forests])[:-1]
     return [v.reshape(n, len(f.a["roots"])) for f, v in zip(forests, np.split(value, cuts))]
-
-
-def _joined(forests: Sequence[Any]) -> dict[str, np.ndarray]:
-    """The forests' node arrays end to end (children offset), joined once per list of forest objects."""
-    for kept, joined in _JOINED:
-        if len(kept) == len(forests) and all(x is y for x, y in zip(kept, forests)):
-            return joined
-    sizes = [len(f.a["right"]) for f in forests]
-    offset = np.cumsum([0] + sizes[:-1])
-    joined = {"right": np.concatenate([np.where(f.a["right"] >= 0, f.a["right"] + o, -1).astype(f.a["right"].dtype)
-                                       for f, o in zip(forests, offset)]),
-              "feature": np.concatenate([f.a["feature"] for f in forests]),
-              "threshold": np.concatenate([f.a["threshold"] for f in forests]),
-              "value": np.concatenate([f.a["value"] for f in forests]), "node_offset": offset}
-    _JOINED[:] = [(list(forests), joined), *_JOINED][:_KEEP]
-    return joined

@@ -24,7 +24,7 @@ from forge.genomes.genome import Genome
 from surrogate.dataset import LabelSet
 from surrogate.features import Packed, featurize, field_names
 from surrogate.targets import TargetMap
-from surrogate.tree_walk import joint_leaves, walk
+from surrogate.tree_walk import JointForests, join_forests, joint_leaves, walk
 
 if TYPE_CHECKING:  # sklearn is imported to fit only: predicting walks the flat arrays
     from sklearn.ensemble import RandomForestRegressor
@@ -212,31 +212,34 @@ def forests_oob(forests: Sequence[RankForest], last: int) -> np.ndarray:
 
 
 def forests_predict(forests: Sequence[RankForest], genomes: Sequence[Genome], packed: Packed | None = None,
-                    weights: Sequence[float] | None = None) -> np.ndarray:
+                    weights: Sequence[float] | None = None, joint: JointForests | None = None) -> np.ndarray:
     """Mean (or `weights`-weighted) loss prediction of several forests, featurizing the population once
-    (or not at all: packed)."""
-    preds = [f.target.to_loss(z.mean(1)) for f, z in _leaves(forests, genomes, packed)]
+    (or not at all: packed); `joint`: the forests already joined by their owner (else joined for this call)."""
+    preds = [f.target.to_loss(z.mean(1)) for f, z in _leaves(forests, genomes, packed, joint)]
     return np.average(preds, axis=0, weights=weights)
 
 
 def forests_predict_spread(forests: Sequence[RankForest], genomes: Sequence[Genome], packed: Packed | None = None,
-                           weights: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           weights: Sequence[float] | None = None,
+                           joint: JointForests | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(mean, spread) in loss units. The spread is the standard deviation of every tree's own prediction,
     the usual random-forest uncertainty (as in SMAC, Hutter et al. 2011). On the 5 compare splits it ranks
     the hybrid's held-out |error| with Spearman 0.56 ± 0.04, against 0.45 for MC-dropout σ, and its scale
     is right: (1 − w)·spread averages 1.19 × the mean |error| (a Gaussian gives 1.25). bench/RESULTS.md."""
-    leaves = _leaves(forests, genomes, packed)
+    leaves = _leaves(forests, genomes, packed, joint)
     mean = np.average([f.target.to_loss(z.mean(1)) for f, z in leaves], axis=0, weights=weights)
     return mean, np.concatenate([f.target.to_loss(z) for f, z in leaves], axis=1).std(1)
 
 
-def _leaves(forests: Sequence[RankForest], genomes: Sequence[Genome],
-            packed: Packed | None) -> list[tuple[RankForest, np.ndarray]]:
+def _leaves(forests: Sequence[RankForest], genomes: Sequence[Genome], packed: Packed | None,
+            joint: JointForests | None) -> list[tuple[RankForest, np.ndarray]]:
     """Each forest with its (n, trees) leaf values, from one featurization of the population."""
     X = tree_views(genomes, forests[0].L_max, packed)
     if len(forests) == 1 or not len(genomes):
         return [(f, f.leaves_z(X[f.view])) for f in forests]
-    return list(zip(forests, joint_leaves(forests, X)))  # one walk over every forest's trees: the same leaves
+    if joint is None or not joint.holds(forests):  # not joined by an owner (a baseline): joined for this call
+        joint = join_forests(forests)
+    return list(zip(forests, joint_leaves(joint, X)))  # one walk over every forest's trees: the same leaves
 
 
 def _threshold32(t: np.ndarray) -> np.ndarray:

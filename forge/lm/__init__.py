@@ -7,5 +7,6 @@ under the sliding-window gene, in closed form) · hooks (a plug-in gene's model 
 declared order, and the check that the workload counts what the model builds) · hook_export (what a model hook
 takes into the HF export).
 
-May import forge.genomes, forge.spaces (the population arrays) and forge.errors.
+May import forge.genomes, forge.spaces (the population arrays), forge.plugins (a hook's `PluginError`) and
+forge.errors.
 """

@@ -10,5 +10,6 @@ numbers) · blame (an exception raised in a plug-in named as that plug-in's) · 
 uses: its `plugins.json`, required on it).
 
 May import forge.errors and forge.disk; lazily, config reads the gene registry (forge.genomes.genes) to type a
-global gene's override and tracking resolves a logger through forge.plugins. Never spaces or the model.
+global gene's override. Never spaces or the model. The command shell here (blame, plugin_use, tracking) also reads
+forge.plugins and forge.lm.hooks, above runtime: the back arrows tests/test_layers.py lists by name.
 """

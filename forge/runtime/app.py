@@ -14,7 +14,6 @@ import sys
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
-from forge.runtime.compose_once import compose_once
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types, ray_cluster
 from forge.errors import REPORT_BUG, ForgeError
 from forge.runtime.run_guard import GUARD, RunDirGuard, hydra_output_dir
@@ -123,7 +122,7 @@ def forge_main(app: str, config_name: str | None = None) -> Callable[[Callable[[
                 print(f"{app} (forge-nas) {__version__}")
                 return
             sys.argv[1:] = ray_cluster(as_choices(config_name or app, sys.argv[1:]))  # +hardware=x means hardware=x
-            with user_errors(app), compose_once(sys.argv[1:]):  # Hydra composes the config once, not twice
+            with user_errors(app):
                 entry()
             quiet_teardown()
         return main

@@ -89,7 +89,7 @@ def test_the_joint_walk_finds_each_forests_own_leaves():
     """surrogate.tree_walk.joint_leaves (the hybrid's forests in one walk) = each forest's own leaves_z, bit for
     bit, on the shipped hybrid's three forests (two of them on the same view) and features near their splits."""
     from surrogate.loading import load_predictor
-    from surrogate.tree_walk import joint_leaves
+    from surrogate.tree_walk import join_forests, joint_leaves
 
     forests = load_predictor("forgeformer-iha-paper-all").forests
     assert len(forests) == 3
@@ -104,5 +104,38 @@ def test_the_joint_walk_finds_each_forests_own_leaves():
                 th = np.concatenate([f.a["threshold"][(f.a["feature"] == j) & (f.a["right"] >= 0)] for f in mine])
                 X[:, j] = (rng.choice(th, n) + rng.choice([-1e-3, 0.0, 1e-3], n)) if len(th) else 0.0
             views[view] = X
-        for f, z in zip(forests, joint_leaves(forests, views)):
+        for f, z in zip(forests, joint_leaves(join_forests(forests), views)):
             assert np.array_equal(z, f.leaves_z(views[f.view]))
+
+
+def test_the_predictor_joins_its_forests_once_and_no_module_holds_them():
+    """The joint walk's arrays are the predictor's own (`joint`, made when its forests arrive), not a module-level
+    cache keyed by object identity that keeps forests alive; its predictions are each forest's own walk, bit for bit."""
+    import surrogate.tree_walk
+    import surrogate.trees
+    from forge.spaces.space import load_space
+    from surrogate.loading import load_predictor
+    from surrogate.trees import forests_predict
+
+    p = load_predictor("forgeformer-iha-paper-all")
+    assert p.joint is not None and p.joint.holds(p.forests)
+    genomes = load_space("iha-paper").sample(24, np.random.default_rng(3))
+    mu, _ = p.predict(genomes)
+    own = np.average([forests_predict([f], genomes) for f in p.forests], axis=0, weights=p.forest_weights)
+    assert np.array_equal(forests_predict(p.forests, genomes, None, p.forest_weights, p.joint), own)
+    forests, joint = p.forests, p.joint
+    p.forests = list(forests)  # new forests (a refit): joined again, on the predictor
+    assert p.joint is not joint and p.joint.holds(p.forests) and np.array_equal(p.predict(genomes)[0], mu)
+    for module in (surrogate.tree_walk, surrogate.trees):
+        held = [k for k, v in vars(module).items() if _reaches(v, {id(f) for f in forests})]
+        assert held == [], f"{module.__name__} holds forests in {held}"
+
+
+def _reaches(v, ids: set[int], depth: int = 4) -> bool:
+    """Whether a module-level container holds one of the objects `ids`, a few containers deep."""
+    if id(v) in ids:
+        return True
+    if depth and isinstance(v, (list, tuple, set, dict)):
+        items = [*v.keys(), *v.values()] if isinstance(v, dict) else v
+        return any(_reaches(x, ids, depth - 1) for x in items)
+    return False
