@@ -15,7 +15,7 @@ import pytest
 from tests.test_structure import _graph
 
 # bottom first; a package may import itself and those before it. labelling and cli are the top, side by side.
-ORDER = ("errors", "moved", "disk", "genomes", "runtime", "plugins", "spaces", "lm", ("labelling", "cli"))
+ORDER = ("errors", "moved", "disk", "genomes", "runtime", "plugins", "spaces", "lm", "fidelity", ("labelling", "cli"))
 RANK = {p: i for i, ps in enumerate(ORDER) for p in (ps if isinstance(ps, tuple) else (ps,))}
 # Today's back arrows (module, the package above it it imports): the command shell still sits in forge/runtime/
 # beside the bottom helpers, and knows about plug-ins and hooks. Issue 57's step moves it above lm; then this is empty.

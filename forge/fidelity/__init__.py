@@ -6,4 +6,6 @@ rule, no stopping, ASHA, a race step's pause) · moasha (syne-tune's own MOASHA 
 extra) · race (forge-verify's race of its k picks: who can still be best at each rung). The trainings themselves,
 their curves and checkpoints, live in forge.labelling (curves, train); the search hands these rules the costs
 and priors it knows (search.stop_inputs, search.race).
+
+May import forge.errors and forge.disk only: the labelling workers and the search both read these rules.
 """
