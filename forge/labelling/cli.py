@@ -31,6 +31,7 @@ from forge.runtime.signals import term_as_interrupt
 from forge.runtime.steps import Steps, clock
 from forge.spaces.space import space_from_config
 from forge.labelling.status import where
+from forge.labelling.dispatch import place
 from forge.labelling.store import LabelStore
 
 
@@ -142,6 +143,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     factory = plugins.checked_factory(factory, "dispatch", ("protocol", "corpus", "store", "on_label", "retry", "logger"))
     trainer = factory(protocol=to_container(cfg.protocol), corpus=to_container(cfg.corpus), store=store,
                       on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
+    place(trainer, _out_dir(cfg))  # submitit's logs in the labelling output folder, not the current one
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()

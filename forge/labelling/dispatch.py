@@ -54,8 +54,23 @@ def _die_with_parent(ppid: int) -> None:
         os._exit(1)
 
 
-def _child(conn, genome_dict: dict, spec: dict, ppid: int) -> None:
+def _gpus() -> list[str]:
+    """The GPUs this node gives its workers: CUDA_VISIBLE_DEVICES' list when set, else CUDA's device count (torch
+    only where already imported: counting does not start CUDA, so forked workers stay safe); none without CUDA."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if seen is not None:
+        return [d.strip() for d in seen.split(",") if d.strip()]
+    torch = __import__("sys").modules.get("torch")
+    try:
+        return [str(i) for i in range(torch.cuda.device_count())] if torch is not None else []
+    except Exception:  # a broken CUDA install: the workers find out for themselves
+        return []
+
+
+def _child(conn, genome_dict: dict, spec: dict, ppid: int, device: str | None = None) -> None:
     _die_with_parent(ppid)
+    if device is not None:  # a multi-GPU node: this worker's own device, not every worker on the first one
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
     try:
         conn.send(train_one(genome_dict, spec))
     finally:
@@ -93,6 +108,7 @@ class LocalTrainer(_Base):
         if self.start_method == "fork" and self.preload:
             _preload(self.corpus)
         n_workers = self.workers or os.cpu_count() or 1
+        gpus = _gpus()
         queue, running, attempts = list(todo), {}, {g.id: 0 for g in todo}
         try:
             while queue or running:
@@ -101,11 +117,15 @@ class LocalTrainer(_Base):
                     if attempts[g.id] == 0 and not self._take(g):
                         continue  # stored already, or another labeller holds it
                     attempts[g.id] += 1
+                    busy = {r[4] for r in running.values()}
+                    slot = min(i for i in range(n_workers) if i not in busy)
+                    device = gpus[slot % len(gpus)] if len(gpus) > 1 else None
                     rx, tx = ctx.Pipe(duplex=False)
-                    p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec, os.getpid()), daemon=True)
+                    p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec, os.getpid(), device),
+                                    daemon=True)
                     p.start()
                     tx.close()
-                    running[g.id] = (p, rx, g, time.monotonic())
+                    running[g.id] = (p, rx, g, time.monotonic(), slot)
                 if running:
                     mp.connection.wait([r[1] for r in running.values()] + [r[0].sentinel for r in running.values()],
                                        timeout=self.poll_s)
@@ -113,12 +133,12 @@ class LocalTrainer(_Base):
                     self._check(running, gid, queue, attempts, emit)
                 self._heartbeat()
         finally:
-            for p, rx, _, _ in running.values():
+            for p, rx, *_ in running.values():
                 p.kill()
                 rx.close()
 
     def _check(self, running: dict, gid: str, queue: list, attempts: dict, emit: Callable) -> None:
-        p, rx, g, t0 = running[gid]
+        p, rx, g, t0, _ = running[gid]
         msg = None
         if rx.poll():
             try:
@@ -248,10 +268,18 @@ class SubmititTrainer(_Base):
     poll_s: float = 2.0
     workers: int | None = None
     grace_s: float = 60.0  # past timeout_s, the time Slurm has to end the job itself before it is cancelled
+    # the run or labelling output folder a relative `folder` lies under (None: the current one); set by `place`,
+    # never from a config (a saved run names no folder outside itself this way)
+    root: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_workers(self.workers, "as many as the queue starts")
+
+    @property
+    def where(self) -> Path:
+        """submitit's job folder: a relative `folder` under the output folder (`root`), not the current one."""
+        return Path(self.root) / self.folder if self.root and not os.path.isabs(self.folder) else Path(self.folder)
 
     def _executor(self):
         try:
@@ -259,13 +287,13 @@ class SubmititTrainer(_Base):
         except ImportError:
             raise DispatchError("dispatch=submitit needs the optional package submitit: "
                                 "pip install -e '.[slurm]' in the Forge clone") from None
-        ex = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
+        ex = submitit.AutoExecutor(folder=str(self.where), cluster=self.cluster)
         ex.update_parameters(timeout_min=max(1, int(self.timeout_s // 60) + 1), **dict(self.parameters))
         return ex
 
     def _kept(self, g: Genome) -> Path:
         """Where g's job leaves its label, beside submitit's job folders (a name built from ids, not read)."""
-        return Path(self.folder.split("%j")[0] or ".") / "labels" / f"{g.id}-{self.fingerprint()}.json"
+        return Path(str(self.where).split("%j")[0] or ".") / "labels" / f"{g.id}-{self.fingerprint()}.json"
 
     def _orphan(self, g: Genome) -> Label | None:
         """The result a killed labeller's job left for `g` (jobs outlive their labeller): stored, not retrained."""
@@ -320,7 +348,7 @@ class SubmititTrainer(_Base):
                 j.job.cancel(check=False)
             raise
         finally:
-            _drop_if_empty(Path(self.folder))
+            _drop_if_empty(self.where)
 
     def _poll(self, ex, jobs: dict[str, _Job], gid: str, emit: Callable[[Label], None]) -> None:
         j, now = jobs[gid], time.monotonic()
@@ -372,6 +400,13 @@ def _retried(trainer: _Base, g: Genome, why: str, attempt: int) -> None:
     token = trainer._claims.get(g.id)
     if trainer.store is not None and token is not None:
         trainer.store.count_attempt(g.id, trainer._fp, token)
+
+
+def place(trainer: Any, root: str | Path | None) -> Any:
+    """Put what a trainer writes beside it (submitit's job folder) under `root`, unless it was given one."""
+    if isinstance(trainer, SubmititTrainer) and trainer.root is None and root is not None:
+        trainer.root = str(root)
+    return trainer
 
 
 DISPATCHERS = {"local": LocalTrainer, "ray": RayTrainer, "submitit": SubmititTrainer}
