@@ -21,11 +21,12 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from forge.genomes.genome import Genome
+from forge.genomes.genome import Genome, genome_from_dict
 from forge.genomes.labels import Label
 from forge.labelling.base import DispatchError, Trainer, _Base, _from_json, train_one
 from forge.labelling.store import RESULTS
@@ -253,6 +254,11 @@ class _Job:
     started: float | None = None  # when it was first seen running: its timeout counts from here, not from the queue
 
 
+def _limit_min(timeout_s: float) -> int:
+    """The Slurm time limit for a genome's `timeout_s`, in whole minutes (at least one more)."""
+    return max(1, int(timeout_s // 60) + 1)
+
+
 @dataclass
 class SubmititTrainer(_Base):
     """Slurm jobs through submitit (`cluster: slurm`), or its `local`/`debug` executors for testing.
@@ -288,7 +294,7 @@ class SubmititTrainer(_Base):
             raise DispatchError("dispatch=submitit needs the optional package submitit: "
                                 "pip install -e '.[slurm]' in the Forge clone") from None
         ex = submitit.AutoExecutor(folder=str(self.where), cluster=self.cluster)
-        ex.update_parameters(timeout_min=max(1, int(self.timeout_s // 60) + 1), **dict(self.parameters))
+        ex.update_parameters(timeout_min=_limit_min(self.timeout_s), **dict(self.parameters))
         return ex
 
     def _kept(self, g: Genome) -> Path:
@@ -307,7 +313,8 @@ class SubmititTrainer(_Base):
         return lab if lab.genome_id == g.id and lab.status in RESULTS else None
 
     def _submit(self, ex, g: Genome, attempt: int) -> _Job:
-        return _Job(ex.submit(_train_and_keep, g.to_dict(), self.spec, str(self._kept(g))), g, attempt)
+        job = ex.submit(Training(_limit_min(self.timeout_s) * 60), g.to_dict(), self.spec, str(self._kept(g)))
+        return _Job(job, g, attempt)
 
     def _room(self, ex, jobs: dict[str, _Job]) -> int:
         """How many more jobs to submit now."""
@@ -325,6 +332,7 @@ class SubmititTrainer(_Base):
         try:
             while queue or jobs:
                 room = self._room(ex, jobs)
+                batch = []
                 while queue and room > 0:
                     g = queue.pop(0)
                     if not self._take(g):
@@ -335,8 +343,11 @@ class SubmititTrainer(_Base):
                                     g.id, self._kept(g).parent)
                         emit(kept)
                         continue
-                    jobs[g.id] = self._submit(ex, g, 1)
+                    batch.append(g)
                     room -= 1
+                with ex.batch() if len(batch) > 1 and hasattr(ex, "batch") else nullcontext():  # one job array
+                    for g in batch:
+                        jobs[g.id] = self._submit(ex, g, 1)
                 if not jobs:
                     continue
                 time.sleep(self.poll_s)
@@ -353,7 +364,9 @@ class SubmititTrainer(_Base):
     def _poll(self, ex, jobs: dict[str, _Job], gid: str, emit: Callable[[Label], None]) -> None:
         j, now = jobs[gid], time.monotonic()
         if not j.job.done():
-            if j.started is None and j.job.state not in QUEUED:
+            if j.job.state in QUEUED:
+                j.started = None  # waiting (again, once Slurm requeued it after a preemption): no running time
+            elif j.started is None:
                 j.started = now
             if j.started is not None and now - j.started > self.timeout_s + self.grace_s:
                 j.job.cancel(check=False)
@@ -366,7 +379,10 @@ class SubmititTrainer(_Base):
             emit(_from_json(j.job.result()))
         except Exception as e:  # the job died without a result: lost worker
             why = f"job {j.job.job_id} lost: {type(e).__name__}: {e}"[:2000]
-            if j.attempt <= self.retries:
+            if j.job.state == "TIMEOUT":  # Slurm ended it at its limit: trained again, it would end there again
+                emit(self._failed(j.genome, f"timeout: job {j.job.job_id} reached its limit of {self.timeout_s:g} s "
+                                            "of running time (Slurm's TIMEOUT)"))
+            elif j.attempt <= self.retries:
                 _retried(self, j.genome, why, j.attempt)
                 jobs[gid] = self._submit(ex, j.genome, j.attempt + 1)
             else:
@@ -383,7 +399,14 @@ def _drop_if_empty(folder: Path) -> None:
 
 
 def _train_and_keep(genome_dict: dict, spec: dict, keep: str) -> str:
-    """A Slurm job: train, and leave a result in `keep` too, so a rerun after its labeller was killed stores it."""
+    """A Slurm job: train, and leave a result in `keep` too, so a rerun after its labeller was killed stores it.
+    A result already kept there (the job was preempted after training, then requeued) is returned, not retrained."""
+    try:
+        done = _from_json(Path(keep).read_text(encoding="utf-8"))
+        if done.status in RESULTS and done.genome_id == genome_from_dict(genome_dict).id:
+            return done.to_json()
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     out = train_one(genome_dict, spec)
     if _from_json(out).status in RESULTS:
         from forge.disk.io import atomic_write_text
@@ -391,6 +414,30 @@ def _train_and_keep(genome_dict: dict, spec: dict, keep: str) -> str:
         os.makedirs(os.path.dirname(keep), exist_ok=True)
         atomic_write_text(keep, out)
     return out
+
+
+class Training:
+    """The callable a Slurm job runs, checkpointable in submitit's sense (`submitit.helpers.Checkpointable`'s
+    protocol: a `checkpoint` method): a preempted job is requeued by Slurm itself, in its place in the job array,
+    and continues from what it kept (a finished training's label is not trained again). A job stopped at its own
+    time limit is not requeued with that same limit: it is reported as a timeout."""
+
+    MARGIN_S = 300.0  # submitit signals a job 90 s before its limit: a signal earlier than this is a preemption
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s, self.started = float(limit_s), None
+
+    def __call__(self, genome_dict: dict, spec: dict, keep: str) -> str:
+        self.started = time.time()
+        return _train_and_keep(genome_dict, spec, keep)
+
+    def checkpoint(self, genome_dict: dict, spec: dict, keep: str):
+        """submitit calls this on Slurm's preemption or time-limit signal: requeue unless the limit was reached."""
+        if self.started is not None and time.time() - self.started >= self.limit_s - self.MARGIN_S:
+            return None  # its own limit: requeued, it would run out again
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(Training(self.limit_s), genome_dict, spec, keep)
 
 
 def _retried(trainer: _Base, g: Genome, why: str, attempt: int) -> None:
