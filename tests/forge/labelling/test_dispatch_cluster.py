@@ -136,7 +136,7 @@ def test_a_lost_job_is_resubmitted_logged_and_counted(tmp_path, caplog):
 def test_a_rerun_stores_what_a_killed_labellers_jobs_finished(tmp_path):
     """Labeller 1 claimed both genomes and submitted their jobs, then was killed (its claims lapse); one job
     finished meanwhile and left its label beside submitit's folders. The rerun stores that one, trains the other."""
-    from forge.labelling.dispatch import _train_and_keep
+    from forge.labelling.dispatch_submitit import _train_and_keep
 
     finished, missing = tiny_genomes(2)
     store = LabelStore(tmp_path / "k.db")
@@ -277,7 +277,7 @@ def test_a_preempted_job_is_requeued_and_keeps_what_it_finished(tmp_path, monkey
     limit), and a requeued job whose training had finished returns the kept label instead of training again."""
     import time
 
-    from forge.labelling import dispatch
+    from forge.labelling import dispatch_submitit as dispatch
 
     g = tiny_genomes(1)[0]
     t = _stubbed(_StubQueue({}), tmp=tmp_path)
