@@ -120,14 +120,63 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
     """
     if overrides is None:
         check_same_config(saved, c, run_dir)
-    else:
-        keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
-        keys = [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
-        diff = [k for k in keys if select(saved, k, "<unset>") != select(c, k, "<unset>")]
-        if diff:
-            raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}; "
-                              "resume with the same overrides (or start a new run)")
-    return {**saved, **{k: c[k] for k in RUNTIME_KEYS if k in c}}
+        return {**saved, **{k: c[k] for k in RUNTIME_KEYS if k in c}}
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    keys = [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
+    diff = [k for k in keys if k.split(".")[0] not in PLACEMENT_KEYS
+            and select(saved, k, "<unset>") != select(c, k, "<unset>")]
+    if diff:
+        kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in (*diff, "resume")]
+        from search.suggest import resume_command
+
+        raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}, which "
+                          f"change what the search does; continue it as it was with: "
+                          f"{' '.join([resume_command(run_dir, saved), *map(_quoted, kept)])} (or start a new run)")
+    return {**saved, **_placement(saved, c, keys), **{k: c[k] for k in RUNTIME_KEYS if k in c}}
+
+
+# Keys that say only where and how trainings run, not what is trained (a label's fingerprint is its protocol and
+# corpus): a resume takes them from the command that continues the run (`dispatch=ray dispatch.address=auto`).
+PLACEMENT_KEYS = ("dispatch",)
+
+
+def _placement(saved: dict[str, Any], c: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """The run's dispatch node with what this command names of it: the launched node when it picks another
+    dispatcher, else the saved node with the keys given again (its other non-default keys kept)."""
+    import copy
+
+    named = [k for k in keys if k.split(".")[0] in PLACEMENT_KEYS]
+    out: dict[str, Any] = {}
+    for top in PLACEMENT_KEYS:
+        mine = [k for k in named if k.split(".")[0] == top]
+        old, new = saved.get(top), c.get(top)
+        if not mine:
+            continue
+        if not (isinstance(old, dict) and isinstance(new, dict)) or old.get("_target_") != new.get("_target_"):
+            out[top] = copy.deepcopy(new)
+            continue
+        node = copy.deepcopy(old)
+        for k in mine:
+            path = k.split(".")[1:]
+            if not path:
+                continue
+            at = node
+            for part in path[:-1]:
+                at[part] = at[part] if isinstance(at.get(part), dict) else {}
+                at = at[part]
+            value = select(c, k, "<unset>")
+            if value == "<unset>":
+                at.pop(path[-1], None)
+            else:
+                at[path[-1]] = copy.deepcopy(value)
+        out[top] = node
+    return out
+
+
+def _quoted(override: str) -> str:
+    import shlex
+
+    return shlex.quote(override)
 
 
 def _set_threads(n: Any) -> None:

@@ -147,8 +147,11 @@ def build_trainer(cfg: Mapping[str, Any], node: Any = None, store: Path | None =
                                 f"{_group_names('dispatch')}, protocol={_group_names('protocol')}, "
                                 f"corpus={_group_names('corpus')}")
     factory = _checked(_instantiate("dispatch", disp, _partial_=True, _convert_="all"), "dispatch")
-    return factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
-                   store=str(store) if store is not None else None)
+    trainer = factory(protocol=dict(cfg["protocol"]), corpus=dict(cfg["corpus"]),
+                      store=str(store) if store is not None else None)
+    if store is not None and "://" not in str(store) and callable(getattr(trainer, "place_under", None)):
+        trainer.place_under(Path(store).parent)  # submitit's logs in the run folder (dispatch.place), not here
+    return trainer
 
 
 def _checked(factory: Any, where: str, supplied: tuple[str, ...] = ("protocol", "corpus", "store")) -> Any:

@@ -31,6 +31,7 @@ from forge.runtime.signals import term_as_interrupt
 from forge.runtime.steps import Steps, clock
 from forge.spaces.space import space_from_config
 from forge.labelling.status import where
+from forge.labelling.dispatch import place
 from forge.labelling.store import LabelStore
 
 
@@ -147,6 +148,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                       on_label=_progress(new, caught, steps), retry=str(cfg.get("retry", "failed")), logger=logger)
     if hasattr(trainer, "stop"):  # rung checkpoints and the stopping rule (forge.labelling.stop_cli)
         trainer.ckpt_dir, trainer.stop = checkpoints_dir(cfg, store.url), stop
+    place(trainer, _out_dir(cfg))  # submitit's logs in the labelling output folder, not the current one
     fp = trainer.fingerprint()  # a bad protocol or corpus is refused here, before the store is touched
     len(store)  # then the store: a bad URL or a file that is not a database is refused before any training
     t0 = time.perf_counter()

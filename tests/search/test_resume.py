@@ -165,7 +165,7 @@ def test_cli_resume_compares_only_the_overrides_given_again(tmp_path):
     new["space"], new["seed"] = {"name": "iha-paper"}, 7  # what a bare `forge-search resume=DIR` composes
     out = resume_config(new, saved, tmp_path, ["resume=" + str(tmp_path), "progress=true"])
     assert out["space"] == {"name": "iha-tiny"} and out["seed"] == 0 and out["progress"] is True
-    with pytest.raises(ResumeError, match="differs from the run.s in space, seed;"):
+    with pytest.raises(ResumeError, match="differs from the run.s in space, seed, which"):
         resume_config(new, saved, tmp_path, ["space=iha-paper", "seed=7", "resume=x"])
 
 
@@ -276,3 +276,38 @@ def test_a_run_killed_before_config_yaml_resumes_from_hydras_record(tmp_path):
     assert run(dict(cfg, resume=str(early)), _components())["status"] == "complete"
     _same(full, early)
     assert (early / "config.yaml").is_file()
+
+
+def _composed(*overrides: str) -> dict:
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        return OmegaConf.to_container(compose("forge-search", overrides=list(overrides)), resolve=True)
+
+
+def test_resume_takes_where_to_run_from_the_command_and_its_refusal_advice_works(tmp_path):
+    """Issue 54 (6b): `dispatch=ray dispatch.address=auto` continues a Ray run on a cluster (the run's other
+    dispatch keys kept); a key that changes what is trained is refused, and the command the refusal gives works."""
+    import shlex
+
+    from search.cli import resume_config
+
+    saved = _composed("experiment=coevolve-tiny", "dispatch=ray", "dispatch.num_gpus=1")
+    given = [f"resume={tmp_path}", "dispatch=ray", "dispatch.address=auto", "dispatch.workers=8"]
+    out = resume_config(_composed(*given), saved, tmp_path, given)
+    assert out["dispatch"] == {**saved["dispatch"], "address": "auto", "workers": 8}  # num_gpus=1 kept
+    assert {**out, "dispatch": None} == {**saved, "dispatch": None, "resume": str(tmp_path)}
+    given = [f"resume={tmp_path}", "dispatch=submitit", "+dispatch.parameters.slurm_partition=gpu"]
+    out = resume_config(_composed(*given), saved, tmp_path, given)  # another dispatcher: its node as launched
+    assert out["dispatch"]["_target_"].endswith("SubmititTrainer") and out["dispatch"]["parameters"] == {
+        "slurm_partition": "gpu"}
+    bad = [f"resume={tmp_path}", "dispatch=ray", "dispatch.address=auto", "seed=7", "protocol.batch=8"]
+    with pytest.raises(ResumeError, match="differs from the run.s in seed, protocol.batch, which") as e:
+        resume_config(_composed(*bad), saved, tmp_path, bad)
+    advice = str(e.value).split("continue it as it was with: ", 1)[1].rsplit(" (or start", 1)[0]
+    argv = shlex.split(advice)
+    assert argv[0] == "forge-search" and "seed=7" not in argv
+    pasted = [a for a in argv[1:] if not a.startswith("resume=")]
+    assert resume_config(_composed(*argv[1:]), saved, tmp_path, argv[1:])["dispatch"]["address"] == "auto"
+    assert pasted == ["dispatch=ray", "dispatch.address=auto"]

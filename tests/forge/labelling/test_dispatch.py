@@ -104,3 +104,48 @@ def test_submitit_local_executor(tmp_path):
     assert labs[0].finite, labs[0].reason  # the job died once (lost worker) and was resubmitted
     assert os.path.exists(tmp_path / f"died-{g.id}")
     assert not (tmp_path / "%j").exists()  # submitit's literal-%j folder is not left behind (issue 54)
+
+
+def _device_label(genome_dict: dict, spec: dict) -> str:
+    """A stand-in training: the label says which GPU its worker was given."""
+    import os
+    import time
+
+    from forge.genomes.genome import Genome
+    from forge.genomes.labels import Label
+
+    time.sleep(0.2)
+    return Label(Genome.from_dict(genome_dict), 1.0, {"device": os.environ.get("CUDA_VISIBLE_DEVICES")}).to_json()
+
+
+def test_local_workers_on_a_multi_gpu_node_get_a_device_each(monkeypatch):
+    """Issue 54 (8): `dispatch=local` on a node with two GPUs (faked) puts its two workers on one each."""
+    from forge.labelling import dispatch
+    from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
+    assert dispatch._gpus() == ["3", "5"]  # the node's own list, when it gives one
+    monkeypatch.setattr(dispatch, "_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(dispatch, "train_one", _device_label)
+    t = dispatch.LocalTrainer(protocol=TINY_PROTOCOL, corpus=TINY_CORPUS, workers=2, poll_s=0.05, preload=False)
+    devices = [lab.provenance["device"] for lab in t.train(tiny_genomes(4))]
+    assert devices[:2] == ["0", "1"] and set(devices) == {"0", "1"}
+    monkeypatch.setattr(dispatch, "_gpus", lambda: ["0"])  # one GPU (or none): the environment left as it is
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert {lab.provenance["device"] for lab in t.train(tiny_genomes(2))} == {None}
+
+
+def test_submitit_logs_go_under_the_output_folder(tmp_path):
+    """Issue 54 (8): `dispatch=submitit` writes its job folder under the run's (or labelling's) output folder."""
+    from pathlib import Path
+
+    from search.components import build_trainer
+    from forge.labelling.dispatch import SubmititTrainer, place
+    from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL
+
+    cfg = {"dispatch": "submitit", "protocol": TINY_PROTOCOL, "corpus": TINY_CORPUS}
+    t = build_trainer(cfg, None, tmp_path / "run" / "labels.db")
+    assert t.where == tmp_path / "run" / "submitit_logs" / "%j"
+    assert build_trainer(cfg, None, None).where == Path("submitit_logs/%j")  # no folder known: the current one
+    own = place(SubmititTrainer(TINY_PROTOCOL, TINY_CORPUS, folder=str(tmp_path / "mine" / "%j")), tmp_path / "o")
+    assert own.where == tmp_path / "mine" / "%j"  # an absolute folder is the user's choice

@@ -3,6 +3,7 @@ stay PENDING); only what can start is claimed, so a second labeller on the store
 is resubmitted visibly (a log line, `attempts` in the store)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 
@@ -24,12 +25,14 @@ class _StubJob:
         self.queue, self.fn, self.args = queue, fn, args
         self.job_id = str(len(queue.jobs) + 1)
         self.pending, self.running, self.lost = plan.get("pending", 0), plan.get("running", 1), plan.get("lost", False)
-        self.polls, self.cancelled = 0, False
+        self.polls, self.cancelled, self.timeout = 0, False, plan.get("timeout", False)
 
     @property
     def state(self) -> str:
         if self.cancelled:
             return "CANCELLED"
+        if self.timeout and self.running is not None and self.polls > self.pending + self.running:
+            return "TIMEOUT"  # Slurm ended it at its time limit
         return "PENDING" if self.polls <= self.pending else "RUNNING"
 
     def done(self) -> bool:
@@ -37,6 +40,8 @@ class _StubJob:
         return not self.cancelled and self.running is not None and self.polls > self.pending + self.running
 
     def result(self) -> str:
+        if self.timeout:
+            raise RuntimeError(f"job {self.job_id} (TIMEOUT) has not produced any output")
         if self.lost:
             raise RuntimeError(f"job {self.job_id} has not produced any output (node lost)")
         return self.fn(*self.args)
@@ -53,6 +58,13 @@ class _StubQueue:
     def __init__(self, plans: dict[str, list[dict]]) -> None:
         self.plans, self.jobs = plans, []
         self.pending_at_submit: list[int] = []  # our jobs waiting in the queue when each new one was submitted
+        self.arrays: list[int] = []  # the size of each job array (`executor.batch()`) submitted
+
+    @contextlib.contextmanager
+    def batch(self):
+        before = len(self.jobs)
+        yield
+        self.arrays.append(len(self.jobs) - before)
 
     def submit(self, fn, genome_dict, *args):
         from forge.genomes.genome import genome_from_dict
@@ -124,7 +136,7 @@ def test_a_lost_job_is_resubmitted_logged_and_counted(tmp_path, caplog):
 def test_a_rerun_stores_what_a_killed_labellers_jobs_finished(tmp_path):
     """Labeller 1 claimed both genomes and submitted their jobs, then was killed (its claims lapse); one job
     finished meanwhile and left its label beside submitit's folders. The rerun stores that one, trains the other."""
-    from forge.labelling.dispatch import _train_and_keep
+    from forge.labelling.dispatch_submitit import _train_and_keep
 
     finished, missing = tiny_genomes(2)
     store = LabelStore(tmp_path / "k.db")
@@ -248,3 +260,33 @@ def test_a_client_clock_running_ahead_takes_over_no_live_claim(tmp_path, monkeyp
     monkeypatch.setattr(store_mod.time, "time", lambda: real() + 3600)
     assert store.claim(g, "fp", lease_s=60) is None  # still held: the other's clock does not decide
     assert store.counts()[0]["running"] == 1 and store.counts()[0]["lapsed"] == 0
+
+
+def test_a_round_is_one_job_array_and_a_timed_out_job_is_not_resubmitted(tmp_path):
+    """Issue 54 (7): the genomes that can start go as one array (`executor.batch()`: one sbatch); a job Slurm
+    ends at its time limit is a timeout, not a lost job resubmitted with the same limit."""
+    gs = tiny_genomes(3)
+    queue = _StubQueue({gs[0].id: [{"running": 2, "timeout": True}]})
+    labs = _stubbed(queue, tmp=tmp_path, workers=3).train(gs)
+    assert queue.arrays == [3] and len(queue.jobs) == 3  # one array, and nothing resubmitted
+    assert labs[0].status == "failed" and "TIMEOUT" in labs[0].reason and labs[1].finite and labs[2].finite
+
+
+def test_a_preempted_job_is_requeued_and_keeps_what_it_finished(tmp_path, monkeypatch):
+    """Issue 54 (7): the job's callable is checkpointable (submitit requeues it on preemption, not at its own
+    limit), and a requeued job whose training had finished returns the kept label instead of training again."""
+    import time
+
+    from forge.labelling import dispatch_submitit as dispatch
+
+    g = tiny_genomes(1)[0]
+    t = _stubbed(_StubQueue({}), tmp=tmp_path)
+    job = dispatch.Training(600)
+    job.started = time.time() - 60  # preempted a minute in
+    again = job.checkpoint(g.to_dict(), t.spec, str(t._kept(g)))
+    assert isinstance(again.function, dispatch.Training) and again.args[0] == g.to_dict()
+    job.started = time.time() - 590  # submitit's signal before the limit: not requeued with that same limit
+    assert job.checkpoint(g.to_dict(), t.spec, str(t._kept(g))) is None
+    first = again.function(*again.args)  # trains, and keeps the label beside the job folders
+    monkeypatch.setattr(dispatch, "train_one", lambda *a: pytest.fail("a kept training was trained again"))
+    assert dispatch.Training(600)(g.to_dict(), t.spec, str(t._kept(g))) == Label.from_json(first).to_json()
