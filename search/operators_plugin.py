@@ -169,3 +169,6 @@ def check_code(recorded: Mapping[str, Any] | None, live: Mapping[str, Any], wher
                 else f"the run used {before}, this resume {after}")
         raise ResumeError(f"{where}: refused: its search.{kind} operator differs ({what}); allowed: resume with the "
                           "operator code the run was made with, or start a new run")
+
+
+register_shipped()  # a saved run's config names them: `forge-verify run=` checks it (plugins.check_all) before building

@@ -105,3 +105,15 @@ def test_operators_by_name_legacy_forms_and_bad_input():
         build_operator("mutation", OperatorSpec("search.operators_mix.pm", {"colour": 1}), None)
     with pytest.raises(SearchConfigError, match=r"made a SpaceRepair, not a pymoo Mutation"):
         build_operator("mutation", OperatorSpec("search.operators.SpaceRepair", {}), None)
+
+
+def test_a_saved_config_naming_the_shipped_operators_passes_the_plug_in_check():
+    """`forge-verify run=` checks every `_target_` of the run's saved config (plugins.check_all) before it builds
+    anything: the default's operators are Forge's own, a stranger's is refused."""
+    with initialize_config_module(config_module="forge_conf", version_base="1.3"):
+        saved = OmegaConf.to_container(compose("forge-search", overrides=["search.mutation=mixed"]))
+    plugins.trust({})  # the live config of another command: names nothing
+    plugins.check_all({"search": saved["search"]})
+    saved["search"]["mutation"] = {"_target_": "subprocess.Popen"}
+    with pytest.raises(plugins.PluginError, match="'subprocess.Popen' is not an allowed search plug-in"):
+        plugins.check_all({"search": saved["search"]})
