@@ -43,7 +43,7 @@ def run_lock(folder: str | Path, command: str | None = None) -> Iterator[Path]:
     """Hold the exclusive lock of `folder` (created if absent) while inside; refused in one line naming the
     holder when another process holds it. Where the file system has no locks (ENOLCK), runs unlocked."""
     folder = Path(folder)
-    made = not folder.exists()
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first: what this call creates
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
     st = os.fstat(fd)
@@ -58,8 +58,7 @@ def run_lock(folder: str | Path, command: str | None = None) -> Iterator[Path]:
         return
     if not _acquire(fd, folder):
         os.close(fd)
-        if made:
-            folder.rmdir()
+        _unmake(made)
         raise RunFolderBusy(busy_line(folder))
     _HELD[key] = [fd, 1]
     _write_note(folder, command)
@@ -68,12 +67,18 @@ def run_lock(folder: str | Path, command: str | None = None) -> Iterator[Path]:
     finally:
         _HELD.pop(key, None)
         _remove_note(folder)
-        if made:  # made for this command and nothing written (a refused one): gone again, as it was
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+        _unmake(made)  # made for this command and nothing written (a refused one): gone again, as it was
         os.close(fd)  # the lock goes with the last descriptor of this open file (a forked worker may hold one)
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the folders this lock created (deepest first) while they are empty: `outputs/search/<stamp>` of a
+    refused command leaves no `outputs/` behind."""
+    for p in made:
+        try:
+            p.rmdir()
+        except OSError:  # something was written there, or another command made it meanwhile: kept
+            return
 
 
 def _acquire(fd: int, folder: Path) -> bool:
