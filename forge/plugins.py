@@ -144,11 +144,8 @@ def trust(cfg: Any) -> None:
             live[str(kind)].update(_norm(p) for p in paths)
     _live.update(live)
     load_installed()
-    load_modules([_norm(p) for p in _as_list(plugins.get(MODULES))], where="plugins.modules")
-
-
-def _as_list(x: Any) -> list[str]:
-    return [x] if isinstance(x, str) else list(x or [])
+    mods = plugins.get(MODULES)  # a string or a list: the paths were checked above
+    load_modules([_norm(p) for p in ([mods] if isinstance(mods, str) else list(mods or []))], where="plugins.modules")
 
 
 def _entry_points() -> list[Any]:

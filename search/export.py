@@ -271,8 +271,8 @@ def run(cfg: Any) -> dict[str, Any]:
             _load_weights(None, src)
     # written beside out=, moved in once whole: a failure (a full disk), Ctrl-C or SIGTERM leaves out= as it was
     with term_as_interrupt(), full_disk_at(out), staged(out) as stage, Steps(
-            "forge-export", f"writing format={fmt}", len(ids), unit="genome",
-            enabled=bool(c.get("progress", False))) as st:
+            "forge-export", f"writing format={fmt}", len(ids), unit="genome", lazy=True,
+            enabled=bool(c.get("progress", False))) as st:  # lazy: a failure before the first genome is one line
         done = []
         for gid, r in zip(ids, chosen):
             done.append(export_one(r, stage / gid, fmt, int(c.get("seed", 0)), weights, labels, card, out / gid))

@@ -116,7 +116,8 @@ def decide_lines(run_dir: Any, rows: Sequence[dict[str, Any]], odds: PairwiseOdd
     said = (f"{n_open} members are not beaten by the best-predicted one with p >= {RULE_OUT} (column p #1)"
             if n_open > 1 else f"the best-predicted member beats every other with p >= {RULE_OUT} (column p #1)")
     return [f"# {said}.",
-            f"# To find the true best, train the {k} best-predicted: 2 or more cover the 1 in 20 that trains > 0.3 worse.",
+            f"# To find the true best, train the {k} best-predicted: 2 or more cover the 1 in 20 that trains "
+            "> 0.3 worse.",
             f"# Protocol {name}" + (f": {when}" if when else "") + ":",
             " ".join([f"forge-verify run={quote(rel(run_dir))}", *carry(run_dir, code=True), f"k={k} control=0"])]
 

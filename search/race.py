@@ -77,7 +77,7 @@ def verify_race(v: Any, picks: Sequence[dict[str, Any]], roles: Mapping[str, str
 
     t = v.trainer
     model_path, thr = v.cfg.get("race_model"), float(v.cfg.get("race_threshold", 0.05))
-    rungs = int((v._protocol() or {}).get("rungs", 1))
+    rungs = int((v.protocol() or {}).get("rungs", 1))
     if not hasattr(t, "ckpt_dir") or rungs < 2 or not model_path or not 0 < thr < 0.5:
         raise VerifyError(f"race=true needs a dispatcher with rung checkpoints, a protocol with rungs >= 2 (now "
                           f"{rungs}; e.g. protocol=cpu-curve), race_model=FILE (a curve model JSON) and 0 < "

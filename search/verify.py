@@ -171,7 +171,7 @@ class Verify:
 
         genomes = strip_precision([genome_from_dict(r["genome"]) for r in recs])
         role = {g.id: (roles or {}).get(r["id"], "genome") for g, r in zip(genomes, recs)}
-        what = f"training under {(self._protocol() or {}).get('name', 'the run protocol')}"
+        what = f"training under {(self.protocol() or {}).get('name', 'the run protocol')}"
         with Steps("forge-verify", what, len(genomes), enabled=bool(self.cfg.get("progress", False))) as st:
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
@@ -180,7 +180,7 @@ class Verify:
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
 
-    def _protocol(self) -> Any:
+    def protocol(self) -> Any:
         return override_node("protocol", self.cfg.get("protocol"), self.run_cfg.get("protocol"))
 
     def measure_all(self, recs: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
