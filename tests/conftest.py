@@ -54,3 +54,27 @@ def _logging_handlers_are_restored():
                     h.close()
                 except Exception:  # noqa: BLE001 - a handler whose stream is already gone
                     pass
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# What a test run may add to the checkout's top level (pytest's and hypothesis' caches, the docs build).
+_ROOT_ALLOWED = {".pytest_cache", ".hypothesis", "__pycache__", "site"}
+_ROOT_KEY = pytest.StashKey[set]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_ROOT_KEY] = {p.name for p in ROOT.iterdir()}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test writes under its tmp_path, never into the checkout: a file left at the top level (a command's
+    summary.json from a run() called without out_dir) fails the session, naming it."""
+    if hasattr(session.config, "workerinput") or _ROOT_KEY not in session.config.stash:
+        return  # an xdist worker: the controller checks once for all
+    new = sorted({p.name for p in ROOT.iterdir()} - session.config.stash[_ROOT_KEY] - _ROOT_ALLOWED)
+    if new:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"the tests left {', '.join(new)} in {ROOT}: a test must write under its tmp_path", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+

@@ -25,7 +25,8 @@ SMALL = {"search": {"pop_size": 6, "offspring": 8, "generations": 2}}
 
 
 @pytest.fixture(autouse=True)
-def clean():
+def clean(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # run() called directly writes summary.json into the working folder
     forget()
     yield
     forget()
