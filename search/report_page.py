@@ -77,7 +77,8 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
     """Header and rows of one run's front, lowest predicted loss first (every member: the page scrolls the table,
     so its budget filter counts the whole front); each row carries its `p #1` (search.odds: P that the
     best-predicted member trains better), its group, its raw values (the page sorts and filters on them) and its
-    export command."""
+    export command. The odds curve goes with it: under a budget the page states p #1 against the best member it
+    still shows (search.odds.p_best on the shown rows), not against one the budget hid."""
     from search.odds import loss_groups, p_best, run_odds
 
     objs = [o for o in summary.get("objectives") or [] if o != "val_loss"]
@@ -99,7 +100,8 @@ def front_table(run_dir: Path, rows: list[dict[str, Any]], summary: Mapping[str,
                     "interval": f"[{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else "–",
                     "cells": [(_fmt(m.get(c)), _raw(m.get(c))) for c in cols], "select": f"id:{r['id'][:12]}",
                     "export": page_export(run_dir, r["id"])})
-    return {"head": head, "cols": cols, "rows": out, "more": max(len(rows) - len(out), 0)}
+    curve = {"x": list(odds.x), "p": list(odds.p)} if odds is not None else None  # the page re-reads p #1 under a budget
+    return {"head": head, "cols": cols, "rows": out, "more": max(len(rows) - len(out), 0), "odds": curve}
 
 
 def _raw(x: Any) -> str:

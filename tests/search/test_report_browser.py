@@ -127,7 +127,29 @@ def test_the_front_table_sorts_filters_by_budget_and_a_row_click_shows_its_comma
                      f"function (r) {{ return r.style.display !== 'none'; }}).map(function (r) {{ "
                      f"return +r.cells[{col}].getAttribute('data-v'); }})")
         assert shown and max(shown) <= budget and len(shown) == sum(v <= budget for v in vals) < len(vals)
-        assert b.js("document.getElementById('shown-0').textContent") == f"{len(shown)} of {len(vals)} shown"
+        assert b.js("document.getElementById('shown-0').textContent").startswith(f"{len(shown)} of {len(vals)} shown")
+        _p1_is_against_the_best_shown_member(b, d)
         b.click(*_center(b, "#front-table-0 tbody tr:first-child td:nth-child(4)"))
         first = b.js("document.querySelector('#front-table-0 tbody tr').getAttribute('data-export')")
         assert b.js("document.getElementById('pick-0').textContent") == first and first.startswith("forge-export run=")
+
+
+def _p1_is_against_the_best_shown_member(b, d: Path) -> None:
+    """Under a budget, each shown row's p #1 is search.odds.p_best over the shown rows only (the page's JavaScript
+    against numpy's interp and rounding), and the best shown member reads "best"."""
+    import json
+
+    from search.console import front_rows
+    from search.odds import p_best, run_odds
+
+    got = b.js("Array.prototype.filter.call(document.querySelectorAll('#front-table-0 tbody tr'), "
+               "function (r) { return r.style.display !== 'none'; }).map(function (r) { "
+               "return [r.getAttribute('data-id'), r.cells[1].textContent]; })")
+    by_id = {r["id"]: r for r in front_rows(d)}
+    rows = [by_id[i] for i, _ in got]
+    odds = run_odds(json.loads((d / "summary.json").read_text()))
+    assert odds is not None and len(rows) >= 2
+    want = ["best" if v != v else f"{v:.2f}" for v in p_best(rows, odds)]
+    assert [t for _, t in got] == want
+    assert want.count("best") == 1 and b.js("document.getElementById('shown-0').textContent").endswith(
+        rows[want.index("best")]["id"][:8])

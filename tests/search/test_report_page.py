@@ -40,7 +40,7 @@ def test_front_table_marks_the_knee_and_gives_each_member_its_export_command(rep
     s = json.loads((d / "summary.json").read_text())
     rows = front_rows(d)
     knee = _knee(rows, s["objectives"])
-    table = re.search(r'<table class="front" id="front-table-0">(.*?)</table>', page, re.S).group(1)
+    table = re.search(r'<table class="front" id="front-table-0"[^>]*>(.*?)</table>', page, re.S).group(1)
     assert table.count("<tr class=") == len(rows)
     assert re.search(rf'<tr class="knee" data-id="{knee}"', table) and table.count('class="knee"') == 1
     for h in ("p #1", "loss interval [lo, hi]", "ttft_ms", "tpot_ms", "energy_per_token_uj", "params", "export"):
