@@ -17,7 +17,7 @@ from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
 from forge.lm.hooks import check_agreement
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.disk.io import atomic_write_json
 
 

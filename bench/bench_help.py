@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python bench/bench_help.py
 
 For each command, the CPU time (user + system, summed over the child process; wall time on a shared box says
-more about the load than about the command) of `--help` through the light entry (forge/runtime/entry.py or the package's entry.py, what the
+more about the load than about the command) of `--help` through the light entry (forge/shell/entry.py or the package's entry.py, what the
 installed scripts run) and through the command's own module (what they ran before issue 37), in fresh
 interpreters, each once; the ratio is old / new.
 
@@ -22,7 +22,7 @@ import time
 import tomllib
 from pathlib import Path
 
-# app: its light entry "module:function" (forge/runtime/entry.py, or the package's own entry.py)
+# app: its light entry "module:function" (forge/shell/entry.py, or the package's own entry.py)
 SCRIPTS = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
 
 

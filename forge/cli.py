@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import conf_dir, data_dir, output_dir, to_container
 from forge.genomes.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genomes.genome import Genome, GenomeError

@@ -169,10 +169,10 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
     ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level, allow_blind=allow_blind, name=predictor_name(predictor))
-    from forge.runtime.numeric import round_sig, settle
+    from forge.numeric import round_sig, settle
 
     try:
-        _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.runtime.numeric)
+        _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.numeric)
     except SearchConfigError as e:  # a blind gene: said with this call's keyword, not the command line's key
         raise SearchConfigError(re.sub(r"evaluator\.allow_blind=\[([^\]]*)\]",
                                        lambda m: f"allow_blind={m.group(1).split(',')!r}", str(e))) from None

@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from forge import plugins
-from forge.runtime import plugin_use
-from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.shell import plugin_use
+from forge.shell.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, select, to_container
 from forge.disk.confined import refuse_links
 from forge.disk.lock import run_lock
@@ -184,9 +184,9 @@ def _set_threads(n: Any) -> None:
     genomes are too small to gain from more than one thread, and on a shared 2-core machine extra threads mostly
     spin (20x slower measured; the numpy encoder 4x). A value out of range is left to `search.settings.settle`,
     which refuses it before anything is built. Unset (null): the library's default, one per core (the console
-    script started BLAS at one thread: forge.runtime.entry.blas_one_thread)."""
+    script started BLAS at one thread: forge.shell.entry.blas_one_thread)."""
     if n is None:
-        from forge.runtime.entry import blas_threads_default
+        from forge.shell.entry import blas_threads_default
 
         n = blas_threads_default()
     if isinstance(n, int) and n >= 1:

@@ -193,7 +193,7 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                                 f"config, and that object cannot be rebuilt ({base['_object_']}); allowed: a surrogate "
                                 "whose arguments read back (get_params()), or search.coevolve.every=0")
     finetune = import_callable(ft_spec)  # checked before anything is built
-    from forge.runtime.tracking import logged, node_for
+    from forge.shell.tracking import logged, node_for
     from surrogate.loading import load_predictor
 
     trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")

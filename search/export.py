@@ -28,7 +28,7 @@ import numpy as np
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.genomes.importers import load_genome
 from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
-from forge.runtime.numeric import argmin_by_id
+from forge.numeric import argmin_by_id
 from forge.disk.full import full_disk_at
 from forge.runtime.signals import term_as_interrupt
 from search.export_card import model_card
@@ -232,7 +232,7 @@ def run(cfg: Any) -> dict[str, Any]:
     from forge.runtime.config import to_container
 
     from forge import plugins
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)

@@ -223,7 +223,7 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
 
 def run(cfg: Any) -> dict[str, Any]:
     from forge import plugins
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
     from forge.runtime.config import output_dir, to_container
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read

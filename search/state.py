@@ -174,7 +174,7 @@ def require_complete(run_dir: Path, allow_partial: bool, what: str) -> dict[str,
     """Refuse to use an unfinished run (interrupted, stopped, running or killed) unless allow_partial."""
     st = run_status(run_dir)
     if st["status"] != "complete" and not allow_partial:
-        from forge.runtime.plugin_use import args
+        from forge.shell.plugin_use import args
 
         of = f" of {st['generations']}" if st.get("generations") is not None else ""
         finish = " ".join(["forge-search", f"resume={run_dir}", *args(run_dir, code=True)])  # with its plug-ins

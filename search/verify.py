@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from forge import plugins
-from forge.runtime import plugin_use
+from forge.shell import plugin_use
 from forge.disk.confined import inside, refuse_links
 from forge.disk.full import refuse_full_disk
 from forge.disk.lock import run_lock
@@ -30,7 +30,7 @@ from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
 from forge.runtime.config import select
 from forge.runtime.launch_only import check_saved
-from forge.runtime.numeric import round_float, round_floats
+from forge.numeric import round_float, round_floats
 from forge.genomes.labels import Label
 from forge.disk.redact import mask
 from search.build import build_cost, build_problem
@@ -86,7 +86,7 @@ class Verify:
         self.run_cfg = settle_config(self.run_cfg)  # the run's settings over their one home of defaults (checked above)
         out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / "verify")
         self.out = check_writable(out, "out")  # before training
-        from forge.runtime.tracking import node_for
+        from forge.shell.tracking import node_for
 
         self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
@@ -176,7 +176,7 @@ class Verify:
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
             with label_hook(self.trainer, on_label):
-                # rounded as a search rounds its surrogate (forge.runtime.numeric): coverage and error decisions see 6 digits
+                # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
 
@@ -288,7 +288,7 @@ class Verify:
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
         """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
-        from forge.runtime.tracking import logged
+        from forge.shell.tracking import logged
         from search.coevolution import replay_labels
 
         co = self.run_cfg["search"]["coevolve"]  # settled: every knob holds its value or conf/search/nsga.yaml's

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
 from forge.errors import UserError
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import output_dir, to_container
 from forge.disk.io import atomic_write_json, check_writable, shared_data_dir
 from forge.spaces.space import space_from_config
@@ -220,7 +220,7 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    from forge.runtime.tracking import log_to, node_for
+    from forge.shell.tracking import log_to, node_for
 
     from forge.runtime.steps import Steps
 

@@ -195,7 +195,7 @@ def test_a_log_handler_on_a_closed_stderr_is_dropped_without_raising(monkeypatch
     import io
     import logging
 
-    from forge.runtime.app import quiet_log_errors
+    from forge.shell.app import quiet_log_errors
 
     class Closed(io.StringIO):
         def write(self, s):

@@ -311,7 +311,7 @@ def test_only_forge_plugins_imports_code_by_name():
     pydoc.locate): every such path goes through the allowlist."""
     banned = {"instantiate", "get_class", "get_method", "call", "_locate", "locate", "import_module"}
     allowed = {"forge/plugins.py", "surrogate/__init__.py",  # surrogate/__init__: lazy re-exports of fixed names
-               "forge/runtime/entry.py",  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
+               "forge/shell/entry.py",  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
                "forge/moved.py"}  # moved.py: an old import path's new module, from its fixed MOVED table only
     found = []
     for pkg in ("forge", "backends", "surrogate", "search"):

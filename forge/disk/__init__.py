@@ -4,6 +4,6 @@ io (atomic writes, YAML/JSON reading, the shared-data location) · files (a file
 be wrong is one line) · confined (a link planted in a run folder never sends a write outside it) · redact (URL
 passwords masked in everything written or printed).
 
-May import forge.errors (and, lazily, forge.runtime.run_guard: redact's Hydra callback notes the run folder there);
-every other part writes through it.
+May import forge.errors and forge.moved (redact's old `MaskSecrets`, moved up to the command shell); every other part
+writes through it.
 """

@@ -20,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.shell.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, to_container
 from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
@@ -109,9 +109,9 @@ def _progress(new: list[Label], caught: dict[str, str], steps: Steps):
 
 
 def logger_node(cfg: Any) -> dict[str, Any] | None:
-    """The Lightning logger of each training (forge.runtime.tracking): conf `logger` (csv by default), its save_dir
+    """The Lightning logger of each training (forge.shell.tracking): conf `logger` (csv by default), its save_dir
     defaulting to <run dir>/logs; `logger=none` logs nothing; a missing package is refused here."""
-    from forge.runtime.tracking import node_for
+    from forge.shell.tracking import node_for
 
     return node_for(to_container(cfg.get("logger")), _out_dir(cfg), "forge-label")
 

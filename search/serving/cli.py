@@ -15,10 +15,10 @@ from rich.console import Console
 
 from forge.errors import UserError
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import output_dir
 from forge.disk.io import atomic_write_json
-from forge.runtime.numeric import round_floats
+from forge.numeric import round_floats
 
 COMMANDS = ("afd", "pools")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# app: its console script "module:function" (forge/runtime/entry.py, or the package's own entry.py for a command above the core)
+# app: its console script "module:function" (forge/shell/entry.py, or the package's own entry.py for a command above the core)
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 HEAVY = ("torch", "lightning", "pymoo", "scipy", "matplotlib", "pandas", "sklearn", "transformers")
 PROBE = """
@@ -55,7 +55,7 @@ def test_each_entry_names_a_real_command(app):
 
 
 def test_the_installed_scripts_point_at_the_light_entries():
-    """Each script is an `entry` in forge/runtime/entry.py or in its own package's entry.py (the core names no command
+    """Each script is an `entry` in forge/shell/entry.py or in its own package's entry.py (the core names no command
     above it), and the installed metadata agrees with pyproject.toml (else: pip install --no-deps -e .)."""
     from importlib.metadata import distribution
 

@@ -1,4 +1,4 @@
-"""The inference commands' start (forge.runtime.entry): BLAS pools start at one thread unless the user sized them,
+"""The inference commands' start (forge.shell.entry): BLAS pools start at one thread unless the user sized them,
 the config's thread count still holds, and glibc's malloc keeps freed memory (issue 45)."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from forge.runtime.entry import BLAS_ENV, keep_freed_memory
+from forge.shell.entry import BLAS_ENV, keep_freed_memory
 
 PROBE = """
 import json, os, sys
-from forge.runtime.entry import blas_one_thread, blas_threads_default
+from forge.shell.entry import blas_one_thread, blas_threads_default
 with blas_one_thread(%r):
     import numpy, scipy.special  # numpy's and scipy's OpenBLAS load in here
 inside_env = os.environ.get("OPENBLAS_NUM_THREADS")

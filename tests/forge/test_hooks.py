@@ -155,7 +155,7 @@ def test_without_hooks_the_check_builds_no_model(monkeypatch):
 
 def test_an_error_raised_inside_a_plugin_is_that_plugins_naming_its_module(modules, capsys):
     """The traceback stays (it is a bug), but in the plug-in: the last line names its module, not Forge."""
-    from forge.runtime.app import user_errors
+    from forge.shell.app import user_errors
     from forge.genomes.genes import register
 
     mod = modules("boom", """

@@ -113,7 +113,7 @@ def test_a_module_whose_hook_comes_with_no_gene_binds_every_run_and_a_gene_modul
     """A hook without a gene changes every model, so every run records its module; a gene's module (its hooks
     included) is recorded only by a run whose space names the gene."""
     from forge.lm import model
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
     from tests.ext import genes  # noqa: F401  (glu, with its two hooks)
 
     def everywhere(block, cfg, gene):

@@ -8,7 +8,7 @@ import json
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge.runtime import tracking
+from forge.shell import tracking
 
 
 def _cfg(app: str, overrides: list[str]):
@@ -68,7 +68,7 @@ def test_verify_and_coevolution_trainings_log_into_the_run_folder(tmp_path):
     def fit(*a, **k):
         seen.append(tracking.current())
 
-    from forge.runtime.tracking import logged
+    from forge.shell.tracking import logged
 
     logged(fit, co.trainer.logger)()
     assert seen == [co.trainer.logger] and tracking.current() is None

@@ -1,7 +1,7 @@
 """One seed, one front, on any machine (issue 33), tested without a second machine.
 
 (a) The `FORGE_PERTURB` hook multiplies every float the surrogate and the backend return by 1 + U(−r, r):
-with r = 1e-12 (10^4 times the float64 differences between instruction sets, forge.runtime.numeric) the run files
+with r = 1e-12 (10^4 times the float64 differences between instruction sets, forge.numeric) the run files
 must not change by a byte. (b) The same run under other torch kernels (`ATEN_CPU_CAPABILITY`), other
 OpenBLAS kernels (`OPENBLAS_CORETYPE`) and numpy without its dispatched SIMD loops
 (`NPY_DISABLE_CPU_FEATURES`) must write the same bytes. Before issue 33, `ATEN_CPU_CAPABILITY=default`
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-from forge.runtime import numeric
+from forge import numeric
 from search.cli import run
 
 RUN_FILES = ("pareto.jsonl", "archive.jsonl", "history.jsonl")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from backends.interface import Workload
-from forge.runtime.numeric import round_sig
+from forge.numeric import round_sig
 from search.components import check_predictor_space
 from search.constraints import parse_constraint
 from search.duplicates import IdDuplicateElimination
@@ -30,7 +30,7 @@ def test_f_and_g_follow_the_config(tiny_space):
     p._evaluate(X, out)
     genomes = tiny_space.decode(X)
     assert out["F"].shape == (16, 4) and out["G"].shape == (16, 3)
-    assert np.array_equal(out["F"][:, 0], round_sig(fake_loss(genomes)))  # 6 significant digits (forge.runtime.numeric)
+    assert np.array_equal(out["F"][:, 0], round_sig(fake_loss(genomes)))  # 6 significant digits (forge.numeric)
     assert np.allclose(out["G"][:, 0], round_sig(fake_loss(genomes)) - 3.8)
     assert np.allclose(out["G"][:, 1], out["F"][:, 1] - 0.01)
     assert np.all(out["G"][:, 2] == 0)  # all fit the fake chip

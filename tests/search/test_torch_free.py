@@ -48,7 +48,7 @@ def test_the_inference_commands_never_import_torch(tmp_path):
                                          f"hydra.run.dir={run}"))
     assert json.loads((run / "summary.json").read_text())["status"] == "complete"
     for cmd in (_command("search.entry:forge_report", f"runs=[{run}]", f"out_dir={tmp_path / 'report'}"),
-                _command("forge.runtime.entry:forge_arch"), _command("forge.runtime.entry:forge_space"),
+                _command("forge.shell.entry:forge_arch"), _command("forge.shell.entry:forge_space"),
                 _command("backends.entry:forge_hw"), _command("search.entry:forge_serve", "afd")):
         run_without_torch(tmp_path, cmd)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forge.disk.lock import NOTE, RunFolderBusy
-from forge.runtime.app import user_errors
+from forge.shell.app import user_errors
 from search.cli import run as run_search
 from tests.bad_input_kit import cli, unchanged
 from tests.forge.test_lock import hold

@@ -122,7 +122,7 @@ def test_report_fields_intervals_and_measured_latency(fake_run, tiny_space, tmp_
     assert [r["role"] for r in out["picks"]][0] == "best:1" and len(out["picks"]) == 5 and len(out["control"]) == 4
     for r in out["picks"] + out["control"]:
         # fake protocol = fake prediction + 0.1, fake measurement = 1.3 × fake cost, both of the unrounded values
-        # (the run keeps 6 significant digits, forge.runtime.numeric)
+        # (the run keeps 6 significant digits, forge.numeric)
         assert r["real_loss"] == pytest.approx(r["mu"] + 0.1, abs=2e-5)
         assert r["measured_tpot_ms"] == pytest.approx(1.3 * r["predicted_tpot_ms"], rel=1e-5)
         assert r["inside"] is False and r["loss_lo"] == r["loss_hi"] == r["mu"]  # no interval in this run

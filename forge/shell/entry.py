@@ -23,7 +23,7 @@ BLAS_STARTED_ONE: list[bool] = []  # [True] once a command's BLAS libraries were
 
 def _help_only(app: str) -> None:
     """Hydra's help (or Forge's version) for `app`, from its config alone; no task ever runs."""
-    from forge.runtime.app import forge_main
+    from forge.shell.app import forge_main
 
     @forge_main(app)
     def task(cfg: Any) -> None:  # pragma: no cover - Hydra exits after the help
@@ -63,7 +63,7 @@ def _command_module(app: str, module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        from forge.runtime.app import EXIT_USAGE, missing_train_extra
+        from forge.shell.app import EXIT_USAGE, missing_train_extra
 
         if missing_train_extra(e) is None:
             raise

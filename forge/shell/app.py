@@ -1,6 +1,6 @@
 """The app wrapper every `forge-*` command runs in: `forge_main` (its Hydra main), `user_errors` (one error path:
 a known error is one line and exit 2, a bug its traceback and exit 1, Ctrl-C exit 130) and the wording of
-those one-line errors. The guard that takes back what Hydra wrote for a refused command is forge.runtime.run_guard.
+those one-line errors. The guard that takes back what Hydra wrote for a refused command is forge.shell.run_guard.
 
 Where configs live and what they hold is forge.runtime.config; this module is what happens around a command's run.
 """
@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types, ray_cluster
 from forge.errors import REPORT_BUG, ForgeError
-from forge.runtime.run_guard import GUARD, RunDirGuard, hydra_output_dir
+from forge.shell.run_guard import GUARD, RunDirGuard, hydra_output_dir
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
 TRAIN_MODULES = ("torch", "lightning", "pytorch_lightning", "torchmetrics")  # the `train` extra (issue 45)
@@ -87,7 +87,7 @@ def _report_bug(app: str) -> None:
     exit 1 (not 2)."""
     import traceback
 
-    from forge.runtime.blame import plugin_error_line
+    from forge.shell.blame import plugin_error_line
 
     traceback.print_exc()
     try:  # raised inside a user's plug-in: name its module (never let that question hide the report)

@@ -1,6 +1,6 @@
 """The guard around a command's run folder: what Hydra writes before the task runs (`.hydra/*.yaml`, the job
 log), taken back for a refused command. Its own module because it is file bookkeeping (snapshot, restore, remove),
-a concern apart from forge.runtime.app's error path, which only decides when to call `undo()`.
+a concern apart from forge.shell.app's error path, which only decides when to call `undo()`.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-GUARD: list["RunDirGuard"] = []  # the outermost command's guard (set by forge.runtime.app.user_errors)
+GUARD: list["RunDirGuard"] = []  # the outermost command's guard (set by forge.shell.app.user_errors)
 
 
 class RunDirGuard:
