@@ -35,6 +35,7 @@ from typing import Any, Iterator, Mapping
 from forge.runtime.config import conf_dir, to_container
 from forge.errors import UserError
 from forge.moved import MOVED, new_path, new_target  # noqa: F401 (MOVED, new_path: read here by older callers)
+from forge.disk import run_folder
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
 # plug-ins named by a plain string key (search.coevolve.finetune) or by a default (label training's logger)
@@ -44,7 +45,7 @@ BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit"),
 ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
 MODULES = "modules"  # `plugins.modules=[mypkg.genes]`: modules imported before anything else
 ENTRY_GROUP = "forge.plugins"  # [project.entry-points."forge.plugins"] name = "mypkg.genes"
-RECORD = "plugins.json"  # in a run folder: the plug-in modules the run imported (data: never imported from)
+RECORD = run_folder.PLUGINS  # in a run folder: the plug-in modules the run imported (data: never imported from)
 
 _registered: dict[str, set[str]] = defaultdict(set)
 _live: dict[str, set[str]] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from forge.disk import run_folder
 
 # overrides a new search in the run's image sets itself, or that belong to one job only
 NOT_CARRIED = ("protocol", "corpus", "search.generations", "resume", "stop_after", "progress", "out_dir", "hydra",
@@ -40,13 +41,13 @@ def _strings(value: Any) -> list[str] | None:
 
 def launch_overrides(run_dir: str | Path) -> list[str] | None:
     """The command-line overrides of the search that made the run (None: not recorded, or a resume's)."""
-    got = _strings(_read(Path(run_dir) / ".hydra" / "overrides.yaml"))
+    got = _strings(_read(Path(run_dir) / run_folder.HYDRA_OVERRIDES))
     return None if got is None or any(o.split("=", 1)[0].lstrip("+~") == "resume" for o in got) else got
 
 
 def searchpath(run_dir: str | Path) -> list[str]:
     """The config folders the run's search was launched with (`hydra.searchpath=[file://...]`), [] if none."""
-    hydra = _read(Path(run_dir) / ".hydra" / "hydra.yaml")
+    hydra = _read(Path(run_dir) / run_folder.HYDRA_HYDRA)
     node = hydra.get("hydra") if isinstance(hydra, dict) else None
     return _strings(node.get("searchpath") if isinstance(node, dict) else None) or []
 

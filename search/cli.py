@@ -32,6 +32,7 @@ from search.run_files import check_run_files, refuse_unknown_keys
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
+from forge.disk import run_folder
 
 
 def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | None = None) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def _run_locked(c: dict[str, Any], run_dir: Path, components: dict[str, Any] | N
     job = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:
         job.load()  # refuses before it rewrites any file
-        sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
+        sweep_temporaries(run_dir, run_dir / run_folder.STATE_DIR)  # what a killed write left, once the resume is accepted
     else:
         job.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
@@ -302,7 +303,7 @@ def export_lines(s: dict[str, Any]) -> list[str]:
     lines += [f"  {rel(out / e['id'])}  {e['params']:,} parameters, weights {e['weights']}" for e in s["exported"]]
     first = rel(out / s["exported"][0]["id"]) if s["exported"] else rel(out)
     lines += [f"  note: {s['note']}"] if s.get("note") else []
-    return [*lines, f"every field: {rel(out / 'export_summary.json')}; in Python: "
+    return [*lines, f"every field: {rel(out / run_folder.EXPORT_SUMMARY)}; in Python: "
                     + "; ".join(python_load(s.get("plugin_modules"), repr(first)))]
 
 

@@ -20,6 +20,7 @@ from forge.genomes.precision import PrecisionError, QuantPenalty
 from forge.spaces.space import SearchSpace, load_space, space_from_config
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.errors import SearchConfigError
+from forge.disk import run_folder
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
     from forge.shell.tracking import logged, node_for
     from surrogate.loading import load_predictor
 
-    trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
+    trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / run_folder.LABEL_DB)
     logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs
     if hasattr(trainer, "logger"):
         trainer.logger = logger

@@ -209,7 +209,7 @@ def test_a_store_password_is_in_no_file_and_not_on_the_console(finished_run, tmp
 
 
 def test_the_hydra_callback_masks_what_hydra_saved(tmp_path):
-    from forge.disk.redact import MaskSecrets
+    from forge.shell.callbacks import MaskSecrets
 
     run, sweep = tmp_path / "many" / "0", tmp_path / "many"
     (run / ".hydra").mkdir(parents=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from forge.disk.io import atomic_write_text
 from forge.moved import moved_attribute
+from forge.disk import run_folder
 
 MASK = "***"
 # scheme://user:password@  (the password runs to the last '@' of the word, as SQLAlchemy's make_url reads it;
@@ -56,7 +57,7 @@ def hydra_files(config: Any) -> list[Path]:
         out += sorted((Path(run_dir) / str(sub)).glob("*.yaml"))
     sweep = OmegaConf.select(hc, "sweep.dir")
     if str(OmegaConf.select(hc, "mode")) == "RunMode.MULTIRUN" and sweep:
-        out.append(Path(sweep) / "multirun.yaml")
+        out.append(Path(sweep) / run_folder.HYDRA_MULTIRUN)
     return out
 
 

@@ -33,6 +33,7 @@ from forge.spaces.space import space_from_config
 from forge.labelling.status import where
 from forge.labelling.dispatch import place
 from forge.labelling.store import LabelStore
+from forge.disk import run_folder
 
 
 def read_genomes(path: str | Path) -> list[Genome]:
@@ -168,8 +169,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary["export_path"] = str(cfg.export)
     out = _out_dir(cfg)
     if out is not None:
-        summary["stops_logged"] = write_stops(out / "stops.jsonl", new)
-        atomic_write_json(out / "label_summary.json", summary)
+        summary["stops_logged"] = write_stops(out / run_folder.STOPS, new)
+        atomic_write_json(out / run_folder.LABEL_SUMMARY, summary)
     return summary
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types, ray_cluster
 from forge.errors import REPORT_BUG, ForgeError
 from forge.shell.run_guard import GUARD, RunDirGuard, hydra_output_dir
+from forge.disk import run_folder
 
 EXIT_BUG, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 1, 2, 130, 143  # shell conventions: 128 + signal number
 TRAIN_MODULES = ("torch", "lightning", "pytorch_lightning", "torchmetrics")  # the `train` extra (issue 45)
@@ -175,7 +176,7 @@ def describe_error(e: BaseException, app: str | None = None) -> str | None:
     if isinstance(e, OSError) and e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
         job = hydra_output_dir()  # inside the job: a write in its run folder; before it: Hydra's own .hydra/
         before = (GUARD[0].run_dir or GUARD[0].hydra_dir) if GUARD else None
-        where = job or (before / ".hydra" if before else None)
+        where = job or (before / run_folder.HYDRA_DIR if before else None)
         e = OSError(e.errno, e.strerror or str(e), str(where) if where else "the output folder")
     if isinstance(e, OSError) and e.filename is not None:
         text = f"{e.filename}: {e.strerror or e}"

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+from forge.disk import run_folder
 
 GUARD: list["RunDirGuard"] = []  # the outermost command's guard (set by forge.shell.app.user_errors)
 
@@ -16,19 +17,19 @@ class RunDirGuard:
     """What Hydra writes before the task runs (`.hydra/*.yaml`, the job log), undone for a refused command:
     restored byte for byte (and mtime) in a run directory named by `hydra.run.dir=`, removed from a fresh one."""
 
-    HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+    HYDRA_FILES = run_folder.HYDRA_FILES
 
     def __init__(self, run_dir: Path | None):
         self.run_dir, self.saved, self.hydra_dir = run_dir, {}, None
         if run_dir is not None and run_dir.is_dir():
-            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), ".hydra"]
+            names = [*self.HYDRA_FILES, *(p.name for p in run_dir.glob("*.log")), run_folder.HYDRA_DIR]
             self.saved = {n: _snapshot(run_dir / n) for n in names}
 
     def refuse_links(self) -> None:
         """Before Hydra opens the job log in a named run folder (`resume=`): a log or `.hydra` there that is a link
         is refused in one line (it would send the log outside the run), and nothing is undone through it."""
         d = self.run_dir
-        names = [*d.glob("*.log"), d / ".hydra", *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
+        names = [*d.glob("*.log"), d / run_folder.HYDRA_DIR, *d.glob(".hydra/*")] if d is not None and d.is_dir() else []
         link = next((p for p in names if p.is_symlink()), None)
         odd = next((p for p in names if p.exists() and not (p.is_file() or p.is_dir())), None)
         if link is not None or odd is not None:
@@ -75,8 +76,8 @@ class RunDirGuard:
         for log in d.glob("*.log"):
             if not log.is_symlink() and log.stat().st_size == 0:
                 log.unlink()
-        if (d / ".hydra").is_dir() and not any((d / ".hydra").iterdir()):
-            (d / ".hydra").rmdir()
+        if (d / run_folder.HYDRA_DIR).is_dir() and not any((d / run_folder.HYDRA_DIR).iterdir()):
+            (d / run_folder.HYDRA_DIR).rmdir()
         cwd = Path.cwd().resolve()
         for folder in (d.resolve(), *d.resolve().parents):  # and outputs/<app>/ if now empty
             if folder == cwd or not folder.is_dir() or any(folder.iterdir()):
@@ -87,7 +88,7 @@ class RunDirGuard:
 def _only_setup_files(d: Path) -> bool:
     """Whether a folder holds only what a command writes before its work starts (Hydra's files, logs, the
     run's config.yaml): an error raised after that (a checkpoint, labels written) must not delete the run."""
-    setup = {*RunDirGuard.HYDRA_FILES, ".hydra", "config.yaml", ".forge.lock"}
+    setup = {*RunDirGuard.HYDRA_FILES, run_folder.HYDRA_DIR, run_folder.CONFIG, run_folder.LOCK}
     return all(p.relative_to(d).as_posix() in setup or p.suffix == ".log" for p in d.rglob("*"))
 
 
