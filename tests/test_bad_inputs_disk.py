@@ -52,7 +52,7 @@ def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypat
     from forge.shell.app import user_errors
     from search.cli import run
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     full = run(tiny_cfg(out_dir=str(tmp_path / "full"), progress=False), _components())
     cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False)
@@ -95,7 +95,7 @@ def test_an_internal_value_error_in_a_search_is_a_bug(tmp_path, monkeypatch, cap
     from search.archive import ParetoArchive
     from search.cli import run
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     calls = {"n": 0}
     real = ParetoArchive.update
@@ -126,7 +126,7 @@ def test_no_feasible_genome_ends_with_the_least_violating_table(tmp_path):
     from search.cli import run
     from search.console import show_end
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False, constraints=["val_loss < 3.8", "ttft_ms <= 0"])
     cfg["search"]["generations"] = 2

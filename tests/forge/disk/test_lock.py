@@ -13,7 +13,7 @@ import pytest
 
 from forge.disk.lock import NOTE, RunFolderBusy, held, run_lock
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOLD = ("import sys; from forge.disk.lock import run_lock\n"
         "with run_lock(sys.argv[1], 'forge-search resume=' + sys.argv[1]):\n"
         "    print('held', flush=True); sys.stdin.read()\n")

@@ -1,6 +1,6 @@
 """Sliding-window attention in the IHA model: banded training mask, rolling KV cache, equal logits.
 
-Windows are set with `tests.forge.windows.with_window`: the registry's `LayerGene.window` once it is
+Windows are set with `tests.forge.lm.windows.with_window`: the registry's `LayerGene.window` once it is
 declared, an attached attribute (what `forge.lm.model.layer_window` reads) before.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from forge.genomes.genome import Genome, LayerGene
 from forge.lm.model import Attention, build_model
-from tests.forge.windows import with_window
+from tests.forge.lm.windows import with_window
 
 torch.set_num_threads(2)
 V, D, T = 53, 32, 24

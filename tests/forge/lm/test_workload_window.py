@@ -8,7 +8,7 @@ from forge.spaces.arrays import PopArrays
 from forge.genomes.genome import Genome, LayerGene
 from forge.lm.workload import (OP_NAMES, attended_keys, causal_keys, kv_cache_bytes, layer_ops, layer_windows,
                             model_totals, sum_capped_steps, window_steps)
-from tests.forge.windows import windowed_pop
+from tests.forge.lm.windows import windowed_pop
 
 LAYERS = (LayerGene(n_h=8, n_kv=2, d_qk=64, d_v=32, d_mlp=512),
           LayerGene(n_h=4, n_kv=4, d_qk=32, d_v=32, d_mlp=384, attn=False),  # identity: its window means nothing

@@ -8,7 +8,7 @@ import torch
 
 from forge.runtime.parallel import map_spawned
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +54,7 @@ def test_a_script_without_a_main_guard_falls_back_to_this_process(tmp_path):
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from forge.runtime.parallel import map_spawned
-        from tests.forge.test_parallel import seeded_job
+        from tests.forge.runtime.test_parallel import seeded_job
         print("RESULT", map_spawned(seeded_job, [(1, 1.0), (2, 1.0)], workers=2))
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # app: its console script "module:function" (forge/shell/entry.py, or the package's own entry.py for a command above the core)
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 HEAVY = ("torch", "lightning", "pymoo", "scipy", "matplotlib", "pandas", "sklearn", "transformers")

@@ -18,7 +18,7 @@ from forge.runtime.config import group_yaml
 from search.api_compose import compose
 from tests.ext import forget
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PKG = "forge_ext_installed"
 FAKES = {"backend": {"_target_": "tests.search.fakes.FakeBackend"},
          "evaluator": {"predictor": {"_target_": "tests.search.fakes.FakePredictor"}}}

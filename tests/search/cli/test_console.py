@@ -254,7 +254,7 @@ def test_the_docs_main_job_output_is_what_the_main_job_prints(main_job_dir):
 
     from search.suggest import rel
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "getting-started.md").read_text()
     block = re.search(r"```text\n(Pareto front: .*?)```", doc, re.S).group(1).splitlines()
     s = json.loads((main_job_dir / "summary.json").read_text())
     con = Console(record=True, width=110, force_terminal=False)
@@ -311,7 +311,7 @@ def test_the_tiny_recipe_after_a_search_on_the_users_accelerator_carries_its_sea
 
     from search.suggest import tiny_recipe
 
-    conf = Path(__file__).resolve().parents[2] / "docs" / "examples" / "conf"
+    conf = Path(__file__).resolve().parents[3] / "docs" / "examples" / "conf"
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"searchpath": [f"file://{conf}"]}}))

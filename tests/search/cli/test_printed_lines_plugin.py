@@ -1,6 +1,6 @@
 """Issue 55 §6: every line a plug-in run prints runs when pasted. The run: a space YAML in the user's config folder
 (hydra.searchpath) that varies a plug-in gene (plugins.modules), priced by the user's own predictor; its `next:`
-and CPU-recipe lines (and `continue with:`, pasted by tests/forge/test_plugin_use.py) carry the searchpath, the
+and CPU-recipe lines (and `continue with:`, pasted by tests/forge/shell/test_plugin_use.py) carry the searchpath, the
 modules, the space and the predictor (search.carried), never the shipped tiny predictor in place of the user's."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_every_line_a_plugin_run_prints_runs_when_pasted(tmp_path):
     out = _cli(tmp_path, "forge-search", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "space=iha-tiny-glu",
                "plugins.modules=[tests.ext.genes]", f"evaluator.predictor={{_target_:{PRED}}}", "constraints=[]",
                "search.pop_size=6", "search.offspring=6", "search.generations=2", "progress=false",
-               "hydra.run.dir=run")  # its `continue with:` line: tests/forge/test_plugin_use.py pastes one
+               "hydra.run.dir=run")  # its `continue with:` line: tests/forge/shell/test_plugin_use.py pastes one
     lines = [ln for ln in _lines(out, "next") if not ln.startswith("#")]
     report, export, recipe, verify = lines
     assert "plugins.modules=[tests.ext.genes]" in export and "space=iha-tiny-glu" in recipe

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.search.test_main_job_pin import FRONT_IDS_DEFAULT, HV_DEFAULT
+from tests.search.run.test_main_job_pin import FRONT_IDS_DEFAULT, HV_DEFAULT
 
 BLOCK = """
 import sys

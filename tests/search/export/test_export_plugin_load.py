@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from forge.runtime.config import group_yaml
-from tests.forge.test_plugin_use import PKG, _search, site  # noqa: F401 (site: the fixture)
+from tests.forge.shell.test_plugin_use import PKG, _search, site  # noqa: F401 (site: the fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from search.cli import run as run_search
 from search.export import load_exported
 from search.export import run as run_export
 from search.hf_export import HFExportError, llama_misfit, modeling_source, require_transformers, write_hf
-from tests.forge.windows import with_window
+from tests.forge.lm.windows import with_window
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, LlamaForCausalLM  # noqa: E402

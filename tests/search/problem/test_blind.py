@@ -18,7 +18,7 @@ from search.blind import blind_genes, default_predictor, varied
 from search.cli import run
 from search.errors import SearchConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cfg(tmp_path, *overrides):

@@ -17,7 +17,7 @@ from search.evaluators import LossEvaluator
 from search.errors import SearchConfigError
 from surrogate.checkpoints import shipped_sidecars
 from tests.search.fakes import FakePredictor
-from tests.search.test_blind import _cfg
+from tests.search.problem.test_blind import _cfg
 
 
 def _widened(gene: str, stop: int, base: str = "iha-paper"):

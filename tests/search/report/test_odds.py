@@ -12,7 +12,7 @@ from search.odds import decide_k, decide_lines, group_sizes, loss_groups, p_best
 from search.picks import best_picks, choose_picks, front_picks
 from search.verify import VerifyError, run
 from surrogate.pairwise import PairwiseOdds
-from tests.search.test_verify import _parts, fake_run  # noqa: F401 (fixture)
+from tests.search.verify.test_verify import _parts, fake_run  # noqa: F401 (fixture)
 
 ODDS = PairwiseOdds((0.0, 0.05, 0.2), (0.5, 0.8, 0.95))
 

@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_module
 
 from search.cli import run
 from search.state import read_jsonl
-from tests.search.test_report_browser import _chromium
+from tests.search.report.test_report_browser import _chromium
 
 
 def _need(module: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.search.test_report_page import report  # noqa: F401  (the module fixture: a run and its report)
+from tests.search.report.test_report_page import report  # noqa: F401  (the module fixture: a run and its report)
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",

@@ -10,7 +10,7 @@ import yaml
 
 from search.report import make_report
 from search.state import read_jsonl
-from tests.search.test_console import IntervalPredictor
+from tests.search.cli.test_console import IntervalPredictor
 
 
 @pytest.fixture(scope="module")

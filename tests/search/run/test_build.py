@@ -18,7 +18,7 @@ from search.state import read_jsonl
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _parts(space, **over):

@@ -12,7 +12,7 @@ from forge.errors import ForgeError
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor
 
-SEARCH = Path(__file__).resolve().parents[2] / "search"
+SEARCH = Path(__file__).resolve().parents[3] / "search"
 
 
 class Counting:
@@ -74,7 +74,7 @@ def test_each_part_lives_in_its_own_module_and_the_errors_in_one():
     defined = {n.name for p in SEARCH.rglob("*.py") if p.name != "errors.py"
                for n in ast.parse(p.read_text()).body if isinstance(n, ast.ClassDef) and n.name.endswith("Error")}
     assert not defined  # every search error class lives in search/errors.py
-    elsewhere = [f"{p}:{n.module}" for root in (SEARCH, Path(__file__).parents[1]) for p in root.rglob("*.py")
+    elsewhere = [f"{p}:{n.module}" for root in (SEARCH, Path(__file__).parents[2]) for p in root.rglob("*.py")
                  for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ImportFrom)
                  and n.module != "search.errors" and any(a.name == "SearchConfigError" for a in n.names)]
     assert not elsewhere  # one import path: search.errors

@@ -1,6 +1,6 @@
 """Issue 42 §4: a damaged newest checkpoint, a checkpoint without a ledger, a damaged loss cache, a torn row.
 
-The run of tests/search/test_ledger.py's `crashed` fixture (stopped at generation 4, durable checkpoint of
+The run of tests/search/run/test_ledger.py's `crashed` fixture (stopped at generation 4, durable checkpoint of
 generation 2): a newest checkpoint zeroed, cut or bit-flipped is replaced by the durable copy and the run ends
 with exactly the uninterrupted run's files; where the durable copy's logs are damaged too it is refused in one
 line, changing nothing.
@@ -16,7 +16,7 @@ import pytest
 
 from search.ledger import DURABLE, LOSS_CACHE
 from search.state import CHECKPOINT, ResumeError, load_checkpoint, saved_config
-from tests.search.test_ledger import CFG, FILES, _finish, _tree, crashed  # noqa: F401  (crashed: a fixture)
+from tests.search.run.test_ledger import CFG, FILES, _finish, _tree, crashed  # noqa: F401  (crashed: a fixture)
 
 RESULTS = ("pareto.jsonl", "archive.jsonl", "history.jsonl", "front.csv", "archive.csv")  # history.csv has times
 

@@ -16,7 +16,7 @@ from search.errors import ResumeError
 from search.python_objects import constructor_args
 from tests.ext import forget
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LABELS = str(ROOT / "data" / "labels" / "iha-tiny-cpu-proxy.jsonl")
 SMALL = {"space": "iha-tiny", "search": {"pop_size": 8, "offspring": 8, "generations": 3}, "seed": 2}
 

@@ -106,7 +106,7 @@ def _components():
 
 
 def test_killed_subprocess_resumes_to_the_same_archive(tmp_path):
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     killed, full = tmp_path / "killed", tmp_path / "full"
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(killed), hold=2)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -170,7 +170,7 @@ def test_cli_resume_compares_only_the_overrides_given_again(tmp_path):
 
 
 def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     d = tmp_path / "term"
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(d), hold=1)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -192,7 +192,7 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path):
 
 def _start(out: Path, hold: int = -1) -> subprocess.Popen:
     """The slow run, held in its first evaluation (before any checkpoint) unless `hold` says later."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     return subprocess.Popen([sys.executable, "-c", SCRIPT.format(root=root, out=str(out), hold=hold)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -231,7 +231,7 @@ CLI_ARGS = ["space=iha-tiny", "evaluator.predictor=forgeformer-iha-tiny", "searc
 
 
 def _cli(args: list[str], cwd: Path, **kw) -> subprocess.Popen:
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     code = "import sys; sys.argv[0] = 'forge-search'; from search.cli import search_main; search_main()"
     env = {**os.environ, "PYTHONPATH": root}
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,

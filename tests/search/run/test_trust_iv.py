@@ -14,10 +14,10 @@ from forge.disk.lock import NOTE, RunFolderBusy
 from forge.shell.app import user_errors
 from search.cli import run as run_search
 from tests.bad_input_kit import cli, unchanged
-from tests.forge.test_lock import hold
+from tests.forge.disk.test_lock import hold
 from tests.search.conftest import tiny_cfg
-from tests.search.test_resume import FILES, _components
-from tests.search.test_verify import _parts, fake_run  # noqa: F401  (fake_run: a fixture)
+from tests.search.run.test_resume import FILES, _components
+from tests.search.verify.test_verify import _parts, fake_run  # noqa: F401  (fake_run: a fixture)
 
 
 @pytest.fixture

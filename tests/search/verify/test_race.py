@@ -16,7 +16,7 @@ from search.race import race
 from search.verify import VerifyError, run
 from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
 from tests.search.fakes import fake_loss
-from tests.search.test_verify import _parts, fake_run  # noqa: F401 - the fixture
+from tests.search.verify.test_verify import _parts, fake_run  # noqa: F401 - the fixture
 
 RUNGED = {**TINY_PROTOCOL, "tokens": 4 * 32 * 9, "val_tokens": 128, "eta": 3, "rungs": 3}
 SHARP = {"kind": "last", "coef": [[0.0, 1.0], [0.0, 1.0]], "sd": [1e-4, 1e-4], "n": 0}
