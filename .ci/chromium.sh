@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's `chromium` for the browser test of report.html (tests/search/test_report_browser.py).
+# Install Debian's `chromium` for the browser test of report.html (tests/search/report/test_report_browser.py).
 # Usage: `source .ci/chromium.sh` (the lead's .ci/run does this before pytest), or run it. Needs root for
 # apt-get when chromium is missing; idempotent. The test runs it headless with a fresh --user-data-dir, no network.
 

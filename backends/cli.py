@@ -17,8 +17,9 @@ from backends.registry import build_backend, resolve_workload
 from forge.cli import output_dir, resolve_arch
 from forge.lm.hooks import check_agreement
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.disk.io import atomic_write_json
+from forge.disk import run_folder
 
 
 def run(cfg: Any) -> dict[str, Any]:
@@ -37,10 +38,10 @@ def run(cfg: Any) -> dict[str, Any]:
                "workload": {k: getattr(wl, k) for k in ("prefill", "decode", "batch", "weight_bits", "act_bits", "kv_bits")},
                **row}
     out = output_dir(cfg)
-    atomic_write_json(out / "summary.json", summary)
+    atomic_write_json(out / run_folder.SUMMARY, summary)
     if not cfg.get("quiet", False):
         print_summary(summary, int(cfg.get("top_ops", 8)))
-        Console().print(f"summary: {_rel(out / 'summary.json')}", highlight=False, soft_wrap=True)
+        Console().print(f"summary: {_rel(out / run_folder.SUMMARY)}", highlight=False, soft_wrap=True)
     return summary
 
 
@@ -76,7 +77,7 @@ def calibrate_main(cfg: Any) -> dict[str, Any]:
     from backends.host import run_calibrate
 
     s = run_calibrate(cfg)
-    atomic_write_json(output_dir(cfg) / "summary.json", s)
+    atomic_write_json(output_dir(cfg) / run_folder.SUMMARY, s)
     if not cfg.get("quiet", False):
         cal, con = s["calibration"], Console()
         con.print(f"host-cpu on {cal['cpu']} ({cal['threads']} thread(s)): fp32 matmul {cal['fp32_gflops']:.1f} "

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from hydra.experimental.callback import Callback
+from forge.disk import run_folder
 
 COLS = (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("energy_per_token_uj", "energy µJ/tok"))
 
@@ -22,7 +23,7 @@ def jobs(sweep: Path) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(overrides as key -> value, summary) of each finished job, in job order."""
     out = []
     for d in sorted((p for p in sweep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
-        s, o = d / "summary.json", d / ".hydra" / "overrides.yaml"
+        s, o = d / run_folder.SUMMARY, d / run_folder.HYDRA_OVERRIDES
         if s.is_file():
             over = yaml.safe_load(o.read_text()) if o.is_file() else []
             kv = dict(str(x).split("=", 1) for x in over or [] if "=" in str(x))
@@ -60,8 +61,8 @@ class SideBySide(Callback):
         for r in rows:
             t.add_row(*(f"{r[n]:.4g}" if isinstance(r[n], float) else str(r[n]) for n in names))
         Console().print(t)
-        with open(sweep / "side_by_side.csv", "w", newline="", encoding="utf-8") as f:
+        with open(sweep / run_folder.SIDE_BY_SIDE, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=names)
             w.writeheader()
             w.writerows(rows)
-        Console().print(f"every job: {sweep / 'side_by_side.csv'}", highlight=False, soft_wrap=True)
+        Console().print(f"every job: {sweep / run_folder.SIDE_BY_SIDE}", highlight=False, soft_wrap=True)

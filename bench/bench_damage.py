@@ -1,7 +1,7 @@
 """Figures: RESULTS.md "Issue 42 §4: random damage to a crashed run's state" (what a resume makes of it).
 
 A run is stopped at generation 4 of 6 with its durable checkpoint at generation 2 (a power loss between fsyncs,
-as tests/search/test_ledger.py simulates it). Each trial copies it, damages one file at random (the newest
+as tests/search/run/test_ledger.py simulates it). Each trial copies it, damages one file at random (the newest
 checkpoint, archive.jsonl, the loss cache or history.jsonl) in one of three ways (cut at a random byte, one bit
 flipped, the tail zeroed from a random byte with the length kept), resumes it through `search.cli.run` (the
 fakes as its parts, so a trial costs about a second) and sorts the outcome:
@@ -41,7 +41,7 @@ def _cfg(out: Path) -> dict:
 
 def _run(cfg: dict) -> dict:
     from search.cli import run
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     with contextlib.redirect_stdout(io.StringIO()):
         return run(cfg, _components())

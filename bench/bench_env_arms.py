@@ -2,7 +2,7 @@
 
 Interleaved runs of the default main job (`forge-search progress=false`, a fresh process each) under several
 environments, from a tree at a git ref (unpacked as bench_main_job.py does) or the working tree; process CPU
-and peak RSS per arm. The BLAS and malloc settings that forge.runtime.entry now makes in-process can be
+and peak RSS per arm. The BLAS and malloc settings that forge.shell.entry now makes in-process can be
 reproduced on the tree before them as environment variables:
 
     nice -n 10 .venv/bin/python bench/bench_env_arms.py --runs 5 --tree 4011ead

@@ -6,7 +6,7 @@ stdout and stderr and leaves with `os._exit` (no teardown). Process CPU and wall
 
     nice -n 10 .venv/bin/python bench/bench_exit.py --runs 5
 
-Writes bench/results/exit.json. (First measured at 970f8b0 with the os._exit path inside `forge.runtime.entry`: no gain once
+Writes bench/results/exit.json. (First measured at 970f8b0 with the os._exit path inside `forge.shell.entry`: no gain once
 torch is not imported, so the project keeps the ordinary exit.)
 """
 from __future__ import annotations

@@ -3,11 +3,11 @@
     nice -n 10 .venv/bin/python bench/bench_help.py
 
 For each command, the CPU time (user + system, summed over the child process; wall time on a shared box says
-more about the load than about the command) of `--help` through the light entry (forge/runtime/entry.py or the package's entry.py, what the
+more about the load than about the command) of `--help` through the light entry (forge/shell/entry.py or the package's entry.py, what the
 installed scripts run) and through the command's own module (what they ran before issue 37), in fresh
 interpreters, each once; the ratio is old / new.
 
-Then the wall and CPU seconds of what tests/forge/test_entry.py runs (`--help` and `--version` of every command in
+Then the wall and CPU seconds of what tests/forge/shell/test_entry.py runs (`--help` and `--version` of every command in
 one interpreter, 20 answers) with the load average beside them: the test asserts only that nothing heavy is
 imported, since its wall time on a shared box measures the load (134 s at load 20-30, issue 56), not the command.
 """
@@ -22,7 +22,7 @@ import time
 import tomllib
 from pathlib import Path
 
-# app: its light entry "module:function" (forge/runtime/entry.py, or the package's own entry.py)
+# app: its light entry "module:function" (forge/shell/entry.py, or the package's own entry.py)
 SCRIPTS = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     cpu = cpu_s("import contextlib, importlib, io, sys\n" + answers)
-    print(f"all {2 * len(SCRIPTS)} answers in one interpreter (tests/forge/test_entry.py): "
+    print(f"all {2 * len(SCRIPTS)} answers in one interpreter (tests/forge/shell/test_entry.py): "
           f"{time.perf_counter() - t0:.2f} s wall, {cpu:.2f} CPU-s, load average {load:.1f} before")
 
 

@@ -3,9 +3,9 @@
     python bench/bench_portable.py                          # r = 1e-12, 1e-9, 1e-7, 1e-6; 5 seeds each; kernels
     python bench/bench_portable.py --r 1e-12 --seeds 10 --no-kernels
 
-For each relative perturbation r (`FORGE_PERTURB`, forge.runtime.numeric) and seed, the job's pareto/archive/history
+For each relative perturbation r (`FORGE_PERTURB`, forge.numeric) and seed, the job's pareto/archive/history
 JSONL are compared byte for byte with the unperturbed run's, and its Pareto ids as a set; then the job runs in
-fresh processes under each kernel env of tests/search/test_portable.py. Prints one line per case and a total.
+fresh processes under each kernel env of tests/search/problem/test_portable.py. Prints one line per case and a total.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forge.runtime import numeric  # noqa: E402
+from forge import numeric  # noqa: E402
 from search.state import read_jsonl  # noqa: E402
-from tests.search.test_portable import MAIN_JOB, RUN_FILES, _run, _run_elsewhere, kernel_envs  # noqa: E402  (the job and envs the tests use)
+from tests.search.problem.test_portable import MAIN_JOB, RUN_FILES, _run, _run_elsewhere, kernel_envs  # noqa: E402  (the job and envs the tests use)
 
 
 def front_ids(out: Path) -> list[str]:

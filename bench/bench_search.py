@@ -101,7 +101,7 @@ def main() -> None:
         r = bench_ablation(a.seeds, a.generations, out / "search_ablation", a.overrides)
         name = "search_ablation.json"
     from forge.disk.io import atomic_write_json
-    from forge.runtime.numeric import round_floats
+    from forge.numeric import round_floats
 
     if a.what == "ablation":  # the seeds' HVs are portable (issue 33); their means and ratios are written at fixed digits
         r = round_floats(r)

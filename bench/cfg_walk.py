@@ -11,7 +11,7 @@ real `forge-search` job, in-process, with a profiler hook; it reports
 - returns per package: the same for the four packages.
 
     python bench/cfg_walk.py                       # the default job, 1 generation
-    python bench/cfg_walk.py --json                # the numbers tests/search/test_build.py asserts
+    python bench/cfg_walk.py --json                # the numbers tests/search/run/test_build.py asserts
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Re-pin the default main job's front (tests/search/test_main_job_pin.py) after a change that moves it on purpose.
+"""Re-pin the default main job's front (tests/search/run/test_main_job_pin.py) after a change that moves it on purpose.
 
     python bench/repin_main_job.py            # run the job, print the front (members, HV, machine)
     python bench/repin_main_job.py --write    # ... and rewrite FRONT_IDS, HV and MACHINE in the pin test
@@ -21,7 +21,7 @@ from hydra import compose, initialize_config_module
 from search.cli import run
 from search.state import read_jsonl
 
-PIN = Path(__file__).resolve().parents[1] / "tests" / "search" / "test_main_job_pin.py"
+PIN = Path(__file__).resolve().parents[1] / "tests" / "search" / "run" / "test_main_job_pin.py"
 # what the pin test composes, by the suffix of its variables: FRONT_IDS/HV and FRONT_IDS_DEFAULT/HV_DEFAULT
 PINS = {"": ["evaluator.predictor=forgeformer-iha-paper", "progress=false"], "_DEFAULT": ["progress=false"]}
 

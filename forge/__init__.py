@@ -2,8 +2,9 @@
 
 genomes/ (the gene registry, the typed genome and its checks, numeric formats, genome files, the label format) ·
 spaces/ (search spaces: grids, links, the integer codec, population arrays) · lm/ (the IHA PyTorch model and the
-analytic workload: operators, parameters, FLOPs, bytes) · runtime/ (how a command starts and runs: entry, app,
-config, limits, signals, progress, tracking, workers, numbers) · disk/ (atomic writes, user-named files, writes
+analytic workload: operators, parameters, FLOPs, bytes) · runtime/ (the helpers a command runs on: config,
+limits, signals, progress, workers) · shell/ (the command shell: entry, app, the run-folder guard, plug-in use,
+tracking) · numeric (machine-independent numbers) · disk/ (atomic writes, user-named files, writes
 confined to a run folder, masked secrets) · labelling/ (below) · errors (the one error family: what a user can
 fix, as opposed to a bug) · plugins (the allowlist of classes a config may name: a run folder is data, never code) ·
 cli (`forge-arch`, `forge-space`) · moved (the paths before this layout, `forge.genes` & co., still imported, with

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import conf_dir, data_dir, output_dir, to_container
 from forge.genomes.genes import GLOBAL_GENES, LAYER_GENES
 from forge.genomes.genome import Genome, GenomeError
@@ -21,6 +21,7 @@ from forge.genomes.importers import load_genome
 from forge.disk.io import atomic_write_json
 from forge.spaces.space import load_space
 from forge.lm.workload import analyze
+from forge.disk import run_folder
 
 
 def resolve_arch(arch: str) -> Genome:
@@ -48,10 +49,10 @@ def run_arch(cfg: Any) -> dict[str, Any]:
     check_agreement([genome])  # plug-in hooks: the counts below are the model's, else one line
     s = arch_summary(genome)
     out = output_dir(cfg)
-    atomic_write_json(out / "summary.json", s)
+    atomic_write_json(out / run_folder.SUMMARY, s)
     if not cfg.get("quiet", False):
         _print_arch(s)
-        Console().print(f"summary: {out / 'summary.json'}")
+        Console().print(f"summary: {out / run_folder.SUMMARY}")
     return s
 
 
@@ -77,7 +78,7 @@ def run_space(cfg: Any) -> dict[str, Any]:
     space = space_from_config(space_cfg) if isinstance(space_cfg, dict) else load_space(str(space_cfg))
     s = space.summary()
     out = output_dir(cfg)
-    atomic_write_json(out / "summary.json", s)
+    atomic_write_json(out / run_folder.SUMMARY, s)
     if not cfg.get("quiet", False):
         c = Console()
         c.print(f"[bold]{s['name']}[/] ({s['attention']}): d_model {s['d_model']}, T {s['block_size']}, L_max {s['L_max']}")

@@ -14,7 +14,7 @@ read back from one must never pick the code Forge runs. What is trusted:
 A plug-in *module* (your genes, spaces, surrogates, objectives) is imported before a command does anything
 else: `trust(cfg)` imports every module listed under `plugins.modules` of the live config and every module an
 installed package declares in the entry-point group `forge.plugins`. A search records the ones it uses in its
-folder (`plugins.json`, forge.runtime.plugin_use: an installed package it does not use binds it to nothing); `resume`,
+folder (`plugins.json`, forge.shell.plugin_use: an installed package it does not use binds it to nothing); `resume`,
 `forge-verify`, `forge-export` and `forge-report` of that run import nothing from that record: they refuse in one
 line (`plugin_use.require(run_dir)`) unless the live config, an installed entry point or this Python process has
 imported each of them. A class or function defined in a plug-in module (`mypkg.genes.MySurrogate`) is allowed as
@@ -34,7 +34,8 @@ from typing import Any, Iterator, Mapping
 
 from forge.runtime.config import conf_dir, to_container
 from forge.errors import UserError
-from forge.moved import MOVED, new_path  # noqa: F401 (MOVED: read here by older callers)
+from forge.moved import MOVED, new_path, new_target  # noqa: F401 (MOVED, new_path: read here by older callers)
+from forge.disk import run_folder
 
 KINDS = ("backend", "space", "surrogate", "dispatch", "corpus", "protocol")  # one shipped config group each
 # plug-ins named by a plain string key (search.coevolve.finetune) or by a default (label training's logger)
@@ -44,7 +45,7 @@ BUILTIN = {"finetune": ("surrogate.fit.finetune", "surrogate.generic.refit"),
 ANY = "*"  # a path the user wrote in their own config: theirs to run as any kind
 MODULES = "modules"  # `plugins.modules=[mypkg.genes]`: modules imported before anything else
 ENTRY_GROUP = "forge.plugins"  # [project.entry-points."forge.plugins"] name = "mypkg.genes"
-RECORD = "plugins.json"  # in a run folder: the plug-in modules the run imported (data: never imported from)
+RECORD = run_folder.PLUGINS  # in a run folder: the plug-in modules the run imported (data: never imported from)
 
 _registered: dict[str, set[str]] = defaultdict(set)
 _live: dict[str, set[str]] = {}
@@ -57,17 +58,12 @@ class PluginError(UserError):
     """A config names a class or function that is not an allowed plug-in."""
 
 
-# Issue 46 moved the core's flat modules into packages (forge.moved keeps the old import paths working for a
-# while); a run saved before names a class at its old path (its space as forge's `space.SearchSpace`): read as the
-# new path, so the run resumes.
+# Issues 46 and 57 moved the core's modules (forge.moved keeps the old import paths working for a while); a run saved
+# before names a class at its old path (its space as forge's `space.SearchSpace`): read as the new path, so it resumes.
 
 
 def _norm(path: str) -> str:
-    name = str(path).replace(":", ".").strip()
-    head, _, rest = name.partition(".")
-    module, _, attr = rest.partition(".")
-    new = new_path(f"{head}.{module}")
-    return f"{new}.{attr}" if new and attr else name
+    return new_target(str(path).replace(":", ".").strip())
 
 
 def targets(node: Any) -> Iterator[str]:
@@ -209,7 +205,7 @@ def load_modules(names: list[str], where: str = "forge.plugins.load_modules") ->
 
 def live_paths() -> list[str]:
     """The import paths the live config names (its `_target_`s and objective functions), sorted: what a run made
-    from it uses (forge.runtime.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
+    from it uses (forge.shell.plugin_use), the `plugins.<kind>` lists (what it merely allows) left out."""
     return sorted({*_live.get(ANY, ()), *_live.get("objective", ())})
 
 

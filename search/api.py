@@ -29,6 +29,7 @@ from search.errors import SearchConfigError
 from forge.errors import UserError, check_int
 from forge.genomes.genome import Genome
 from search.result import SearchResult, pandas_or_refuse
+from forge.disk import run_folder
 
 # ------------------------------------------------------------------------------------------ calls
 @api_errors
@@ -92,15 +93,15 @@ def load(run_dir: str | Path) -> SearchResult:
     from search.state import read_jsonl
 
     d = check_path("run_dir", run_dir)
-    refuse_odd(d, ("summary.json", "pareto.jsonl"), UserError)  # a FIFO is named as one, not "not there"
-    if not (d / "summary.json").is_file() or not (d / "pareto.jsonl").is_file():
+    refuse_odd(d, (run_folder.SUMMARY, run_folder.PARETO), UserError)  # a FIFO is named as one, not "not there"
+    if not (d / run_folder.SUMMARY).is_file() or not (d / run_folder.PARETO).is_file():
         raise UserError(f"{run_dir}: no summary.json/pareto.jsonl there; allowed: a forge-search run folder")
     summary = read_summary(d)  # a JSON object, else one line naming the file
     bad = [k for k, t in (("status", str), ("hypervolume", (int, float))) if not isinstance(summary.get(k), t)]
     if bad:
-        raise UserError(f"{d / 'summary.json'}: corrupt summary (missing or mistyped {', '.join(bad)}); allowed: "
+        raise UserError(f"{d / run_folder.SUMMARY}: corrupt summary (missing or mistyped {', '.join(bad)}); allowed: "
                         "the summary.json forge-search wrote")
-    read_jsonl(d / "pareto.jsonl")  # a corrupt line is refused, naming it
+    read_jsonl(d / run_folder.PARETO)  # a corrupt line is refused, naming it
     return SearchResult(d, summary)
 
 
@@ -169,10 +170,10 @@ def predict(genomes: Any, predictor: str | Mapping[str, Any] = "forgeformer-iha-
     gs = genomes_of(genomes)
     pred = load_surrogate(predictor, None)
     ev = LossEvaluator(pred, n_mc=n_mc, seed=seed, level=level, allow_blind=allow_blind, name=predictor_name(predictor))
-    from forge.runtime.numeric import round_sig, settle
+    from forge.numeric import round_sig, settle
 
     try:
-        _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.runtime.numeric)
+        _, mu, sigma = (settle(a) for a in ev(gs))  # the digits the search's problem keeps (forge.numeric)
     except SearchConfigError as e:  # a blind gene: said with this call's keyword, not the command line's key
         raise SearchConfigError(re.sub(r"evaluator\.allow_blind=\[([^\]]*)\]",
                                        lambda m: f"allow_blind={m.group(1).split(',')!r}", str(e))) from None

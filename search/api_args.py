@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from forge.runtime.app import describe_error
+from forge.shell.app import describe_error
 from forge.runtime.config import type_problem
 from forge.errors import ForgeError, UserError
 from forge.runtime.limits import check_range

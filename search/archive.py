@@ -23,7 +23,7 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 from forge.errors import UserError
 from forge.genomes.genome import Genome, LayerGene
 from forge.disk.io import as_float
-from forge.runtime.numeric import round_float
+from forge.numeric import round_float
 from forge.spaces.space import SearchSpace
 
 
@@ -138,7 +138,7 @@ def anchor_globals(space: SearchSpace) -> dict[str, Any]:
 @dataclass
 class Hypervolume:
     """HV of F / anchor with reference point `ref` in every normalized objective (pymoo's indicator), rounded to
-    `forge.runtime.numeric.DIGITS` significant digits.
+    `forge.numeric.DIGITS` significant digits.
 
     A maximized objective (sign −1, F = −value) is normalized as anchor / value, so it too is 1 at the
     anchor and `ref` means "`ref` times worse than the anchor"."""

@@ -23,6 +23,7 @@ from search.components import (backend_of, build_coevolution, build_evaluator, b
 from search.problem import ForgeProblem
 from search.runner import Search
 from search.settings import Plan, SearchSettings, settle_config
+from forge.disk import run_folder
 
 PARTS = ("space", "evaluator", "backend", "workload", "coevolution", "predictor")
 
@@ -40,7 +41,7 @@ def build_search(cfg: dict[str, Any], run_dir: str | Path, parts: Mapping[str, A
     check_agreement([anchor.genome, *space.sample(SAMPLE, np.random.default_rng(int(c.get("seed", 0))))])
     sampling = seed_genome(s.sampling, space) if isinstance(s.sampling, (str, type(None))) else None
     cost = build_cost(c, p)  # a refused backend is refused before the surrogate loads
-    evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / "labels.db", p.get("predictor"))
+    evaluator = p.get("evaluator") or build_evaluator(c, space, run_dir / run_folder.LABEL_DB, p.get("predictor"))
     if "coevolution" in p:
         coevo = p["coevolution"]
     else:  # none to build while the settled search.coevolve.every is 0

@@ -1,7 +1,7 @@
 """What a printed follow-up command carries from the command that made a run, so it runs when pasted for any run.
 
 A run of a plug-in, a space YAML in the user's own config folder or a predictor of theirs is read back only with
-what made it: the plug-in modules it recorded (`plugins.json`, forge.runtime.plugin_use), the config folders it was
+what made it: the plug-in modules it recorded (`plugins.json`, forge.shell.plugin_use), the config folders it was
 launched with (`hydra.searchpath`) and, for a new search in its image (the CPU recipe), its own overrides (the
 space's, the predictor's). Every printed line (`next:`, `continue with:`, the tier decision, verify's advice) takes
 them from `carry` and `own_overrides` here, one place.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from forge.disk import run_folder
 
 # overrides a new search in the run's image sets itself, or that belong to one job only
 NOT_CARRIED = ("protocol", "corpus", "search.generations", "resume", "stop_after", "progress", "out_dir", "hydra",
@@ -40,13 +41,13 @@ def _strings(value: Any) -> list[str] | None:
 
 def launch_overrides(run_dir: str | Path) -> list[str] | None:
     """The command-line overrides of the search that made the run (None: not recorded, or a resume's)."""
-    got = _strings(_read(Path(run_dir) / ".hydra" / "overrides.yaml"))
+    got = _strings(_read(Path(run_dir) / run_folder.HYDRA_OVERRIDES))
     return None if got is None or any(o.split("=", 1)[0].lstrip("+~") == "resume" for o in got) else got
 
 
 def searchpath(run_dir: str | Path) -> list[str]:
     """The config folders the run's search was launched with (`hydra.searchpath=[file://...]`), [] if none."""
-    hydra = _read(Path(run_dir) / ".hydra" / "hydra.yaml")
+    hydra = _read(Path(run_dir) / run_folder.HYDRA_HYDRA)
     node = hydra.get("hydra") if isinstance(hydra, dict) else None
     return _strings(node.get("searchpath") if isinstance(node, dict) else None) or []
 
@@ -54,7 +55,7 @@ def searchpath(run_dir: str | Path) -> list[str]:
 def carry(run_dir: str | Path, code: bool = False) -> list[str]:
     """`hydra.searchpath=[...]` and `plugins.modules=[...]` a command on the run needs (`code`: one that rebuilds its
     classes: resume, verify); [] for a run of Forge's own parts launched without config folders of its own."""
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
 
     paths = searchpath(run_dir)
     return [*([quote(f"hydra.searchpath=[{','.join(paths)}]")] if paths else []), *plugin_use.args(run_dir, code)]
@@ -78,7 +79,7 @@ def own_overrides(run_dir: str | Path) -> list[str] | None:
 def customized(run_dir: str | Path, run_cfg: dict[str, Any]) -> bool:
     """Whether the run's space or predictor is not one Forge ships as named: a plug-in run, a space from the user's
     config folder or changed by overrides, a predictor of theirs. A recipe for it repeats the run's own launch."""
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
     from forge.runtime.config import conf_dir, data_dir
 
     space = run_cfg.get("space")

@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from forge import plugins
-from forge.runtime import plugin_use
-from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.shell import plugin_use
+from forge.shell.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, select, to_container
 from forge.disk.confined import refuse_links
 from forge.disk.lock import run_lock
@@ -32,6 +32,7 @@ from search.run_files import check_run_files, refuse_unknown_keys
 from search.state import (CONFIG, RUNTIME_KEYS, ResumeError, check_resumable, check_same_config,
                           holds_search, saved_config)
 from search.user_surrogate import own_units
+from forge.disk import run_folder
 
 
 def run(cfg: Any, components: dict[str, Any] | None = None, given: list[str] | None = None) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def _run_locked(c: dict[str, Any], run_dir: Path, components: dict[str, Any] | N
     job = build_search(c, run_dir, components)  # settles the config: a bad range is refused here, nothing written
     if resume:
         job.load()  # refuses before it rewrites any file
-        sweep_temporaries(run_dir, run_dir / "state")  # what a killed write left, once the resume is accepted
+        sweep_temporaries(run_dir, run_dir / run_folder.STATE_DIR)  # what a killed write left, once the resume is accepted
     else:
         job.hypervolumes()  # the anchor, the parts' first use: a user's backend that fails fails before any write
     if not (run_dir / CONFIG).is_file():  # once the config has built a search (bad input writes nothing)
@@ -184,9 +185,9 @@ def _set_threads(n: Any) -> None:
     genomes are too small to gain from more than one thread, and on a shared 2-core machine extra threads mostly
     spin (20x slower measured; the numpy encoder 4x). A value out of range is left to `search.settings.settle`,
     which refuses it before anything is built. Unset (null): the library's default, one per core (the console
-    script started BLAS at one thread: forge.runtime.entry.blas_one_thread)."""
+    script started BLAS at one thread: forge.shell.entry.blas_one_thread)."""
     if n is None:
-        from forge.runtime.entry import blas_threads_default
+        from forge.shell.entry import blas_threads_default
 
         n = blas_threads_default()
     if isinstance(n, int) and n >= 1:
@@ -302,7 +303,7 @@ def export_lines(s: dict[str, Any]) -> list[str]:
     lines += [f"  {rel(out / e['id'])}  {e['params']:,} parameters, weights {e['weights']}" for e in s["exported"]]
     first = rel(out / s["exported"][0]["id"]) if s["exported"] else rel(out)
     lines += [f"  note: {s['note']}"] if s.get("note") else []
-    return [*lines, f"every field: {rel(out / 'export_summary.json')}; in Python: "
+    return [*lines, f"every field: {rel(out / run_folder.EXPORT_SUMMARY)}; in Python: "
                     + "; ".join(python_load(s.get("plugin_modules"), repr(first)))]
 
 

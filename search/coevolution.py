@@ -29,6 +29,7 @@ from forge.genomes.labels import Label
 from search.archive import non_dominated
 from search.evaluators import label_hook, seed_torch
 from search.errors import SearchConfigError
+from forge.disk import run_folder
 
 log = logging.getLogger(__name__)
 from search.state import append_jsonl
@@ -144,7 +145,7 @@ class CoEvolution:
         if self.stop is not None:  # the real-label front so far, the picks' exact costs and priors
             self.stop.arm(self.trainer, picks, pop.F[idx], mu[idx], self.buffer)
         labels = self._train(g, picks)
-        append_jsonl(Path(run_dir) / "labels.jsonl",
+        append_jsonl(Path(run_dir) / run_folder.LABELS,
                      [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
         fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
         self.buffer += [lab for _, lab in fin]
@@ -155,7 +156,7 @@ class CoEvolution:
                      dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx],
                      **({"stopped": self.stop.log(labels, run_dir)} if self.stop is not None else {}))
         self.events.append(event)
-        append_jsonl(Path(run_dir) / "coevolution.jsonl", [event])
+        append_jsonl(Path(run_dir) / run_folder.COEVOLUTION, [event])
         return event
 
     def _train(self, g: int, picks: list[Any]) -> list[Label]:
@@ -184,7 +185,7 @@ class CoEvolution:
         after = np.asarray(new.predict([lab.genome for lab in fin], n_mc=0)[0], float) if fin else np.zeros(0)
         ev.swap(new)  # hot-swap: the next generation is evaluated by the refitted surrogate
         if hasattr(new, "save"):
-            stem = run_dir / "state" / f"surrogate-v{ev.version}"
+            stem = run_dir / run_folder.STATE_DIR / run_folder.REFIT_STEM.format(version=ev.version)
             new.save(stem)
             self.predictor_path = str(stem)
         event.update(mae_after=mae(y, after), surrogate_version=ev.version, refit=True)
@@ -226,10 +227,10 @@ def saved_predictor(run_dir: Path, value: Any) -> Path | None:
         return None
     name = Path(str(value)).name
     if not isinstance(value, str) or not re.fullmatch(r"surrogate-v\d+", name):
-        raise SearchConfigError(f"{Path(run_dir) / 'state/checkpoint.json'}: coevolution.predictor_path = "
+        raise SearchConfigError(f"{Path(run_dir) / run_folder.CHECKPOINT}: coevolution.predictor_path = "
                                 f"{str(value)[:60]!r} is refused; allowed: state/surrogate-v<N>, the refitted "
                                 "surrogate Forge saved in the run folder")
-    return Path(run_dir) / "state" / name
+    return Path(run_dir) / run_folder.STATE_DIR / name
 
 
 def replay_labels(spec: Any, space_name: str) -> Sequence[Label] | str:

@@ -16,6 +16,7 @@ from forge.fidelity.stopping import rule_spec
 from search.errors import SearchConfigError
 from search.objectives import LOSS
 from search.state import append_jsonl
+from forge.disk import run_folder
 
 
 @dataclass
@@ -41,7 +42,7 @@ class CoStop:
         rows = [{"genome_id": lab.genome_id, "reason": lab.reason, **lab.provenance.get("stopped", {})}
                 for lab in labels if lab.status == "stopped"]
         if rows:
-            append_jsonl(Path(run_dir) / "stops.jsonl", rows)
+            append_jsonl(Path(run_dir) / run_folder.STOPS, rows)
         return len(rows)
 
 
@@ -61,5 +62,5 @@ def stop_knobs(node: Mapping[str, Any], cfg: Mapping[str, Any], trainer: Any, ru
         model = json.loads(read_text(model, "curve model"))
     st = CoStop(str(node.get("rule", "front")), float(node.get("threshold", 0.05)), model, objectives.index(LOSS))
     rule_spec(st.rule, {}, (), st.threshold, st.model)  # a bad rule or model is refused now, not at the event
-    trainer.ckpt_dir = str(Path(run_dir) / "state" / "checkpoints")
+    trainer.ckpt_dir = str(Path(run_dir) / run_folder.TRAIN_CHECKPOINTS)
     return st

@@ -20,6 +20,7 @@ from forge.genomes.precision import PrecisionError, QuantPenalty
 from forge.spaces.space import SearchSpace, load_space, space_from_config
 from search.evaluators import LossEvaluator, TrainEvaluator
 from search.errors import SearchConfigError
+from forge.disk import run_folder
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +194,10 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
                                 f"config, and that object cannot be rebuilt ({base['_object_']}); allowed: a surrogate "
                                 "whose arguments read back (get_params()), or search.coevolve.every=0")
     finetune = import_callable(ft_spec)  # checked before anything is built
-    from forge.runtime.tracking import logged, node_for
+    from forge.shell.tracking import logged, node_for
     from surrogate.loading import load_predictor
 
-    trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / "labels.db")
+    trainer = build_trainer(cfg, co.get("trainer"), Path(run_dir) / run_folder.LABEL_DB)
     logger = node_for(cfg.get("logger"), run_dir, "forge-search")  # trainings and refits log into <run>/logs
     if hasattr(trainer, "logger"):
         trainer.logger = logger

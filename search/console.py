@@ -25,6 +25,7 @@ from search.summary import predictor_label
 from search.suggest import print_commands, rel
 from surrogate.checkpoints import BLIND_WHY
 from search.odds import RISK, RULE_OUT, decide_lines, group_sizes, loss_groups, p_best, run_odds
+from forge.disk import run_folder
 
 # (metric, header, scale, format): the cost and size columns after the loss
 COLUMNS = (("params", "params (M)", 1e-6, "{:.1f}"), ("ttft_ms", "TTFT ms", 1.0, "sig"),
@@ -50,7 +51,7 @@ def _bound(v: float) -> str:
 
 def front_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's Pareto rows, lowest predicted loss first."""
-    p = Path(run_dir) / "pareto.jsonl"
+    p = Path(run_dir) / run_folder.PARETO
     rows = read_jsonl(p) if p.is_file() else []
     return sorted(rows, key=lambda r: (_f(r["metrics"].get("val_loss")), r["id"]))
 
@@ -231,5 +232,5 @@ def show_end(summary: dict[str, Any], brief: dict[str, Any] | None = None, as_js
 def _run_config(run_dir: str | Path) -> dict[str, Any]:
     from forge.disk.files import read_yaml_file
 
-    p = Path(run_dir) / "config.yaml"
+    p = Path(run_dir) / run_folder.CONFIG
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}  # the one safe loader

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from forge.disk.io import as_float
-from forge.runtime.numeric import round_float
+from forge.numeric import round_float
 from search.errors import SearchConfigError
 
 

@@ -1,9 +1,9 @@
 """The console scripts of `forge-search`, `forge-report`, `forge-export`, `forge-verify`, `forge-serve`:
-`--help`/`--version` answer from the config before the command's own imports (forge.runtime.entry); pyproject.toml's
+`--help`/`--version` answer from the config before the command's own imports (forge.shell.entry); pyproject.toml's
 [project.scripts] point here."""
 from __future__ import annotations
 
-from forge.runtime.entry import entry
+from forge.shell.entry import entry
 
 forge_search = entry("forge-search", "search.cli:search_main", inference=True)
 forge_report = entry("forge-report", "search.cli:report_main", inference=True)

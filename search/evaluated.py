@@ -13,8 +13,9 @@ from typing import Any, Callable, Sequence
 
 from search.errors import ExportError
 from search.state import read_jsonl
+from forge.disk import run_folder
 
-VERIFIED = "verified.jsonl"  # search.verify writes it beside verify.json and weights/
+VERIFIED = run_folder.VERIFIED  # search.verify writes it beside verify.json and weights/
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -25,7 +26,7 @@ def off_front(run_dir: Path, prefix: str, verify_dirs: Sequence[Path]) -> tuple[
     """(row, note) of the one genome off the front whose id starts with `prefix`; refused naming what was searched
     when none or several match."""
     found: dict[str, tuple[dict[str, Any], str]] = {}
-    for r in _rows(run_dir / "archive.jsonl"):
+    for r in _rows(run_dir / run_folder.ARCHIVE):
         if r["id"].startswith(prefix):
             gen = r.get("generation")
             how = "" if r.get("feasible", True) else ", infeasible under the run's constraints"
@@ -48,6 +49,6 @@ def chosen_rows(run_dir: Path, rows: list[dict[str, Any]], spec: str, weights: P
     trained, found beside `weights=` or in the run's verify/); `on_front` selects among the front's rows."""
     m = re.fullmatch(r"id:([0-9a-f]{4,64})", spec)
     if m and rows and not any(str(r["id"]).startswith(m.group(1)) for r in rows):
-        row, note = off_front(run_dir, m.group(1), [*([weights.parent] if weights else []), run_dir / "verify"])
+        row, note = off_front(run_dir, m.group(1), [*([weights.parent] if weights else []), run_dir / run_folder.VERIFY_DIR])
         return [row], note
     return on_front(), None

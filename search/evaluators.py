@@ -172,7 +172,7 @@ def check_resumed(evaluator: Any, genomes: Sequence[Genome], ids: Sequence[str],
     pick = [(g, i, cached[(v, i)]) for g, i in zip(genomes, ids) if (v, i) in cached][:8]
     if not pick:
         return
-    from forge.runtime.numeric import settle
+    from forge.numeric import settle
 
     mu = np.asarray(settle(evaluator([g for g, _, _ in pick])[1]), float)
     want = np.array([float(y[1]) for _, _, y in pick])

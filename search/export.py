@@ -28,14 +28,15 @@ import numpy as np
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
 from forge.genomes.importers import load_genome
 from forge.disk.io import as_float, atomic_write_json, atomic_write_text, check_writable, staged, usual_mode
-from forge.runtime.numeric import argmin_by_id
+from forge.numeric import argmin_by_id
 from forge.disk.full import full_disk_at
 from forge.runtime.signals import term_as_interrupt
 from search.export_card import model_card
 from search.odds import front_p_best
-from search.run_files import refuse_odd
+from search.run_files import read_summary, refuse_odd
 from search.state import read_jsonl, require_complete
 from search.errors import ExportError
+from forge.disk import run_folder
 
 FORMATS = ("yaml", "json", "pt", "safetensors", "hf")  # hf: a transformers folder (search/hf_export.py)
 
@@ -94,7 +95,7 @@ def select(rows: list[dict[str, Any]], spec: str, objectives: list[str],
 def chosen_design(run: str | Path, spec: str = "knee") -> dict[str, Any]:
     """The selected Pareto row's id, objectives and design (array shape, precisions, batch) of a run."""
     run = Path(run)
-    rows = read_jsonl(run / "pareto.jsonl") if (run / "pareto.jsonl").is_file() else []
+    rows = read_jsonl(run / run_folder.PARETO) if (run / run_folder.PARETO).is_file() else []
     if not rows:
         return {}
     r = select(rows, spec, _objectives(run, rows), _maximized(run))[0]
@@ -161,9 +162,9 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
     if src is not None:  # before anything is written: unreadable weights leave no half export behind
         _load_weights(model, src)
     dest.mkdir(parents=True, exist_ok=True)
-    gfile = dest / ("genome.json" if fmt == "json" else "genome.yaml")
+    gfile = dest / (run_folder.GENOME_JSON if fmt == "json" else run_folder.GENOME_YAML)
     atomic_write_text(gfile, genome.to_json() if fmt == "json" else genome.to_yaml())
-    wfile = dest / ("model.pt" if fmt == "pt" else "model.safetensors")
+    wfile = dest / (run_folder.WEIGHTS_PT if fmt == "pt" else run_folder.WEIGHTS_SAFETENSORS)
     if fmt == "pt":
         torch.save(model.state_dict(), wfile)
     elif fmt != "hf":  # hf: write_hf below saves the weights under transformers' names
@@ -178,8 +179,8 @@ def export_one(row: dict[str, Any], dest: Path, fmt: str, seed: int, weights: Pa
         from search.hf_export import write_hf
 
         info["hf"] = write_hf(model, genome, dest, info)  # README.md: search/hf_card.py
-    atomic_write_json(dest / "export.json", info)
-    atomic_write_text(dest / "MODEL_CARD.md", model_card(info, genome, final or dest))
+    atomic_write_json(dest / run_folder.EXPORT_JSON, info)
+    atomic_write_text(dest / run_folder.MODEL_CARD, model_card(info, genome, final or dest))
     usual_mode(dest)  # safetensors writes 0600: the weights get the user's umask like every other file
     return info
 
@@ -192,7 +193,7 @@ def _directed(objectives: Sequence[str], maximize: Sequence[str]) -> list[str]:
 def exported_modules(folder: Path) -> list[str]:
     """The plug-in modules the export's run recorded for its genes (export.json: names to show, never imported)."""
     try:
-        names = json.loads((Path(folder) / "export.json").read_text()).get("plugin_modules") or []
+        names = json.loads((Path(folder) / run_folder.EXPORT_JSON).read_text()).get("plugin_modules") or []
     except (OSError, ValueError, AttributeError):
         return []
     return [str(n) for n in names if isinstance(n, str) and n.replace(".", "").replace("_", "").isalnum()]
@@ -203,8 +204,8 @@ def load_exported(folder: str | Path) -> tuple[Genome, Any]:
     are imported first; a genome with a gene of a plug-in module not imported is one line naming
     `forge.plugins.load_modules([...])` with the modules its run recorded."""
     folder = Path(folder)
-    gfile = next((folder / n for n in ("genome.yaml", "genome.json") if (folder / n).is_file()), None)
-    wfile = next((folder / n for n in ("model.safetensors", "model.pt") if (folder / n).is_file()), None)
+    gfile = next((folder / n for n in (run_folder.GENOME_YAML, run_folder.GENOME_JSON) if (folder / n).is_file()), None)
+    wfile = next((folder / n for n in (run_folder.WEIGHTS_SAFETENSORS, run_folder.WEIGHTS_PT) if (folder / n).is_file()), None)
     if gfile is None or wfile is None:
         raise ExportError(f"{folder}: not an export folder (needs genome.yaml|json and model.safetensors|pt)")
     from forge import plugins
@@ -232,13 +233,13 @@ def run(cfg: Any) -> dict[str, Any]:
     from forge.runtime.config import to_container
 
     from forge import plugins
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read
     c = to_container(cfg)
     run_dir = Path(str(c.get("run") or ""))
-    refuse_odd(run_dir, ("pareto.jsonl", "config.yaml", "summary.json"), ExportError)  # a FIFO: named as one
-    if not (run_dir / "pareto.jsonl").is_file():
+    refuse_odd(run_dir, (run_folder.PARETO, run_folder.CONFIG, run_folder.SUMMARY), ExportError)  # a FIFO: named as one
+    if not (run_dir / run_folder.PARETO).is_file():
         raise ExportError(f"run={c.get('run')!r}: no pareto.jsonl there; allowed: a forge-search run directory")
     plugin_use.require(run_dir)
     fmt = str(c.get("format", "safetensors"))
@@ -249,7 +250,7 @@ def run(cfg: Any) -> dict[str, Any]:
 
         require_transformers()
     status = require_complete(run_dir, bool(c.get("allow_partial", False)), "run")
-    rows = read_jsonl(run_dir / "pareto.jsonl")
+    rows = read_jsonl(run_dir / run_folder.PARETO)
     weights = Path(c["weights"]) if c.get("weights") else None
     chosen, note = _chosen(run_dir, rows, str(c.get("select", "knee")), weights)
     run_cfg = _run_config(run_dir)
@@ -260,7 +261,7 @@ def run(cfg: Any) -> dict[str, Any]:
             "evaluator": run_cfg.get("evaluator"), "space": _space_name(run_cfg.get("space")),
             "tokenizer_source": _tokenizer(c, fmt, chosen), "plugin_modules": plugin_use.needed(run_dir),
             "front_p_best": front_p_best(rows, _summary(run_dir), chosen)}
-    labels = {r["genome_id"]: r for r in read_jsonl(run_dir / "labels.jsonl")}
+    labels = {r["genome_id"]: r for r in read_jsonl(run_dir / run_folder.LABELS)}
     ids = [checked_id(r, run_dir) for r in chosen]
     out = check_writable(Path(c.get("out") or "exported"), "out")
     check_overwrite(out, ids, bool(c.get("overwrite", False)))
@@ -281,7 +282,7 @@ def run(cfg: Any) -> dict[str, Any]:
                    **({"plugin_modules": card["plugin_modules"]} if card["plugin_modules"] else {}),
                    "exported": [{"id": d["id"], "params": d["params"], "weights": d["weights"]} for d in done],
                    **({"note": note} if note else {})}
-        atomic_write_json(stage / "export_summary.json", summary)  # overwrite=true: each folder replaced whole
+        atomic_write_json(stage / run_folder.EXPORT_SUMMARY, summary)  # overwrite=true: each folder replaced whole
     return summary
 
 
@@ -305,10 +306,10 @@ def checked_id(row: dict[str, Any], run_dir: Path) -> str:
     try:
         gid = genome_from_dict(row["genome"]).id
     except (KeyError, TypeError) as e:
-        raise ExportError(f"{run_dir / 'pareto.jsonl'}: a row has no valid genome ({type(e).__name__}: {e}); "
+        raise ExportError(f"{run_dir / run_folder.PARETO}: a row has no valid genome ({type(e).__name__}: {e}); "
                           "allowed: the rows forge-search wrote") from None
     if row.get("id") != gid:
-        raise ExportError(f"{run_dir / 'pareto.jsonl'}: row id {row.get('id')!r} does not match its genome "
+        raise ExportError(f"{run_dir / run_folder.PARETO}: row id {row.get('id')!r} does not match its genome "
                           f"(recomputed id {gid}); allowed: the rows forge-search wrote")
     return gid
 
@@ -316,7 +317,7 @@ def checked_id(row: dict[str, Any], run_dir: Path) -> str:
 def holds_export(out: Path, ids: Sequence[str] = ()) -> bool:
     """Whether a folder already holds a forge-export (its summary, a genome folder with export.json, or a
     folder of one of `ids`)."""
-    return out.is_dir() and ((out / "export_summary.json").is_file() or any(out.glob("*/export.json"))
+    return out.is_dir() and ((out / run_folder.EXPORT_SUMMARY).is_file() or any(out.glob(f"*/{run_folder.EXPORT_JSON}"))
                              or any((out / gid).exists() for gid in ids))
 
 
@@ -327,15 +328,13 @@ def check_overwrite(out: Path, ids: Sequence[str], overwrite: bool) -> None:
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
-    from search.run_files import read_summary
-
     return read_summary(run_dir)
 
 
 def _run_config(run_dir: Path) -> dict[str, Any]:
     from forge.disk.files import read_yaml_file
 
-    p = run_dir / "config.yaml"
+    p = run_dir / run_folder.CONFIG
     return (read_yaml_file(p, "run config") or {}) if p.is_file() else {}
 
 

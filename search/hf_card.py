@@ -18,6 +18,7 @@ from forge.genomes.genome import Genome
 from search.export_card import odds_line
 from search.markdown import md_code, md_text
 from forge.disk.io import loads
+from forge.disk import run_folder
 
 # what the labels of each shipped surrogate were measured under (space name -> protocol, corpus, tokenizer, HF id)
 LOSS_BASIS = {
@@ -65,7 +66,7 @@ def _sidecar_space(pred: Any) -> str | None:
 
 
 def _run_config(run: Any) -> dict[str, Any]:
-    p = Path(str(run)) / "config.yaml" if run else None
+    p = Path(str(run)) / run_folder.CONFIG if run else None
     from forge.disk.files import read_yaml_file
 
     return (read_yaml_file(p, "run config") or {}) if p is not None and p.is_file() else {}

@@ -21,6 +21,7 @@ from typing import Any
 from forge.genomes.genes import BUILTIN, attention_genes, extra_globals
 from forge.genomes.genome import Genome
 from search.errors import HFExportError
+from forge.disk import run_folder
 
 EXTRA = "pip install -e '.[export]' in the Forge clone"
 MODELING_FILE = "modeling_forge.py"
@@ -242,8 +243,8 @@ def write_hf(model: Any, genome: Genome, dest: Path, info: dict[str, Any] | None
             shutil.copytree(dest, dest / "llama", dirs_exist_ok=True,
                             ignore=lambda d, names: [n for n in names if not n.startswith(("tokenizer", "special_",
                                                                                            "vocab", "merges"))])
-    (dest / "README.md").write_text(hf_card(info, genome, why, tok))
+    (dest / run_folder.HF_CARD).write_text(hf_card(info, genome, why, tok))
     if why is None:
-        (dest / "llama" / "README.md").write_text(hf_card(info, genome, None, tok, native=True))
+        (dest / "llama" / run_folder.HF_CARD).write_text(hf_card(info, genome, None, tok, native=True))
     return {"folder": dest.name, "remote_code": MODELING_FILE, "native": "llama" if why is None else None,
             "not_native_because": why, "tokenizer": tok or None, "transformers": transformers.__version__}

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from search.state import ResumeError, kept_jsonl
+from forge.disk import run_folder
 
-DURABLE = "state/checkpoint.durable.json"
-LOSS_CACHE = "state/loss_cache.jsonl"
+DURABLE = run_folder.DURABLE
+LOSS_CACHE = run_folder.LOSS_CACHE
 CACHES = (LOSS_CACHE,)  # pure caches: one that does not match the ledger is rebuilt, not a reason to refuse
 _CHUNK = 1 << 20
 
@@ -189,7 +190,7 @@ def has_checkpoint(run_dir: Path) -> bool:
 def short_archive(run_dir: Path, state: Mapping[str, Any]) -> str | None:
     """For a checkpoint without a ledger: whether archive.jsonl holds a row for each of its `n_evaluated`
     evaluations (a log cut behind it would resume silently short)."""
-    path = Path(run_dir) / "archive.jsonl"
+    path = Path(run_dir) / run_folder.ARCHIVE
     text = kept_jsonl(path, int(state["generation"]))  # a corrupt line inside the log: refused, named
     rows = (text if text is not None else path.read_text() if path.is_file() else "").count("\n")
     if rows == int(state["n_evaluated"]):
@@ -225,9 +226,9 @@ def rebuilt_cache(run_dir: Path, state: Mapping[str, Any], note: bool = False) -
             return None
         except ResumeError as e:
             why = str(e).split(": ", 1)[-1].split(";")[0]
-    archive = covered_text(run_dir, "archive.jsonl", logs) or kept_jsonl(Path(run_dir) / "archive.jsonl", gen)
+    archive = covered_text(run_dir, run_folder.ARCHIVE, logs) or kept_jsonl(Path(run_dir) / run_folder.ARCHIVE, gen)
     if archive is None:
-        archive = (Path(run_dir) / "archive.jsonl").read_text() if (Path(run_dir) / "archive.jsonl").is_file() else ""
+        archive = (Path(run_dir) / run_folder.ARCHIVE).read_text() if (Path(run_dir) / run_folder.ARCHIVE).is_file() else ""
     rows: dict[tuple, str] = {}
     try:
         for r in map(loads, archive.splitlines()):

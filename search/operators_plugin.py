@@ -144,7 +144,7 @@ def code_record(specs: Mapping[str, OperatorSpec]) -> dict[str, dict[str, str]]:
 
 
 def _source_hash(target: str) -> str:
-    from forge.runtime.plugin_use import module_of
+    from forge.shell.plugin_use import module_of
 
     module = sys.modules.get(module_of(target) or "")
     try:

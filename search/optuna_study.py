@@ -23,8 +23,9 @@ from typing import Any, Sequence
 
 from search.errors import SearchConfigError
 from search.state import read_jsonl
+from forge.disk import run_folder
 
-STUDY_FILE = "study.db"
+STUDY_FILE = run_folder.STUDY
 MISSING = ("optuna_study=true needs the optional packages optuna and optuna-dashboard: pip install -e '.[optuna]' in "
            "the Forge clone")
 
@@ -86,7 +87,7 @@ class StudyWriter:
 
     def _new_records(self) -> list[dict[str, Any]]:
         """Records appended to archive.jsonl since the last call (whole lines only: a torn tail waits)."""
-        path = self.run_dir / "archive.jsonl"
+        path = self.run_dir / run_folder.ARCHIVE
         if not path.is_file():
             return []
         with open(path, "rb") as f:
@@ -97,7 +98,7 @@ class StudyWriter:
         return [r for r in (json.loads(ln) for ln in whole.splitlines() if ln.strip()) if isinstance(r, dict)]
 
     def _labels(self) -> dict[str, float]:
-        p = self.run_dir / "labels.jsonl"
+        p = self.run_dir / run_folder.LABELS
         rows = read_jsonl(p, True) if p.is_file() else []
         return {r["genome_id"]: float(r["label"]) for r in rows if isinstance(r, dict) and "genome_id" in r
                 and _num(r.get("label")) is not None}

@@ -19,7 +19,7 @@ import numpy as np
 
 from forge.errors import UserError
 from forge.disk.io import as_float
-from forge.runtime.numeric import order_by_id
+from forge.numeric import order_by_id
 from search.export import select
 from search.objectives import LOSS
 

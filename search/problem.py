@@ -7,7 +7,7 @@ are named and directed (`search.objectives`): the loss, a model or workload tota
 a core backend metric, any numeric backend extra, or a user function. Constraints are strings such as
 `val_loss < 3.8` or `ttft_ms <= 20` (`search.constraints`); hardware-infeasible genomes get one extra
 violated constraint and are dominated out. Every float the evaluator, the backend or a user function returns is
-rounded here, once, to `forge.runtime.numeric.DIGITS` significant digits (`settle`): F, G, the archive, the run files and
+rounded here, once, to `forge.numeric.DIGITS` significant digits (`settle`): F, G, the archive, the run files and
 every later comparison see the same numbers on any CPU (issue 33).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from forge.spaces.arrays import GenomeBatch, PopArrays
 from forge.genomes.genes import attention_genes
 from forge.genomes.genome import Genome
 from forge.disk.io import json_num
-from forge.runtime.numeric import round_sig, settle
+from forge.numeric import round_sig, settle
 from forge.spaces.space import SearchSpace
 from forge.lm.workload import WORKLOAD_TOTALS, model_totals, workload_totals
 from search.caches import trim

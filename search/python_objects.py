@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from forge.runtime.plugin_use import python_only
+from forge.shell.plugin_use import python_only
 
 OBJECT = "_object_"  # in a surrogate's config node: why no command can rebuild it (refused, never built)
 PART = {"space": "space", "evaluator": "predictor", "backend": "backend"}  # a config key -> the part an object fills

@@ -18,6 +18,7 @@ import numpy as np
 
 from forge.fidelity.race import Entrant, race_step
 from forge.fidelity.stopping import CurveModel
+from forge.disk import run_folder
 
 
 def _estimate(first: Sequence[Any], wall: float) -> str:
@@ -89,11 +90,11 @@ def verify_race(v: Any, picks: Sequence[dict[str, Any]], roles: Mapping[str, str
     costs = {genomes[i].id: [float(r["metrics"][o]) * signs.get(o, 1) for o in v.problem.objectives if o != LOSS]
              for i, r in by_id.items()}
     priors = {genomes[i].id: r["metrics"].get("mu") for i, r in by_id.items()}
-    t.ckpt_dir = str(v.out / "checkpoints")
+    t.ckpt_dir = str(v.out / run_folder.CHECKPOINTS_DIR)
     say = (lambda s: print(f"forge-verify: {s}", file=sys.stderr)) if v.cfg.get("progress") else (lambda s: None)
     say(f"race of {len(picks)} picks over {rungs} rungs (threshold {thr:g})")
     labels, log = race(t, list(genomes.values()), costs, priors, model, thr, rungs, say)
     spent = sum(int(lab.provenance.get("tokens", 0)) for lab in labels.values())
-    atomic_write_json(v.out / "race.json", {"threshold": thr, "rungs": rungs, "stops": log, "tokens": spent,
+    atomic_write_json(v.out / run_folder.RACE, {"threshold": thr, "rungs": rungs, "stops": log, "tokens": spent,
                                             "finished": [g for g, lab in labels.items() if lab.status == "done"]})
     return {i: labels[g.id] for i, g in genomes.items()}

@@ -29,6 +29,7 @@ from search.report_page import plot_columns
 from search.run_files import read_summary
 from search.state import read_jsonl, require_complete
 from search.errors import ReportError
+from forge.disk import run_folder
 
 FIELDS = tuple(g.name for g in LAYER_GENES.values() if g.grid and g.builtin)  # the five shape genes
 ATTN_FIELDS = attention_genes()
@@ -40,7 +41,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
         p = Path(p)
         if not p.exists():
             raise ReportError(f"runs: {p} does not exist; allowed: run directories or multirun folders")
-        found = [p] if (p / "summary.json").is_file() else sorted(x.parent for x in p.rglob("summary.json"))
+        found = [p] if (p / run_folder.SUMMARY).is_file() else sorted(x.parent for x in p.rglob(run_folder.SUMMARY))
         if not found:
             raise ReportError(f"runs: no summary.json under {p}; allowed: forge-search run/multirun folders")
         out += found
@@ -49,7 +50,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 
 def load_run(d: Path) -> dict[str, Any]:
     s = read_summary(d)  # not UTF-8, not JSON, not an object: one line naming the file
-    return {"dir": d, "summary": s, "archive": read_jsonl(d / "archive.jsonl"), "pareto": read_jsonl(d / "pareto.jsonl"),
+    return {"dir": d, "summary": s, "archive": read_jsonl(d / run_folder.ARCHIVE), "pareto": read_jsonl(d / run_folder.PARETO),
             "label": inert(f"{s.get('algorithm', '?')}+{s.get('space', '?')}@{s.get('backend', '?')}")}  # received
 
 
@@ -196,34 +197,34 @@ def make_report(paths: Sequence[str | Path], out: Path, top: int = 50, max_paret
         for d in found:
             runs.append(load_run(d))
             st.step(f"read {d.name}")
-        plots = Path(out) / "plots"
+        plots = Path(out) / run_folder.PLOTS_DIR
         plots.mkdir(parents=True, exist_ok=True)
-        stats = {"hv": plot_hv(runs, "hv_per_generation", plots / "hv.png"),
-                 "hv_loss_params": plot_hv(runs, "hv_loss_params_per_generation", plots / "hv_loss_params.png")}
+        stats = {"hv": plot_hv(runs, "hv_per_generation", plots / run_folder.HV_PNG),
+                 "hv_loss_params": plot_hv(runs, "hv_loss_params_per_generation", plots / run_folder.HV_LOSS_PARAMS_PNG)}
         st.step("hypervolume curves", 2)
-        stats["fingerprint"] = plot_fingerprints(runs, plots / "fingerprint.png", top)
+        stats["fingerprint"] = plot_fingerprints(runs, plots / run_folder.FINGERPRINT_PNG, top)
         st.step("fingerprints")
-        images = [plots / "hv.png", plots / "hv_loss_params.png", plots / "fingerprint.png"]
+        images = [plots / run_folder.HV_PNG, plots / run_folder.HV_LOSS_PARAMS_PNG, plots / run_folder.FINGERPRINT_PNG]
         firsts = {r["label"]: r for r in sorted(runs, key=lambda r: r["summary"].get("seed", 0))}
         for i, r in enumerate(list(firsts.values())[:max_pareto_plots]):
             p = plots / f"pareto_{i:02d}.png"
             plot_pareto(r, p)
             images.append(p)
             st.step(f"Pareto plot of {r['label']}")
-        write_html(runs, images, stats, Path(out) / "report.html")
-        st.step("report.html", st.total - st.done)
+        write_html(runs, images, stats, Path(out) / run_folder.REPORT_HTML)
+        st.step(run_folder.REPORT_HTML, st.total - st.done)
     from search.tables import compare_runs  # runs.csv: the runs side by side, from their front.csv
 
-    compare_runs([r["dir"] for r in runs], [r["summary"] for r in runs], Path(out) / "runs.csv")
-    summary = {"runs": len(runs), "out": str(out), "report": str(Path(out) / "report.html"),
-               "runs_csv": str(Path(out) / "runs.csv"), "plots": [str(p) for p in images], **stats}
-    atomic_write_json(Path(out) / "report.json", summary)
+    compare_runs([r["dir"] for r in runs], [r["summary"] for r in runs], Path(out) / run_folder.RUNS_CSV)
+    summary = {"runs": len(runs), "out": str(out), "report": str(Path(out) / run_folder.REPORT_HTML),
+               "runs_csv": str(Path(out) / run_folder.RUNS_CSV), "plots": [str(p) for p in images], **stats}
+    atomic_write_json(Path(out) / run_folder.REPORT_JSON, summary)
     return summary
 
 
 def run(cfg: Any) -> dict[str, Any]:
     from forge import plugins
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
     from forge.runtime.config import output_dir, to_container
 
     plugins.trust(cfg)  # the user's plug-in modules (a gene of theirs) before any genome is read

@@ -11,11 +11,12 @@ from typing import Any
 
 from forge.disk.io import atomic_write_text
 from search.report_page import front_table, pareto_figure, plot_columns, plotly_js, run_config, settings, odds_note
+from forge.disk import run_folder
 
 
-CAPTIONS = {"hv.png": "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
-            "hv_loss_params.png": "Hypervolume (val_loss, params) against generation, mean ± std over seeds",
-            "fingerprint.png": "Per-substrate fingerprints: per-layer fields of the lowest-loss Pareto genomes "
+CAPTIONS = {run_folder.HV_PNG: "Hypervolume (all objectives) against generation, mean ± std over seeds per recipe",
+            run_folder.HV_LOSS_PARAMS_PNG: "Hypervolume (val_loss, params) against generation, mean ± std over seeds",
+            run_folder.FINGERPRINT_PNG: "Per-substrate fingerprints: per-layer fields of the lowest-loss Pareto genomes "
                                "against relative depth"}
 
 

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from forge.disk.io import as_float as _f
 from search.suggest import export_command
 from search.summary import predictor_label
+from forge.disk import run_folder
 
 KEY_COLUMNS = ("params",)  # shown for every run, objective or not
 
@@ -183,7 +184,7 @@ def plotly_js() -> str:
 def run_config(run_dir: Path) -> dict[str, Any]:
     import yaml
 
-    p = Path(run_dir) / "config.yaml"
+    p = Path(run_dir) / run_folder.CONFIG
     try:
         return dict(yaml.safe_load(p.read_text()) or {}) if p.is_file() else {}
     except yaml.YAMLError:

@@ -13,6 +13,7 @@ from forge.errors import UserError
 from forge.genomes.genome import Genome
 from search.api_args import api_errors, check_choice
 from search.api_compose import compose
+from forge.disk import run_folder
 
 
 def pandas_or_refuse() -> Any:
@@ -59,7 +60,7 @@ class SearchResult:
         """Every evaluated genome (archive.jsonl) with its generation and surrogate version."""
         from search.state import read_jsonl
 
-        return rows_frame(read_jsonl(self.run_dir / "archive.jsonl"))
+        return rows_frame(read_jsonl(self.run_dir / run_folder.ARCHIVE))
 
     def genomes(self, which: str = "front") -> list[Genome]:
         """The front's (or, with which="archive", every evaluated) genomes, in the frame's order."""

@@ -15,13 +15,11 @@ from typing import Any, Mapping
 
 from search.errors import ResumeError
 from forge.disk.io import loads
+from forge.disk import run_folder
 
-SUMMARY = "summary.json"
+SUMMARY = run_folder.SUMMARY
 
-# what a search writes in its folder (checked when present)
-RUN_FILES = ("config.yaml", "summary.json", "cli.log", "plugins.json", "archive.jsonl", "pareto.jsonl",
-             "history.jsonl", "labels.jsonl", "coevolution.jsonl", "history.csv", "front.csv", "archive.csv",
-             "state/checkpoint.json", "state/checkpoint.durable.json", "state/loss_cache.jsonl", ".hydra/config.yaml")
+RUN_FILES = run_folder.SEARCH_FILES  # what a search writes in its folder (checked when present)
 _NUM = (int, float)
 # summary.json's fields and their JSON types (search.summary writes them); an unknown key is kept, unread
 SUMMARY_TYPES: dict[str, Any] = {
@@ -71,10 +69,10 @@ def check_run_files(run_dir: Path) -> None:
     if odd:
         raise ResumeError(f"resume={run_dir}: {odd}; allowed: the regular file forge-search wrote (nothing in a run "
                           "folder is read or written through a link)")
-    if (run_dir / "config.yaml").is_file():
-        cfg = read_yaml_file(run_dir / "config.yaml", "run config")  # a !!python tag: refused, naming the line
+    if (run_dir / run_folder.CONFIG).is_file():
+        cfg = read_yaml_file(run_dir / run_folder.CONFIG, "run config")  # a !!python tag: refused, naming the line
         if not isinstance(cfg, Mapping):
-            raise ResumeError(f"{run_dir / 'config.yaml'}: a YAML {type(cfg).__name__}, not a mapping; allowed: the "
+            raise ResumeError(f"{run_dir / run_folder.CONFIG}: a YAML {type(cfg).__name__}, not a mapping; allowed: the "
                               "config.yaml forge-search wrote")
     read_summary(run_dir)
 

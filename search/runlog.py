@@ -21,10 +21,11 @@ from search.ledger import (LOSS_CACHE, LogLedger, has_checkpoint, rebuilt_cache,
                            truncate_logs)
 from search.state import CHECKPOINT, append_jsonl, append_lines, check_resumable, read_jsonl, save_checkpoint, sync_files
 from search.tables import GenerationLog, genome_row, write_tables
+from forge.disk import run_folder
 
 DURABLE_EVERY_S = 5.0  # fsync the logs and the checkpoint at most this often (and when the loop ends)
-LOGS = ("archive.jsonl", "history.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)
-COVERED = ("archive.jsonl", "labels.jsonl", "coevolution.jsonl", LOSS_CACHE)  # the checkpoint records their prefixes
+LOGS = (run_folder.ARCHIVE, run_folder.HISTORY, run_folder.LABELS, run_folder.COEVOLUTION, LOSS_CACHE)
+COVERED = (run_folder.ARCHIVE, run_folder.LABELS, run_folder.COEVOLUTION, LOSS_CACHE)  # the checkpoint records their prefixes
 
 
 class RunLog:
@@ -63,7 +64,7 @@ class RunLog:
             rec["genome"] = genome.trusted_copy(genome.active_layers, genome.precision).to_dict()
             self.records[rec["id"]] = rec
             lines.append(self.line(rec))
-        append_lines(self.run_dir / "archive.jsonl", lines, sync=False)
+        append_lines(self.run_dir / run_folder.ARCHIVE, lines, sync=False)
         if self._table_rows is not None:
             self._table_rows += [genome_row(self.records[g.id], objectives) for g in genomes]
             if len(self._table_rows) > caches.CACHE_ROWS:
@@ -84,14 +85,14 @@ class RunLog:
     def write_front(self, entries: Sequence[dict[str, Any]], durable: bool) -> None:
         """pareto.jsonl, derived from the archive the checkpoint holds: rewritten (atomically) in every generation
         that changes the front, made durable once at the end and on resume, so a generation costs no fsync for it."""
-        atomic_write_text(self.run_dir / "pareto.jsonl", "".join(self.line(r) + "\n" for r in entries), durable)
+        atomic_write_text(self.run_dir / run_folder.PARETO, "".join(self.line(r) + "\n" for r in entries), durable)
         self._front_ids = [e["id"] for e in entries]
 
     def log_generation(self, row: dict[str, Any], eval_s: float) -> None:
         """history.jsonl (the checkpoint holds it), history.csv and the logging line gain `row`."""
         self.history.append(row)
         self._history_lines.append(json_line(row))
-        append_lines(self.run_dir / "history.jsonl", self._history_lines[-1:], sync=False)
+        append_lines(self.run_dir / run_folder.HISTORY, self._history_lines[-1:], sync=False)
         self.table_log.log(row, eval_s)
 
     def checkpoint(self, state: dict[str, Any], gen: int, losses: Iterable[tuple[int, str, Any]]) -> None:
@@ -105,7 +106,7 @@ class RunLog:
         state["logs"] = self.ledger.update()  # what a resume checks the logs against (search.ledger)
         durable = time.perf_counter() - self._synced_at >= DURABLE_EVERY_S
         if durable:  # the rows it names reach the disk before it does
-            sync_files([self.run_dir / "archive.jsonl", self.run_dir / LOSS_CACHE])
+            sync_files([self.run_dir / run_folder.ARCHIVE, self.run_dir / LOSS_CACHE])
             self._synced_at = time.perf_counter()
         save_checkpoint(self.run_dir, state, {**encoded, "history": self._history_lines}, durable)
         if durable:
@@ -114,7 +115,7 @@ class RunLog:
     def sync(self) -> None:
         """Make the logs and the last checkpoint durable; it becomes the durable snapshot a resume falls back to
         when a power loss cut a log (search.ledger)."""
-        sync_files(self.run_dir / name for name in ("archive.jsonl", "history.jsonl", LOSS_CACHE, CHECKPOINT))
+        sync_files(self.run_dir / name for name in (run_folder.ARCHIVE, run_folder.HISTORY, LOSS_CACHE, CHECKPOINT))
         if (self.run_dir / CHECKPOINT).is_file():
             snapshot_durable(self.run_dir)
 
@@ -147,8 +148,8 @@ class RunLog:
     def rewind(self, gen: int, st: Mapping[str, Any], cache: str | None, entries: Sequence[dict[str, Any]]) -> None:
         """Drop log lines written after the checkpoint of generation `gen`; history.jsonl and pareto.jsonl are
         written anew from it."""
-        truncate_logs(self.run_dir, gen, [n for n in LOGS if n != "history.jsonl"], self.table_log,
+        truncate_logs(self.run_dir, gen, [n for n in LOGS if n != run_folder.HISTORY], self.table_log,
                       st.get("logs"), {LOSS_CACHE: cache} if cache is not None else None, self.history)
-        atomic_write_text(self.run_dir / "history.jsonl", "".join(t + "\n" for t in self._history_lines))
+        atomic_write_text(self.run_dir / run_folder.HISTORY, "".join(t + "\n" for t in self._history_lines))
         self.write_front(entries, durable=True)
         self.ledger.reset()  # the logs were rewritten: the next checkpoint hashes them anew

@@ -21,9 +21,10 @@ from typing import Any, Iterable
 from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line, loads
 from search.errors import ResumeError
 from search.run_files import read_summary
+from forge.disk import run_folder
 
-CHECKPOINT = "state/checkpoint.json"
-CONFIG, HYDRA_CONFIG = "config.yaml", ".hydra/config.yaml"
+CHECKPOINT = run_folder.CHECKPOINT
+CONFIG, HYDRA_CONFIG = run_folder.CONFIG, run_folder.HYDRA_CONFIG
 # Keys that may differ between a run and its resume: they steer the process, not the search.
 RUNTIME_KEYS = ("resume", "out_dir", "stop_after", "progress", "threads", "quiet", "json", "plugins")
 
@@ -119,7 +120,7 @@ def check_resumable(run_dir: Path) -> None:
     if (run_dir / CHECKPOINT).exists():
         load_checkpoint(run_dir)
         return
-    rows = read_jsonl(run_dir / "history.jsonl", tolerate_torn_tail=True)
+    rows = read_jsonl(run_dir / run_folder.HISTORY, tolerate_torn_tail=True)
     done = [r for r in rows if int(r.get("generation") or 0) >= 1]  # generation 0 may be logged before its checkpoint
     if done:
         raise ResumeError(f"resume={run_dir}: {CHECKPOINT} is missing but history.jsonl records {len(rows)} generation(s); "
@@ -174,7 +175,7 @@ def require_complete(run_dir: Path, allow_partial: bool, what: str) -> dict[str,
     """Refuse to use an unfinished run (interrupted, stopped, running or killed) unless allow_partial."""
     st = run_status(run_dir)
     if st["status"] != "complete" and not allow_partial:
-        from forge.runtime.plugin_use import args
+        from forge.shell.plugin_use import args
 
         of = f" of {st['generations']}" if st.get("generations") is not None else ""
         finish = " ".join(["forge-search", f"resume={run_dir}", *args(run_dir, code=True)])  # with its plug-ins

@@ -9,6 +9,7 @@ from search.archive import least_violating
 from search.odds import odds_summary
 from surrogate.pairwise import PairwiseOdds
 from search.constraints import constraint_use
+from forge.disk import run_folder
 
 
 def interval_summary(search: Any) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def evaluated(run_dir: Path) -> list[dict[str, Any]]:
     population in memory)."""
     from search.state import read_jsonl
 
-    p = Path(run_dir) / "archive.jsonl"
+    p = Path(run_dir) / run_folder.ARCHIVE
     return list({r["id"]: r for r in read_jsonl(p, True) if "id" in r}.values()) if p.is_file() else []
 
 
@@ -80,5 +81,5 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                                                      problem.violations)
     if s.coevo is not None:
         summary["coevolution"] = s.coevo.summary()
-    atomic_write_json(s.run_dir / "summary.json", summary)
+    atomic_write_json(s.run_dir / run_folder.SUMMARY, summary)
     return summary

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 from forge.disk.confined import open_append
 from forge.disk.io import _UMASK, atomic_write_text, loads
 from search.state import read_jsonl
+from forge.disk import run_folder
 
 log = logging.getLogger("forge.search")
 FIRST = ("id", "generation", "feasible")
@@ -74,18 +75,18 @@ def write_tables(run_dir: Path, objectives: Sequence[str], archive_rows: Sequenc
     (search.blind, allowed by the user): every row says so in `loss_blind_to`."""
     out = {}
     first = (*FIRST, *objectives, *(("loss_blind_to",) if blind else ()))
-    for src, name in (("pareto.jsonl", "front.csv"), ("archive.jsonl", "archive.csv")):
+    for src, name in ((run_folder.PARETO, run_folder.FRONT_CSV), (run_folder.ARCHIVE, run_folder.ARCHIVE_CSV)):
         out[name] = run_dir / name
-        if src == "archive.jsonl" and archive_rows is None and (run_dir / src).is_file():
+        if src == run_folder.ARCHIVE and archive_rows is None and (run_dir / src).is_file():
             _stream_csv(run_dir / src, run_dir / name, objectives, blind, first)  # every evaluation: never all in memory
             continue
-        if src == "archive.jsonl" and archive_rows is not None:
+        if src == run_folder.ARCHIVE and archive_rows is not None:
             rows = list(archive_rows)
         else:
             rows = [genome_row(r, objectives) for r in read_jsonl(run_dir / src)] if (run_dir / src).is_file() else []
         if blind:
             rows = [r | {"loss_blind_to": ";".join(blind)} for r in rows]
-        odd = name == "front.csv" and odds is not None
+        odd = name == run_folder.FRONT_CSV and odds is not None
         rows = with_odds(rows, odds) if odd else rows
         cols = (*FIRST, *objectives, *(("p_best", "loss_group") if odd and rows and "p_best" in rows[0] else ()),
                 *(("loss_blind_to",) if blind else ()))
@@ -127,7 +128,7 @@ class GenerationLog:
     """history.csv, one row per generation, and the same line to Python logging (`cli.log` under Hydra)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path, self._eval_seen, self._t0 = Path(run_dir) / "history.csv", 0.0, time.perf_counter()
+        self.path, self._eval_seen, self._t0 = Path(run_dir) / run_folder.HISTORY_CSV, 0.0, time.perf_counter()
 
     def truncate(self, last_generation: int, history: Sequence[dict[str, Any]] | None = None) -> None:
         """On resume: drop rows of generations after the checkpoint (they are run again). A damaged table (it is
@@ -168,11 +169,11 @@ def _flat(row: dict[str, Any], eval_s: Any, wall_s: Any) -> dict[str, Any]:
 
 def read_front(run_dir: Path) -> list[dict[str, str]]:
     """A run's front.csv rows (derived from pareto.jsonl for runs made before the CSVs existed)."""
-    path = Path(run_dir) / "front.csv"
+    path = Path(run_dir) / run_folder.FRONT_CSV
     if path.is_file():
         return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
-    objectives = loads((Path(run_dir) / "summary.json").read_text()).get("objectives", [])
-    text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / "pareto.jsonl")])
+    objectives = loads((Path(run_dir) / run_folder.SUMMARY).read_text()).get("objectives", [])
+    text = to_csv([genome_row(r, objectives) for r in read_jsonl(Path(run_dir) / run_folder.PARETO)])
     return list(csv.DictReader(io.StringIO(text)))
 
 

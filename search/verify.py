@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from forge import plugins
-from forge.runtime import plugin_use
+from forge.shell import plugin_use
 from forge.disk.confined import inside, refuse_links
 from forge.disk.full import refuse_full_disk
 from forge.disk.lock import run_lock
@@ -30,7 +30,7 @@ from forge.genomes.genome import genome_from_dict
 from forge.disk.io import atomic_write_json, check_writable
 from forge.runtime.config import select
 from forge.runtime.launch_only import check_saved
-from forge.runtime.numeric import round_float, round_floats
+from forge.numeric import round_float, round_floats
 from forge.genomes.labels import Label
 from forge.disk.redact import mask
 from search.build import build_cost, build_problem
@@ -47,6 +47,7 @@ from search.verify_report import (brief, figure, interval_of, real_figure, real_
                                   summarize, summarize_real)                                  # CLI's, kept here)
 from surrogate.metrics import mae
 from search.evaluated import VERIFIED
+from forge.disk import run_folder
 
 # A run's surrogate predicts the loss of its own protocol and corpus: only training under them checks it, so on a
 # machine that cannot, verify a run made for this CPU (another protocol here would compare unlike losses)
@@ -84,9 +85,9 @@ class Verify:
             raise SearchConfigError(f"{self.run_dir}: {e}") from None
         require_complete(self.run_dir, bool(self.cfg.get("allow_partial", False)), "run")  # a partial front misleads
         self.run_cfg = settle_config(self.run_cfg)  # the run's settings over their one home of defaults (checked above)
-        out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / "verify")
+        out = Path(self.cfg["out"]) if self.cfg.get("out") else inside(self.run_dir, self.run_dir / run_folder.VERIFY_DIR)
         self.out = check_writable(out, "out")  # before training
-        from forge.runtime.tracking import node_for
+        from forge.shell.tracking import node_for
 
         self.logger = node_for(self.cfg.get("logger"), self.out, "forge-verify")  # <out>/logs; refused if missing
         if "trainer" not in parts and not self.cfg.get("trainer"):  # a GPU or extra this machine lacks: say so now
@@ -104,7 +105,7 @@ class Verify:
         self.level = float(self.cfg.get("interval_level") or rc["evaluator"]["interval_level"])
         self.seed = int(self.cfg["seed"] if self.cfg.get("seed") is not None else rc.get("seed", 0))
         self.space = parts.get("space") or build_space(rc)
-        default = self.run_dir / ("labels.db" if self.cfg.get("protocol") is None else "verify/labels.db")
+        default = self.run_dir / (run_folder.LABEL_DB if self.cfg.get("protocol") is None else run_folder.VERIFY_LABEL_DB)
         url = str(self.cfg.get("store") or "")
         self.store: Any = url if "://" in url else Path(url or default)  # a train-mode run's control trains into it
         if isinstance(self.store, Path):
@@ -145,7 +146,7 @@ class Verify:
                 "corpus": override_node("corpus", c.get("corpus"), rc.get("corpus"))}
         trainer = build_trainer(node, c.get("trainer"), self.store)
         if hasattr(trainer, "weights_dir"):  # the trained picks, for `forge-export weights=<out>/weights`
-            trainer.weights_dir = str(self.out / "weights")
+            trainer.weights_dir = str(self.out / run_folder.WEIGHTS_DIR)
         if hasattr(trainer, "logger"):
             trainer.logger = self.logger
         return trainer
@@ -158,8 +159,8 @@ class Verify:
             raise VerifyError(f"tier={self.cfg['tier']!r} is gone (tiers said 'cannot tell apart' where the odds "
                               "said otherwise); allowed: pick=best (default: the k best-predicted) | pick=spread")
         picks = choose_picks(self.rows, self.objectives, self.k, str(self.cfg.get("pick") or "best"))
-        if len(picks) < self.k and (self.run_dir / "archive.jsonl").is_file():
-            picks += near_front_picks(read_jsonl(self.run_dir / "archive.jsonl"), self.problem.objectives,
+        if len(picks) < self.k and (self.run_dir / run_folder.ARCHIVE).is_file():
+            picks += near_front_picks(read_jsonl(self.run_dir / run_folder.ARCHIVE), self.problem.objectives,
                                       self.problem.signs, [r["id"] for _, r in picks], self.k - len(picks))
         control = control_draw(self.space, self.problem, self.n_control, self.seed,
                                exclude=[r["id"] for _, r in picks]) if self.n_control else []
@@ -176,7 +177,7 @@ class Verify:
             def on_label(lab: Label) -> None:
                 st.step(f"{role.get(lab.genome_id, 'genome')} {lab.genome_id[:8]}: loss {lab.label:.3f}")
             with label_hook(self.trainer, on_label):
-                # rounded as a search rounds its surrogate (forge.runtime.numeric): coverage and error decisions see 6 digits
+                # rounded as a search rounds its surrogate (forge.numeric): coverage and error decisions see 6 digits
                 return {r["id"]: replace(lab, label=round_float(lab.label))
                         for r, lab in zip(recs, self.trainer.train(genomes))}
 
@@ -229,7 +230,7 @@ class Verify:
         write_verified(self.out, roles)  # the genomes themselves: forge-export select=id: takes any of them
         out["figure"] = str(self._figure(P, C, summary, measured is not None))
         out = round_floats(out)  # fixed digits: the same report on every machine
-        atomic_write_json(self.out / "verify.json", out)
+        atomic_write_json(self.out / run_folder.VERIFY_JSON, out)
         return out
 
     def _checked_rows(self, roles: list, labels: dict[str, Label], measured: dict | None,
@@ -267,11 +268,11 @@ class Verify:
             b = s["best_real_loss"]
             title = (f"{self.space.name}: {len(P)} front picks vs {len(C)} control, real only "
                      f"(best {_fmt(b['picks'])} vs {_fmt(b['control'])})")
-            return real_figure(self.out / "verify.png", P, C, self.latency, measured, title)
+            return real_figure(self.out / run_folder.VERIFY_PNG, P, C, self.latency, measured, title)
         rho = "n/a" if s["spearman"] is None else f"{s['spearman']:.2f}"
         cov = "n/a" if s["coverage"] is None else f"{s['coverage']:.0%}"
         title = f"{self.space.name}: {len(P)} front picks, Spearman {rho}, coverage {cov} at {self.level:.0%}"
-        return figure(self.out / "verify.png", P, C, title)
+        return figure(self.out / run_folder.VERIFY_PNG, P, C, title)
 
     def _loss_note(self) -> str:
         if self.trained_run:
@@ -288,7 +289,7 @@ class Verify:
     # ------------------------------------------------------------ refit
     def refit(self, rows: list[dict[str, Any]], labels: dict[str, Label]) -> dict[str, Any]:
         """Fine-tune from the frozen base on co-evolution's buffer + the new finite labels (ρ:1 replay)."""
-        from forge.runtime.tracking import logged
+        from forge.shell.tracking import logged
         from search.coevolution import replay_labels
 
         co = self.run_cfg["search"]["coevolve"]  # settled: every knob holds its value or conf/search/nsga.yaml's

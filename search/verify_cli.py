@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 
 
 def _num(x: Any, fmt: str = "{:.3f}") -> str:

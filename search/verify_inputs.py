@@ -13,6 +13,7 @@ from search.errors import SearchConfigError, VerifyError
 from search.run_files import refuse_odd
 from search.run_files import read_summary
 from search.state import read_jsonl
+from forge.disk import run_folder
 
 MEASURED = ("cpu-measured", "gpu-measured")
 GPU_HARDWARE = ("a100", "h100", "orin")
@@ -20,15 +21,15 @@ GPU_HARDWARE = ("a100", "h100", "orin")
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(resolved config, pareto rows, summary) of a forge-search run directory."""
-    refuse_odd(run_dir, ("pareto.jsonl", "config.yaml"), VerifyError)  # a FIFO is named as one, not "not there"
-    if not (run_dir / "pareto.jsonl").is_file() or not (run_dir / "config.yaml").is_file():
+    refuse_odd(run_dir, (run_folder.PARETO, run_folder.CONFIG), VerifyError)  # a FIFO is named as one, not "not there"
+    if not (run_dir / run_folder.PARETO).is_file() or not (run_dir / run_folder.CONFIG).is_file():
         raise VerifyError(f"run={run_dir}: no pareto.jsonl/config.yaml there; allowed: a forge-search run directory")
     summary = read_summary(run_dir)
-    cfg = read_yaml_file(run_dir / "config.yaml", "run config")  # not UTF-8, or a !!tag: one line naming it
+    cfg = read_yaml_file(run_dir / run_folder.CONFIG, "run config")  # not UTF-8, or a !!tag: one line naming it
     if not isinstance(cfg, dict):
-        raise VerifyError(f"{run_dir / 'config.yaml'}: corrupt run config (a {type(cfg).__name__}, not a mapping); "
+        raise VerifyError(f"{run_dir / run_folder.CONFIG}: corrupt run config (a {type(cfg).__name__}, not a mapping); "
                           "allowed: the config.yaml forge-search wrote")
-    return cfg, read_jsonl(run_dir / "pareto.jsonl"), summary
+    return cfg, read_jsonl(run_dir / run_folder.PARETO), summary
 
 
 def override_node(group: str, value: Any, fallback: Any) -> Any:

@@ -20,6 +20,7 @@ import numpy as np
 
 from forge.disk.io import as_float, loads
 from search.archive import Hypervolume
+from forge.disk import run_folder
 
 HV_REF = 1.1  # reference point in anchor units: just past the worst finite member of picks ∪ control
 
@@ -210,7 +211,7 @@ def brief(out: dict[str, Any]) -> dict[str, Any]:
         base="exported-trained"), "winner_weights": _weights_of(weights, win["id"])}
         if win and weights.is_dir() else {})
     return {**keep, **out["summary"], **({"refit": out["refit"]} if "refit" in out else {}),
-            "verify_json": str(Path(out["figure"]).with_name("verify.json")), **trained}
+            "verify_json": str(Path(out["figure"]).with_name(run_folder.VERIFY_JSON)), **trained}
 
 
 
@@ -223,7 +224,7 @@ def measured_loss(verify_dir: Path, gid: str) -> float | None:
     """The real loss `forge-verify` trained genome `gid` to, from the verify.json beside its weights folder (the
     export of verified weights states it); None when that file holds no finite loss for it. Read as data only."""
     try:
-        d = loads((Path(verify_dir) / "verify.json").read_text(encoding="utf-8"))
+        d = loads((Path(verify_dir) / run_folder.VERIFY_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     rows = [*(d.get("picks") or []), *(d.get("control") or [])] if isinstance(d, dict) else []

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
 from forge.errors import UserError
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import output_dir, to_container
 from forge.disk.io import atomic_write_json, check_writable, shared_data_dir
 from forge.spaces.space import space_from_config
@@ -22,6 +22,7 @@ from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
 from surrogate.generic import build_model
 from surrogate.metrics import evaluate
+from forge.disk import run_folder
 
 MODES = ("train", "eval", "compare", "finetune", "calibrate")
 
@@ -199,16 +200,16 @@ def _finetune(cfg: DictConfig) -> dict:
 def _compare(cfg: DictConfig, out: Path) -> dict:
     data = _labels(cfg)
     models = list(cfg.models)
-    save = out / "checkpoints" if cfg.get("save_ckpt") else None
+    save = out / run_folder.CHECKPOINTS_DIR if cfg.get("save_ckpt") else None
     from forge.runtime.steps import active
 
     res = compare(data, models, int(cfg.seeds), int(cfg.seed), float(cfg.test_frac), save_dir=save,
                   workers=int(cfg.get("workers", 1)), step=active().step)  # run()'s Steps counts the fits
     n_test = res[models[0]]["runs"][0]["n_test"]
-    write_markdown(out / "table.md", res, n_test, int(cfg.seeds))
+    write_markdown(out / run_folder.SURROGATE_TABLE, res, n_test, int(cfg.seeds))
     return {"mode": "compare", "data": str(_data_path(cfg)), **_data_info(data),
             "seeds": int(cfg.seeds), "models": {m: {"summary": r["summary"], "runs": r["runs"], "fit_s": r["fit_s"]}
-                                                for m, r in res.items()}, "table": str(out / "table.md")}
+                                                for m, r in res.items()}, "table": str(out / run_folder.SURROGATE_TABLE)}
 
 
 def run(cfg: DictConfig) -> dict:
@@ -220,7 +221,7 @@ def run(cfg: DictConfig) -> dict:
     out = _out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    from forge.runtime.tracking import log_to, node_for
+    from forge.shell.tracking import log_to, node_for
 
     from forge.runtime.steps import Steps
 
@@ -232,7 +233,7 @@ def run(cfg: DictConfig) -> dict:
                                                                    "calibrate": _calibrate}[cfg.mode](cfg)
     res["wall_s"] = round(time.perf_counter() - t0, 2)
     res["config"] = to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
-    atomic_write_json(out / "summary.json", res)
+    atomic_write_json(out / run_folder.SUMMARY, res)
     return res
 
 

@@ -147,7 +147,7 @@ class ForgeFormerPredictor:
 
         On the CPU the members run in float64 in numpy (surrogate/numpy_encoder.py; torch members' weights are
         converted exactly): float32 kernels of different instruction sets disagree at ~1e-8, float64 ones at
-        ~1e-16, far below the digits the search keeps (forge.runtime.numeric), so every machine predicts the same
+        ~1e-16, far below the digits the search keeps (forge.numeric), so every machine predicts the same
         rounded μ. Members moved to a GPU run there in torch float32."""
         if len(genomes) == 0:
             return np.zeros(0), np.zeros(0)

@@ -75,9 +75,9 @@ class Recipe:
 
 
 def _logger() -> Any:
-    """The logger of the command this fit runs in (forge.runtime.tracking.log_to: forge-surrogate, forge-verify's refit,
+    """The logger of the command this fit runs in (forge.shell.tracking.log_to: forge-surrogate, forge-verify's refit,
     co-evolution's refits), one version per fit; False outside one (and in spawned members)."""
-    from forge.runtime.tracking import build, current
+    from forge.shell.tracking import build, current
 
     return build(current(), "surrogate")
 

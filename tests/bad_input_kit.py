@@ -25,7 +25,7 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 
 def _make_runs(w: Path) -> None:
     """A finished and a stopped search (fakes injected, so no start-up cost in the subprocesses' worlds)."""
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
     from tests.search.conftest import tiny_cfg
     from search.cli import run
 

@@ -152,7 +152,7 @@ def test_bad_input_exits_2_with_one_line(table, case_id):
 
 
 def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monkeypatch):
-    from forge.runtime.app import user_errors
+    from forge.shell.app import user_errors
     from forge.errors import UserError
 
     monkeypatch.delenv("FORGE_DEBUG", raising=False)
@@ -203,7 +203,7 @@ def test_override_types_follow_the_shipped_defaults():
 
 
 def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path):
-    from forge.runtime.run_guard import RunDirGuard
+    from forge.shell.run_guard import RunDirGuard
 
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
@@ -227,7 +227,7 @@ def test_run_dir_guard_restores_hydra_files_and_removes_a_fresh_folder(tmp_path)
 def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     """A fresh named run folder is removed only while it holds setup files; once a checkpoint exists, an error
     raised later takes back Hydra's files and leaves the computed state."""
-    from forge.runtime.run_guard import RunDirGuard
+    from forge.shell.run_guard import RunDirGuard
 
     run = tmp_path / "named"
     g = RunDirGuard.from_argv([f"hydra.run.dir={run}"])

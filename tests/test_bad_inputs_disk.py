@@ -49,10 +49,10 @@ def test_full_disk_in_forge_space_is_one_line(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("fail_at", [5, 11])  # the 6th / 12th fsync: generation 0's / generation 1's checkpoint
 def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypatch, capsys, fail_at):
-    from forge.runtime.app import user_errors
+    from forge.shell.app import user_errors
     from search.cli import run
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     full = run(tiny_cfg(out_dir=str(tmp_path / "full"), progress=False), _components())
     cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False)
@@ -72,7 +72,7 @@ def test_full_disk_during_a_search_loses_nothing_and_resumes(tmp_path, monkeypat
 
 @pytest.mark.slow
 def test_full_disk_at_the_end_of_a_label_run_keeps_the_labels(tmp_path, monkeypatch, capsys):
-    from forge.runtime.app import user_errors
+    from forge.shell.app import user_errors
     from forge.labelling.cli import run
     from tests.forge.labelling.test_cli import _cfg, _genome_file, _overrides
 
@@ -91,11 +91,11 @@ def test_full_disk_at_the_end_of_a_label_run_keeps_the_labels(tmp_path, monkeypa
 # ------------------------------------------------------------------ bugs are not user errors
 def test_an_internal_value_error_in_a_search_is_a_bug(tmp_path, monkeypatch, capsys):
     """exit 1, the traceback, a line saying how to report it, and summary.json `failed` with the reason."""
-    from forge.runtime.app import user_errors
+    from forge.shell.app import user_errors
     from search.archive import ParetoArchive
     from search.cli import run
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     calls = {"n": 0}
     real = ParetoArchive.update
@@ -126,7 +126,7 @@ def test_no_feasible_genome_ends_with_the_least_violating_table(tmp_path):
     from search.cli import run
     from search.console import show_end
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_resume import _components
+    from tests.search.run.test_resume import _components
 
     cfg = tiny_cfg(out_dir=str(tmp_path / "run"), progress=False, constraints=["val_loss < 3.8", "ttft_ms <= 0"])
     cfg["search"]["generations"] = 2

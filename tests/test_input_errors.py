@@ -127,10 +127,10 @@ def test_an_unwritable_label_export_is_refused_before_any_training(tmp_path, mon
 
 
 @pytest.mark.parametrize("where", ["archive.jsonl"])  # a damaged history.csv, derived from the logs, is rebuilt
-def test_a_failing_resume_rewrites_no_file(make_search, tmp_path, where):  # (tests/search/test_trust_iv.py)
+def test_a_failing_resume_rewrites_no_file(make_search, tmp_path, where):  # (tests/search/run/test_trust_iv.py)
     from search.state import ResumeError
     from tests.search.conftest import tiny_cfg
-    from tests.search.test_ledger_fallback import _drop_ledger
+    from tests.search.run.test_ledger_fallback import _drop_ledger
 
     cfg = tiny_cfg(evaluator={"n_mc": 2})
     make_search(tmp_path / "run", cfg).run(stop_after=2)
@@ -195,7 +195,7 @@ def test_a_log_handler_on_a_closed_stderr_is_dropped_without_raising(monkeypatch
     import io
     import logging
 
-    from forge.runtime.app import quiet_log_errors
+    from forge.shell.app import quiet_log_errors
 
     class Closed(io.StringIO):
         def write(self, s):

@@ -209,7 +209,7 @@ def test_a_store_password_is_in_no_file_and_not_on_the_console(finished_run, tmp
 
 
 def test_the_hydra_callback_masks_what_hydra_saved(tmp_path):
-    from forge.disk.redact import MaskSecrets
+    from forge.shell.callbacks import MaskSecrets
 
     run, sweep = tmp_path / "many" / "0", tmp_path / "many"
     (run / ".hydra").mkdir(parents=True)
@@ -311,7 +311,7 @@ def test_only_forge_plugins_imports_code_by_name():
     pydoc.locate): every such path goes through the allowlist."""
     banned = {"instantiate", "get_class", "get_method", "call", "_locate", "locate", "import_module"}
     allowed = {"forge/plugins.py", "surrogate/__init__.py",  # surrogate/__init__: lazy re-exports of fixed names
-               "forge/runtime/entry.py",  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
+               "forge/shell/entry.py",  # entry.py: a console script's fixed target (pyproject.toml's [project.scripts])
                "forge/moved.py"}  # moved.py: an old import path's new module, from its fixed MOVED table only
     found = []
     for pkg in ("forge", "backends", "surrogate", "search"):

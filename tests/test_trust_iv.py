@@ -74,7 +74,7 @@ CHOSEN = {  # id -> (command, saved key, saved value, what it would build, the w
     "verify-trainer-kind": ("verify", "dispatch", lambda s: "ray", "forge.labelling.dispatch.RayTrainer",
                             "dispatch=ray"),
     "resume-logger-class": ("resume", "logger", lambda s: {"_target_": "lightning.pytorch.loggers.WandbLogger"},
-                            "forge.runtime.tracking.build", "never chooses the logger's class"),
+                            "forge.shell.tracking.build", "never chooses the logger's class"),
 }
 
 
@@ -202,7 +202,7 @@ def test_a_genome_deeper_than_any_space_is_refused_before_anything_is_built(tmp_
 # ------------------------------------------------------------------ §5 crafted predictor checkpoints
 def test_full_disk_wording_names_the_path_and_only_a_search_is_told_to_resume():
     from forge.labelling.store_db import cannot_open
-    from forge.runtime.app import describe_error
+    from forge.shell.app import describe_error
 
     e = OSError(errno.ENOSPC, "No space left on device", "/full/out")
     space, search = describe_error(e, "forge-space"), describe_error(e, "forge-search")
@@ -278,7 +278,7 @@ def test_ctrl_c_in_the_teardown_of_a_finished_command_is_ignored(tmp_path):
 
     code = ("import atexit, os, signal, time\n"
             "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))  # torch's, say\n"
-            "from forge.runtime.app import quiet_teardown\n"
+            "from forge.shell.app import quiet_teardown\n"
             "quiet_teardown()  # what forge_main does once the command returned\n")
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,

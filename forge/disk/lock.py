@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Iterator
 
 from forge.errors import UserError
+from forge.disk import run_folder
 
-NOTE = ".forge.lock"  # who holds the lock: read only for the refusal's message
+NOTE = run_folder.LOCK  # who holds the lock: read only for the refusal's message
 _HELD: dict[tuple[int, int], list[int]] = {}  # (st_dev, st_ino) of a folder this process locks -> [fd, depth]
 
 

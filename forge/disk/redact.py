@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
-
 from forge.disk.io import atomic_write_text
+from forge.moved import moved_attribute
+from forge.disk import run_folder
 
 MASK = "***"
 # scheme://user:password@  (the password runs to the last '@' of the word, as SQLAlchemy's make_url reads it;
@@ -57,7 +57,7 @@ def hydra_files(config: Any) -> list[Path]:
         out += sorted((Path(run_dir) / str(sub)).glob("*.yaml"))
     sweep = OmegaConf.select(hc, "sweep.dir")
     if str(OmegaConf.select(hc, "mode")) == "RunMode.MULTIRUN" and sweep:
-        out.append(Path(sweep) / "multirun.yaml")
+        out.append(Path(sweep) / run_folder.HYDRA_MULTIRUN)
     return out
 
 
@@ -79,21 +79,7 @@ def mask_log_records() -> None:
     logging.setLogRecordFactory(factory)
 
 
-class MaskSecrets(Callback):
-    """Hydra callback (`hydra.callbacks` of every forge-*.yaml): log records are masked from the start of a
-    run or multirun, and once Hydra has saved a job's config and overrides, those files are rewritten with
-    URL passwords masked, before the task runs."""
-
-    def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        mask_log_records()
-        from forge.runtime.run_guard import note_run_dir
-
-        note_run_dir(config)  # so a full disk inside Hydra's own config writing names the folder, and is undone
-
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        mask_log_records()
-
-    def on_job_start(self, config: Any, **kwargs: Any) -> None:
-        mask_log_records()
-        for path in hydra_files(config):
-            mask_file(path)
+def __getattr__(name: str) -> object:
+    """`forge.disk.redact.MaskSecrets` (every saved `.hydra/hydra.yaml` names it there) is forge.shell.callbacks's now
+    (issue 57): resolved through forge.moved, with its one warning."""
+    return moved_attribute(__name__, name)

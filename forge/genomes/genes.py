@@ -120,7 +120,7 @@ def register(gene: Gene | GlobalGene) -> Gene | GlobalGene:
         raise ValueError(f"gene {gene.name!r}: choices = {gene.choices!r}; allowed: a non-empty tuple exactly when kind = choice")
     if not gene.builtin and gene.default is REQUIRED:
         raise ValueError(f"gene {gene.name!r} needs a default (the value genomes written before it take)")
-    if old is None:  # the module that declared it: a run that uses the gene records that module (forge.runtime.plugin_use)
+    if old is None:  # the module that declared it: a run that uses the gene records that module (forge.shell.plugin_use)
         ORIGIN[gene.name] = str(sys._getframe(1).f_globals.get("__name__", ""))
     table[gene.name] = gene
     return gene

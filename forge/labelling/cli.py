@@ -20,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from forge import plugins
-from forge.runtime.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
+from forge.shell.app import EXIT_SIGINT, EXIT_SIGTERM, forge_main
 from forge.runtime.config import output_dir, to_container
 from forge.disk.files import require_file
 from forge.genomes.genome import Genome, GenomeError, genome_from_dict
@@ -33,6 +33,7 @@ from forge.spaces.space import space_from_config
 from forge.labelling.status import where
 from forge.labelling.dispatch import place
 from forge.labelling.store import LabelStore
+from forge.disk import run_folder
 
 
 def read_genomes(path: str | Path) -> list[Genome]:
@@ -109,9 +110,9 @@ def _progress(new: list[Label], caught: dict[str, str], steps: Steps):
 
 
 def logger_node(cfg: Any) -> dict[str, Any] | None:
-    """The Lightning logger of each training (forge.runtime.tracking): conf `logger` (csv by default), its save_dir
+    """The Lightning logger of each training (forge.shell.tracking): conf `logger` (csv by default), its save_dir
     defaulting to <run dir>/logs; `logger=none` logs nothing; a missing package is refused here."""
-    from forge.runtime.tracking import node_for
+    from forge.shell.tracking import node_for
 
     return node_for(to_container(cfg.get("logger")), _out_dir(cfg), "forge-label")
 
@@ -168,8 +169,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary["export_path"] = str(cfg.export)
     out = _out_dir(cfg)
     if out is not None:
-        summary["stops_logged"] = write_stops(out / "stops.jsonl", new)
-        atomic_write_json(out / "label_summary.json", summary)
+        summary["stops_logged"] = write_stops(out / run_folder.STOPS, new)
+        atomic_write_json(out / run_folder.LABEL_SUMMARY, summary)
     return summary
 
 

@@ -153,9 +153,9 @@ def _lit_module(model: torch.nn.Module, p: Protocol):
 
 
 def make_logger(node: Mapping[str, Any] | None, name: str) -> Any:
-    """A Lightning logger from a config node (forge.runtime.tracking.build: CSV by default in the CLIs, or TensorBoard,
+    """A Lightning logger from a config node (forge.shell.tracking.build: CSV by default in the CLIs, or TensorBoard,
     MLflow, ...); `name` (the genome id) is passed where the logger takes one. None: False."""
-    from forge.runtime.tracking import build
+    from forge.shell.tracking import build
 
     return build(node, name)
 

@@ -3,7 +3,7 @@ shipped config groups hold (their names, their YAML, a key's default), and the c
 override has its default's type and its key's range.
 
 Pure helpers over files and configs; the command wrapper every `forge-*` CLI runs in (one error path, exit
-codes) is forge.runtime.app; the run-folder guard is forge.runtime.run_guard.
+codes) is forge.shell.app; the run-folder guard is forge.shell.run_guard.
 """
 from __future__ import annotations
 

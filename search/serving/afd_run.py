@@ -17,6 +17,7 @@ from backends.serving.fit import Link, fit_afd
 from forge.spaces.arrays import PopArrays
 from forge.cli import resolve_arch
 from forge.runtime.config import to_container
+from forge.disk import run_folder
 
 
 def afd_workload(a: dict[str, Any]) -> AfdWorkload:
@@ -79,8 +80,8 @@ def run_afd(cfg: Any, out: Path) -> dict[str, Any]:
                "seconds": time.perf_counter() - t0}
     from search.serving.plots import plot_afd
 
-    plot_afd(summary, out / "afd.png")
-    summary["plot"] = str(out / "afd.png")
+    plot_afd(summary, out / run_folder.AFD_PNG)
+    summary["plot"] = str(out / run_folder.AFD_PNG)
     return summary
 
 

@@ -15,10 +15,11 @@ from rich.console import Console
 
 from forge.errors import UserError
 from forge import plugins
-from forge.runtime.app import forge_main
+from forge.shell.app import forge_main
 from forge.runtime.config import output_dir
 from forge.disk.io import atomic_write_json
-from forge.runtime.numeric import round_floats
+from forge.numeric import round_floats
+from forge.disk import run_folder
 
 COMMANDS = ("afd", "pools")
 
@@ -38,7 +39,7 @@ def run(cfg: Any) -> dict[str, Any]:
         from search.serving.pools_run import run_pools
 
         s = run_pools(cfg, out)
-    atomic_write_json(out / "summary.json", round_floats(s))  # fixed digits: the same file on every machine
+    atomic_write_json(out / run_folder.SUMMARY, round_floats(s))  # fixed digits: the same file on every machine
     if not cfg.get("quiet", False):
         _print(s, out)
     return s
@@ -56,7 +57,7 @@ def _print(s: dict[str, Any], out: Any) -> None:
         for name, r in s["runs"].items():
             c.print(f"[bold]{name}[/] init: HV {r['hv']:.4f}  ADRS {r.get('adrs', float('nan')):.4f}  "
                     f"front {len(r['front'])} designs  best cost×time vs baseline {r['best_product']:.3f}")
-    c.print(f"summary: {out / 'summary.json'}  plot: {s.get('plot')}")
+    c.print(f"summary: {out / run_folder.SUMMARY}  plot: {s.get('plot')}")
 
 
 @forge_main("forge-serve")

@@ -27,7 +27,7 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from backends.serving.pool import PoolSpace, total_memory_gb
 from backends.serving.system import ServingModel
-from forge.runtime.numeric import round_float, round_sig, settle
+from forge.numeric import round_float, round_sig, settle
 from search.survival import StableRankAndCrowding
 
 
@@ -161,5 +161,5 @@ def quality(front: np.ndarray, ref_point: np.ndarray, true_front: np.ndarray | N
 
 
 def settled(r: dict[str, Any]) -> dict[str, Any]:
-    """A serving model's result with its float columns rounded (forge.runtime.numeric): what every comparison sees."""
+    """A serving model's result with its float columns rounded (forge.numeric): what every comparison sees."""
     return {k: settle(v) if k in SETTLED else v for k, v in r.items()}

@@ -20,6 +20,7 @@ from forge.cli import resolve_arch
 from forge.runtime.config import to_container
 from search.serving.pools import (JointProblem, MemoryCentricSampling, PoolProblem, enumerate_all, front_of, nsga,
                                   quality, settled)
+from forge.disk import run_folder
 
 INITS = ("memory", "random")
 
@@ -113,8 +114,8 @@ def run_pools(cfg: Any, out: Path) -> dict[str, Any]:
     summary.update(simulations=sum(m.simulations for m in getattr(problem, "models", [problem.model])), seconds=time.perf_counter() - t0)
     from search.serving.plots import plot_pools
 
-    plot_pools(summary, out / "pools.png")
-    summary["plot"] = str(out / "pools.png")
+    plot_pools(summary, out / run_folder.POOLS_PNG)
+    summary["plot"] = str(out / run_folder.POOLS_PNG)
     return summary
 
 

@@ -11,7 +11,7 @@ from backends.registry import build_backend
 from forge.spaces.arrays import PopArrays
 from forge.genomes.genome import Genome, LayerGene
 from forge.lm.workload import head_ops, kv_cache_bytes, layer_ops
-from tests.forge.windows import windowed_pop
+from tests.forge.lm.windows import windowed_pop
 
 LAYERS = tuple(LayerGene(n_h=8, n_kv=2, d_qk=64, d_v=64, d_mlp=1536) for _ in range(6))
 G = Genome(d_model=512, block_size=4096, vocab_size=32000, layers=LAYERS, mlp="swiglu")

@@ -1,4 +1,4 @@
-"""forge.runtime.numeric: the rounding every decision and run file of a search goes through (issue 33)."""
+"""forge.numeric: the rounding every decision and run file of a search goes through (issue 33)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from forge.runtime.numeric import argmin_by_id, order_by_id, round_float, round_sig
+from forge.numeric import argmin_by_id, order_by_id, round_float, round_sig
 
 
 def test_six_significant_digits_at_any_scale_and_sign():

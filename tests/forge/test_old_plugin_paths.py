@@ -94,7 +94,7 @@ def test_an_old_path_is_the_new_module_itself_and_warns_once_naming_the_importer
 
 
 def test_an_installed_plugin_that_fails_to_import_is_skipped_naming_its_entry_point_and_distribution(tmp_path):
-    from forge.runtime import plugin_use
+    from forge.shell import plugin_use
     from search.api_compose import compose
 
     site = tmp_path / "site"

@@ -1,6 +1,6 @@
 """A headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON messages,
 NUL-separated, on fds 3 and 4): real mouse events (`Input.dispatchMouseEvent`) with no websocket library and no
-Playwright, offline. Used by tests/search/test_report_browser.py."""
+Playwright, offline. Used by tests/search/report/test_report_browser.py."""
 from __future__ import annotations
 
 import json

@@ -236,7 +236,7 @@ def test_a_key_of_another_dispatcher_is_answered_with_the_choice_that_has_it():
     it on the local trainer; the answer names dispatch=ray, and that command composes."""
     from hydra import compose, initialize_config_module
 
-    from forge.runtime.app import _hint
+    from forge.shell.app import _hint
 
     text = _hint("Could not override 'dispatch.address'.; To append to your config use +dispatch.address=auto",
                  "forge-label")
