@@ -80,6 +80,11 @@ def alternative(n: int, seed: int, rung_thresholds: list[float]) -> dict:
     batch, others = [int(i) for i in perm[:n]], sorted(int(i) for i in perm[n:])
     model = fit_curve_model(L[others], "prior", prior[others])
     pred = predict(batch, others, L, C, T, ids, model, 0.05, prior, rung_thresholds)
+    inputs = json.loads((LIVE / "inputs.json").read_text())  # the same batch and front, with the priors the replay uses
+    for i in batch:
+        inputs["genomes"][ids[i]]["prior"] = float(prior[i])
+    atomic_write_json(LIVE / "inputs-prior.json", inputs)
+    atomic_write_json(LIVE / "model-prior.json", model.to_dict())
     from search.archive import non_dominated
 
     front = {ids[i] for i in non_dominated(np.column_stack([L[:, -1], C]))}
@@ -91,15 +96,15 @@ def alternative(n: int, seed: int, rung_thresholds: list[float]) -> dict:
     return s
 
 
-def compare() -> dict:
+def compare(name: str = "") -> dict:
     from forge.genomes.labels import read_labels
     from search.archive import non_dominated
 
     rows, L, C, T = _data()
     ids = [r["id"] for r in rows]
     full_front = {ids[i] for i in non_dominated(np.column_stack([L[:, -1], C]))}
-    pred = json.loads((LIVE / "predicted.json").read_text())
-    live = {lab.genome_id: lab for lab in read_labels(LIVE / "labels.jsonl") if lab.status in ("done", "stopped")}
+    pred = json.loads((LIVE / ("alternative.json" if name else "predicted.json")).read_text())
+    live = {lab.genome_id: lab for lab in read_labels(LIVE / f"labels{name}.jsonl") if lab.status in ("done", "stopped")}
     out = []
     for p in pred["rows"]:  # the batch's prefix the live run finished (a run cut short compares what it did)
         if p["id"] not in live:
@@ -123,7 +128,7 @@ def compare() -> dict:
          "front_members_in_batch": sum(r["front_member"] for r in out),
          "curves_equal": sum(r["curve_equal"] for r in out),
          "live_cpu_s": round(sum(r["cpu_s"] or 0 for r in out), 1)}
-    atomic_write_json(LIVE / "compare.json", {**s, "rows": out})
+    atomic_write_json(LIVE / f"compare{name}.json", {**s, "rows": out})
     return s
 
 
@@ -134,8 +139,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=520)
     ap.add_argument("--threshold", type=float, default=0.1)
     ap.add_argument("--rung-thresholds", type=float, nargs=3, default=[0.05, 0.05, 0.3])
+    ap.add_argument("--name", default="", help="compare: '' (the live run of predicted.json) or -alt (of alternative.json)")
     a = ap.parse_args()
-    out = {"prepare": lambda: prepare(a.n, a.seed, a.threshold), "compare": compare,
+    out = {"prepare": lambda: prepare(a.n, a.seed, a.threshold), "compare": lambda: compare(a.name),
            "alternative": lambda: alternative(a.n, a.seed, a.rung_thresholds)}[a.what]()
     print(json.dumps(out, indent=1))
 
