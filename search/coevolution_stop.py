@@ -28,6 +28,7 @@ class CoStop:
     model: dict[str, Any] | None
     loss_col: int
     costs: dict[str, list[float]] = field(default_factory=dict)
+    rung_thresholds: tuple[float, ...] = ()  # one per rung below the last instead of `threshold` (FrontRule)
 
     def arm(self, trainer: Any, picks: Sequence[Any], F: np.ndarray, mu: np.ndarray, buffer: Sequence[Any]) -> None:
         rows = np.delete(np.asarray(F, float), self.loss_col, axis=1)
@@ -36,7 +37,8 @@ class CoStop:
         front = [{"id": lab.genome_id, "costs": self.costs[lab.genome_id], "loss": float(lab.label)}
                  for lab in buffer if lab.genome_id in self.costs and lab.finite]
         genomes = {g.id: {"costs": self.costs[g.id], "prior": round(float(m), 6)} for g, m in zip(picks, mu)}
-        trainer.stop = rule_spec(self.rule, genomes, front, self.threshold, self.model)
+        trainer.stop = rule_spec(self.rule, genomes, front, self.threshold, self.model,
+                                 rung_thresholds=list(self.rung_thresholds) or None)
 
     def log(self, labels: Sequence[Any], run_dir: Path) -> int:
         rows = [{"genome_id": lab.genome_id, "reason": lab.reason, **lab.provenance.get("stopped", {})}
@@ -60,7 +62,9 @@ def stop_knobs(node: Mapping[str, Any], cfg: Mapping[str, Any], trainer: Any, ru
         from forge.disk.io import read_text
 
         model = json.loads(read_text(model, "curve model"))
-    st = CoStop(str(node.get("rule", "front")), float(node.get("threshold", 0.05)), model, objectives.index(LOSS))
-    rule_spec(st.rule, {}, (), st.threshold, st.model)  # a bad rule or model is refused now, not at the event
+    st = CoStop(str(node.get("rule", "front")), float(node.get("threshold", 0.05)), model, objectives.index(LOSS),
+                rung_thresholds=tuple(node.get("rung_thresholds") or ()))
+    # a bad rule, model or threshold is refused now, not at the event
+    rule_spec(st.rule, {}, (), st.threshold, st.model, rung_thresholds=list(st.rung_thresholds) or None)
     trainer.ckpt_dir = str(Path(run_dir) / run_folder.TRAIN_CHECKPOINTS)
     return st

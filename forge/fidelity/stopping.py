@@ -140,25 +140,33 @@ class NoStop:
 
 @dataclass
 class FrontRule:
-    """Stop when P(enter the front) < threshold, given the curve model's projection of the final loss."""
+    """Stop when P(enter the front) < threshold, given the curve model's projection of the final loss.
+    `rung_thresholds` (one per rung below the last; 0 = no decision there) replaces the one `threshold`: early
+    rungs project with a wide interval and want a strict threshold, the last ones a looser one (issue 52's
+    cross-validated setting on cpu-curve, bench/bench_curves_cv.py: 0.05, 0.05, 0.3 with the `prior` model)."""
 
     model: CurveModel
     threshold: float = 0.05
     name: str = "front"
+    rung_thresholds: tuple[float, ...] = ()
+
+    def threshold_at(self, r: int) -> float:
+        return float(self.rung_thresholds[r]) if self.rung_thresholds else self.threshold
 
     def decide(self, r: int, losses: Sequence[float], ctx: Context) -> dict[str, Any] | None:
         if not math.isfinite(losses[r]):
             return {"rule": self.name, "reason": f"non-finite validation loss at rung {r + 1}"}
-        if not self.model.covers(r, losses):
-            return None  # outside the curves the model was fit on (a transient spike): no projection, it goes on
+        thr = self.threshold_at(r)
+        if thr <= 0 or not self.model.covers(r, losses):
+            return None  # no decision at this rung, or outside the curves the model was fit on (a transient spike)
         mean, sd = self.model.predict(r, losses, ctx.prior)
         p, who, best = p_enter(mean, sd, ctx.costs, ctx.members())
-        if p >= self.threshold:
+        if p >= thr:
             return None
         lo, hi = mean - Z90 * sd, mean + Z90 * sd
         return {"rule": self.name, "p_enter": round(p, 6), "projected": round(mean, 6),
                 "interval": [round(lo, 6), round(hi, 6)], "dominated_by": who, "dominator_loss": round(best, 6),
-                "reason": f"P(enter front) = {p:.4f} < {self.threshold:g}; projected final {mean:.4f} "
+                "reason": f"P(enter front) = {p:.4f} < {thr:g}; projected final {mean:.4f} "
                           f"[{lo:.4f}, {hi:.4f}] (90%); dominated by {who} (loss {best:.4f}, costs <= its own)"}
 
 
@@ -192,7 +200,7 @@ class PauseRule:
 
 
 def build_rule(spec: Mapping[str, Any]):
-    """A rule from its spec: {rule: none|front|asha|moasha, threshold, eta, model: CurveModel dict}."""
+    """A rule from its spec: {rule: none|front|asha|moasha, threshold, rung_thresholds, eta, model: CurveModel dict}."""
     kind = str(spec.get("rule", "front"))
     if kind not in RULES:
         raise StopError(f"stop.rule = {kind!r}; allowed: {', '.join(RULES)}")
@@ -215,12 +223,25 @@ def build_rule(spec: Mapping[str, Any]):
     if not spec.get("model"):
         raise StopError("stop.rule=front needs a curve model (stop.model: a file from bench/bench_curves.py fit); "
                         "allowed: a JSON CurveModel")
-    return FrontRule(CurveModel.from_dict(spec["model"]), thr)
+    model = CurveModel.from_dict(spec["model"])
+    return FrontRule(model, thr, rung_thresholds=_rung_thresholds(spec.get("rung_thresholds"), len(model.coef)))
+
+
+def _rung_thresholds(v: Any, rungs: int) -> tuple[float, ...]:
+    """One threshold per rung below the last (0 = no decision there), or () for the single `threshold`."""
+    if v is None or (isinstance(v, (list, tuple)) and not v):
+        return ()
+    ok = isinstance(v, (list, tuple)) and len(v) == rungs and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x < 1.0 for x in v) and any(v)
+    if not ok:
+        raise StopError(f"stop.rung_thresholds = {v!r}; allowed: {rungs} numbers in [0, 1), one per rung below the "
+                        "last (0: no decision there), not all 0; or null for stop.threshold at every rung")
+    return tuple(float(x) for x in v)
 
 
 def rule_spec(rule: str, genomes: Mapping[str, Mapping[str, Any]], front: Sequence[Mapping[str, Any]] = (),
               threshold: float = 0.05, model: Mapping[str, Any] | str | None = None, eta: int = 3,
-              rungs: int = 4) -> dict[str, Any]:
+              rungs: int = 4, rung_thresholds: Sequence[float] | None = None) -> dict[str, Any]:
     """The plain-dict spec a dispatcher ships to its workers (`_Base.stop`); `model` may be a JSON file path
     given by the user on the command line. Checked here, in the caller, before anything is trained."""
     if isinstance(model, str):
@@ -229,6 +250,7 @@ def rule_spec(rule: str, genomes: Mapping[str, Mapping[str, Any]], front: Sequen
         model = json.loads(read_text(model, "curve model"))
     spec = {"rule": rule, "threshold": float(threshold), "eta": int(eta), "rungs": int(rungs),
             "model": dict(model) if model else None, "front": [dict(m) for m in front],
-            "genomes": {g: dict(v) for g, v in genomes.items()}}
+            "genomes": {g: dict(v) for g, v in genomes.items()},
+            "rung_thresholds": None if rung_thresholds is None else list(rung_thresholds)}
     build_rule(spec)
     return spec

@@ -72,7 +72,7 @@ def stop_spec(node: Mapping[str, Any] | None) -> dict[str, Any] | None:
         raise UserError(f"stop.rule={rule} needs stop.inputs (each genome's exact costs); allowed: a file from "
                         "search.stop_inputs.write_inputs, or stop.rule=asha|none")
     return rule_spec(rule, genomes, front, float(node.get("threshold", 0.05)), node.get("model"),
-                     int(node.get("eta", 3)))
+                     int(node.get("eta", 3)), rung_thresholds=node.get("rung_thresholds"))
 
 
 def stop_record(lab: Label) -> dict[str, Any]:

@@ -104,6 +104,31 @@ def test_rule_spec_is_checked_in_the_caller_and_decides_in_the_worker(tmp_path):
     assert decider(spec, "unknown")(1, [{"val_loss": 9.0}, {"val_loss": 9.0}]) is None  # no costs: train in full
 
 
+def test_rung_thresholds_decide_per_rung_and_are_checked(tmp_path):
+    m = fit_curve_model(_curves(), "last")
+    ctx = Context([2.0, 2.0], None, [("a" * 16, [1.0, 1.0], 3.0)])
+    hopeless = [4.3, 3.7, 3.4]  # projected ~3.3 at every rung: far behind the member (3.0)
+    skip1 = build_rule({"rule": "front", "model": m.to_dict(), "rung_thresholds": [0, 0.05, 0.05]})
+    assert build_rule({"rule": "front", "model": m.to_dict(), "threshold": 0.05}).decide(0, hopeless, ctx)
+    assert skip1.decide(0, hopeless, ctx) is None  # 0: no decision at rung 1, whatever the projection
+    v = skip1.decide(1, hopeless, ctx)
+    assert v is not None and "< 0.05" in v["reason"]
+    mean, sd = m.predict(2, [4.0, 3.4, 3.1])  # a candidate projected just behind the member: P(enter) in (0.05, 0.3)
+    near = Context([2.0, 2.0], None, [("a" * 16, [1.0, 1.0], mean - 0.5 * sd)])
+    loose = build_rule({"rule": "front", "model": m.to_dict(), "rung_thresholds": [0.05, 0.05, 0.5]})
+    assert build_rule({"rule": "front", "model": m.to_dict(), "threshold": 0.05}).decide(2, [4.0, 3.4, 3.1], near) is None
+    assert loose.decide(2, [4.0, 3.4, 3.1], near)["p_enter"] == pytest.approx(0.3085, abs=1e-3)  # Phi(-0.5)
+    for bad in ([0.1, 0.1], [0.1, 0.1, 1.0], [0, 0, 0], ["x", 0.1, 0.1]):
+        with pytest.raises(StopError, match="allowed: 3 numbers in \\[0, 1\\)"):
+            rule_spec("front", {}, model=m.to_dict(), rung_thresholds=bad)
+    from forge.labelling.stop_cli import stop_spec  # forge-label's stop.rung_thresholds reaches the workers' spec
+
+    inputs = tmp_path / "in.json"
+    inputs.write_text('{"genomes": {"g1": {"costs": [2.0, 2.0], "prior": null}}, "front": []}')
+    spec = stop_spec({"rule": "front", "inputs": str(inputs), "model": m.to_dict(), "rung_thresholds": [0, 0.05, 0.3]})
+    assert build_rule(spec).rung_thresholds == (0.0, 0.05, 0.3)
+
+
 def test_race_stops_only_picks_another_pick_beats_in_every_objective():
     m = fit_curve_model(_curves(), "last")
     ents = [Entrant("a", [1.0], None, [4.0, 3.4]), Entrant("b", [2.0], None, [4.8, 4.2]),

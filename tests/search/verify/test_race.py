@@ -153,6 +153,12 @@ def test_costop_arms_the_front_of_real_labels_and_logs_each_stop(tmp_path):
     assert st.log([lab, buffer[0]], tmp_path) == 1
     rec = json.loads((tmp_path / "stops.jsonl").read_text())
     assert rec["genome_id"] == gs[1].id and rec["rung"] == 1 and rec["interval"]
+    near = [{"val_loss": 3.005}]  # P(enter) = Phi(-0.5) = 0.31: goes on at 0.05, stops at a rung threshold of 0.5
+    assert decider(t.stop, gs[1].id)(0, near) is None
+    # search.coevolve.stop.rung_thresholds: one threshold per rung instead of `threshold`
+    loose = CoStop("front", 0.05, st.model, 0, dict(st.costs), rung_thresholds=(0.5,))
+    loose.arm(t, gs[1:], np.array([[3.1, 2.0], [3.1, 0.5]]), np.array([3.1, 3.1]), buffer)
+    assert decider(t.stop, gs[1].id)(0, near)["dominated_by"] == gs[0].id
 
 
 def test_a_saved_curve_model_path_is_launch_only():
