@@ -23,11 +23,13 @@ def test_bounded_caches_write_the_same_run_as_unbounded_ones(make_search, tmp_pa
     full = make_search(tmp_path / "full", cfg)
     full.run()
     monkeypatch.setattr(caches, "CACHE_ROWS", 30)
+    monkeypatch.setattr(caches, "GENOME_ROWS", 10)
     small = make_search(tmp_path / "small", cfg)
     small.run()
     p = small.problem
-    assert max(len(p._genomes), len(p._ids), len(p._cost), len(p._loss)) <= 30 + 2 * cfg["search"]["offspring"]
-    assert len(full.problem._cost) > 100 and len(small.records) <= 30 + cfg["search"]["offspring"]
+    assert max(len(p._cost), len(p._loss)) <= 30 + 2 * cfg["search"]["offspring"]
+    assert len(p._genomes) == len(p._ids) <= 10 + 2 * cfg["search"]["offspring"]
+    assert len(full.problem._cost) > 100 and len(small.records) == len(full.records) == cfg["search"]["pop_size"]
     assert len(small.log._json) <= 30 + len(small.archive) and small.log._table_rows is None  # + the front, written last
     for name in FILES:
         a, b = (tmp_path / run / name for run in ("full", "small"))
