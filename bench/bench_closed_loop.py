@@ -34,6 +34,9 @@ from forge.disk.io import atomic_write_text
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "results"
 K, CO_BATCH, CO_EVERY = 8, 8, 2
+# issue 53: the forge arm with other operators (`forge` runs the shipped default: SBX + the paper's mutation)
+OPS = {"stock": {"crossover": "sbx", "mutation": "pm"},  # pymoo's integer recipe
+       "paper": {"crossover": "layer", "mutation": "llmforge"}}  # LLMForge's (the default before issue 53)
 MEASURE = {"_target_": "backends.host.CpuMeasuredBackend", "name": "cpu-measured", "threads": 1, "warmup": 1,
            "repeats": 3}
 WORKLOAD = {"prefill": 64, "decode": 32, "weight_bits": 32, "act_bits": 32, "kv_bits": 32}
@@ -138,17 +141,18 @@ class Bench:
         curve = [self.score(counted.labels, ids[:n], hv) for n in range(16, len(ids) + 1, 16)]
         return {"curve": curve, "points": {str(n): self.score(counted.labels, ids[:n], hv) for n in self.budgets}}
 
-    def forge(self, seed: int, hv: Any, space: str = "iha-tiny") -> dict[str, Any]:
+    def forge(self, seed: int, hv: Any, space: str = "iha-tiny", ops: dict[str, Any] | None = None,
+              name: str = "forge") -> dict[str, Any]:
         from search.cli import run
         from search.coevolution import CoEvolution, replay_labels
         from search.state import read_jsonl
         from surrogate.fit import finetune
         from surrogate.loading import load_predictor
 
-        counted, run_dir = Counted(self.trainer), self._fresh(f"forge-{space}-{seed}")
+        counted, run_dir = Counted(self.trainer), self._fresh(f"{name}-{space}-{seed}")
         gens = CO_EVERY * (self.nmax - K) // CO_BATCH
         cfg = {**base_cfg(space, seed, self.work), "out_dir": str(run_dir),
-               "search": {"algorithm": "nsga", "pop_size": 40, "offspring": 40, "generations": gens}}
+               "search": {"algorithm": "nsga", "pop_size": 40, "offspring": 40, "generations": gens, **(ops or {})}}
 
         def coevo():
             return CoEvolution(CO_EVERY, counted, finetune, "forgeformer-iha-tiny",
@@ -267,7 +271,8 @@ def main() -> None:
         hv = Hypervolume(res["anchor"], 2.0)
         res.update(budgets=a.budgets, measure=MEASURE, workload=WORKLOAD)
         arms = {"random": b.random, "forge": b.forge, "nsga-real": b.nsga_real,
-                "forge-gqa": lambda s, h: b.forge(s, h, "gqa-tiny")}
+                "forge-gqa": lambda s, h: b.forge(s, h, "gqa-tiny"),
+                **{f"forge-{k}": (lambda s, h, k=k: b.forge(s, h, ops=OPS[k], name=f"forge-{k}")) for k in OPS}}
         for seed in a.seeds:
             for arm in a.arms:
                 key = f"{arm}/{seed}"

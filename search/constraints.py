@@ -45,9 +45,15 @@ def constraint_use(constraints: list[Constraint], records: Iterable[dict[str, An
     largest for `<`/`<=`, the smallest for `>`/`>=`). `failed == 0` means it never bound: the search would have
     gone the same way without it, which a user who set a budget should be told."""
     metrics = [r.get("metrics") or {} for r in records]
+    return use_of_values(constraints, {c.name: np.array([as_float(m.get(c.name), np.nan) for m in metrics], float)
+                                       for c in constraints})
+
+
+def use_of_values(constraints: list[Constraint], values: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """`constraint_use` from each constraint metric's values, one per evaluated genome (nan: not recorded)."""
     out = []
     for c in constraints:
-        v = np.array([as_float(m.get(c.name), np.nan) for m in metrics], float)
+        v = np.asarray(values[c.name], float)
         v = v[np.isfinite(v)]
         upper = c.op in ("<", "<=")
         worst = (v.max() if upper else v.min()) if len(v) else None

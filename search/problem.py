@@ -27,6 +27,7 @@ from forge.disk.io import json_num
 from forge.numeric import round_sig, settle
 from forge.spaces.space import SearchSpace
 from forge.lm.workload import WORKLOAD_TOTALS, model_totals, workload_totals
+from search import caches
 from search.caches import trim
 from search.constraints import Constraint, parse_constraint
 from search.errors import SearchConfigError
@@ -93,7 +94,9 @@ class ForgeProblem(Problem):
         """Keep the newest `search.caches.CACHE_ROWS` entries of each per-genome cache (a genome seen again is decoded
         or scored again, to the same numbers); the losses only where the evaluator is deterministic (a surrogate
         without MC dropout): a sampled or trained loss is never drawn twice."""
-        for cache in (self._genomes, self._ids, self._keys, self._cost, self._design):
+        for cache in (self._genomes, self._ids):  # in step: a row in one is in the other
+            trim(cache, caches.GENOME_ROWS)
+        for cache in (self._keys, self._cost, self._design):
             trim(cache)
         if getattr(self.evaluator, "kind", None) == "surrogate" and not getattr(self.evaluator, "n_mc", 0):
             trim(self._loss)

@@ -71,11 +71,10 @@ class RunLog:
                 self._table_rows = None
 
     def forget(self, keep: Iterable[str]) -> None:
-        """After a generation's checkpoint: past `CACHE_ROWS` records, keep only those of `keep` (the population:
-        what the next generation mates, merges and checkpoints; the front's rows live in the archive), and the
-        newest encoded lines (an older one is encoded again when asked, to the same text)."""
-        if len(self.records) > caches.CACHE_ROWS:
-            self.records = {i: self.records[i] for i in keep if i in self.records}
+        """After a generation's checkpoint: keep only the records of `keep` (the population: what the next
+        generation mates, merges and checkpoints; the front's rows live in the archive, every row in archive.jsonl),
+        and the newest encoded lines (an older one is encoded again when asked, to the same text)."""
+        self.records = {i: self.records[i] for i in keep if i in self.records}
         caches.trim(self._json)
 
     def update_front(self, entries: Sequence[dict[str, Any]]) -> None:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 
 from forge.disk.io import atomic_write_bytes, atomic_write_text, json_default, json_line, loads
@@ -249,6 +249,35 @@ def read_jsonl(path: Path, tolerate_torn_tail: bool = False) -> list[dict[str, A
                     break
                 raise ResumeError(f"{path}:{n}: corrupt line ({e})") from None
     return out
+
+
+def iter_jsonl(path: Path, tolerate_torn_tail: bool = False) -> Iterator[dict[str, Any]]:
+    """`read_jsonl`'s rows one at a time, the file read line by line: a reader of a long run's archive.jsonl (a
+    row per evaluation) holds one row, never the file (issue 53 §3). The same errors as `read_jsonl`."""
+    from forge.errors import UserError
+
+    if not Path(path).is_file():
+        return
+    torn, at = None, 0
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            if torn is not None:
+                raise torn
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}: not a UTF-8 text log (byte 0x{raw[e.start]:02x} at offset {at + e.start}); "
+                                "allowed: a UTF-8 text log") from None
+            at += len(raw)
+            if line.strip():
+                try:
+                    row = loads(line)
+                except json.JSONDecodeError as e:  # tolerated only as the file's last line, as read_jsonl
+                    torn = ResumeError(f"{path}:{n}: corrupt line ({e})")
+                    if not tolerate_torn_tail:
+                        raise torn from None
+                    continue
+                yield row
 
 
 def truncate_jsonl(path: Path, last_generation: int) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forge.disk.io import atomic_write_json
+import numpy as np
+
+from forge.disk.io import as_float, atomic_write_json
 from search.archive import least_violating
 from search.odds import odds_summary
 from surrogate.pairwise import PairwiseOdds
-from search.constraints import constraint_use
+from search.constraints import use_of_values
 from forge.disk import run_folder
 
 
@@ -41,13 +43,35 @@ def predictor_label(named: Any) -> str | None:
     return str(named["name"]) + (f" (evaluator.predictor={req})" if req and req != named["name"] else "")
 
 
-def evaluated(run_dir: Path) -> list[dict[str, Any]]:
-    """Every genome the run evaluated, its latest record each, from archive.jsonl (a resumed run holds only its
-    population in memory)."""
-    from search.state import read_jsonl
+def evaluated_values(run_dir: Path, names: list[str]) -> dict[str, np.ndarray]:
+    """Per metric of `names`, its value in every genome the run evaluated, the latest record of each id, streamed
+    from archive.jsonl (a resumed run holds only its population in memory): in memory an id and a float per name
+    for each evaluation, never the records (issue 53 §3: read whole, they took a 62,424-evaluation run to 534 MiB)."""
+    from search.state import iter_jsonl
 
-    p = Path(run_dir) / run_folder.ARCHIVE
-    return list({r["id"]: r for r in read_jsonl(p, True) if "id" in r}.values()) if p.is_file() else []
+    ids: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    chunk: list[tuple[bytes, list[float]]] = []
+
+    def flush() -> None:
+        if chunk:
+            ids.append(np.array([i for i, _ in chunk], dtype=bytes))
+            vals.append(np.array([v for _, v in chunk], float).reshape(len(chunk), len(names)))
+            chunk.clear()
+
+    for r in iter_jsonl(Path(run_dir) / run_folder.ARCHIVE, True):
+        if isinstance(r, dict) and "id" in r:
+            m = r.get("metrics") or {}
+            m = m if isinstance(m, dict) else {}
+            chunk.append((str(r["id"]).encode(), [as_float(m.get(k), np.nan) for k in names]))
+            if len(chunk) >= 4096:
+                flush()
+    flush()
+    if not ids:
+        return {k: np.zeros(0) for k in names}
+    rid, rv = np.concatenate(ids)[::-1], np.concatenate(vals)[::-1]  # reversed: the first of an id is its latest
+    _, first = np.unique(rid, return_index=True)
+    return {k: rv[np.sort(first), j] for j, k in enumerate(names)}
 
 
 def write_summary(search: Any, status: str, interrupted_by: str | None = None,
@@ -64,7 +88,8 @@ def write_summary(search: Any, status: str, interrupted_by: str | None = None,
                "wall_s": s.wall(), "phase_s": s.all_timers(), "objectives": problem.objectives,
                **({"maximize": maxi} if (maxi := [o.name for o in problem.specs if o.sign < 0]) else {}),
                "constraints": [str(c) for c in problem.constraints],
-               "constraint_use": constraint_use(list(problem.constraints), evaluated(s.run_dir)),
+               "constraint_use": use_of_values(cons := list(problem.constraints),
+                                                evaluated_values(s.run_dir, list(dict.fromkeys(c.name for c in cons)))),
                "hv_anchor": {"genome": s.anchor_genome.to_dict(), "values": s.anchor, "ref": s.hv.ref},
                "algorithm": s.plan.algorithm, "space": s.space.name, "backend": getattr(problem.backend, "name", "?"),
                "seed": s.seed, "surrogate_version": problem.evaluator.version,
