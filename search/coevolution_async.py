@@ -49,6 +49,7 @@ class Labeller:
         self._done: dict[int, Label] = {}
         self._cv = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self.trainers: list[Any] = []  # each thread's copy of the trainer
         self._error: BaseException | None = None
         self.busy_s = 0.0  # worker-seconds spent inside train()
 
@@ -57,8 +58,11 @@ class Labeller:
         if store is not None and hasattr(store, "engine"):
             store.engine  # opened once here, not raced by the threads
         for k in range(self.workers):
-            t = threading.Thread(target=self._work, args=(copy.copy(self.trainer),), daemon=True,
-                                 name=f"forge-labeller-{k}")
+            mine = copy.copy(self.trainer)
+            if hasattr(mine, "first_slot"):  # dispatch=local: thread k's trainings on the node's k-th GPU
+                mine.first_slot = k
+            self.trainers.append(mine)
+            t = threading.Thread(target=self._work, args=(mine,), daemon=True, name=f"forge-labeller-{k}")
             t.start()
             self._threads.append(t)
 
