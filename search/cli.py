@@ -96,10 +96,13 @@ def resumed_config(c: dict[str, Any], run_dir: Path, parts: dict[str, Any] | Non
         check_resumable(run_dir)
         saved = saved_config(run_dir)
         refuse_unknown_keys(saved, run_dir)  # a checkpoint's config is checked by its own reader
-    check_saved(saved, c, f"resume={run_dir}", f"forge-search resume={run_dir}")  # no shell line from disk
+    given = given if given is not None else _cli_overrides()
+    # no shell line from disk; the dispatch keys this command gives again replace the run's (never used, so
+    # never refused: a Ray run saved with one address continues under another)
+    check_saved(placed(saved, c, given), c, f"resume={run_dir}", f"forge-search resume={run_dir}")
     check_resumable_here(saved, parts or {}, run_dir)  # a Python object: continued from Python, or refused
     plugin_use.require(run_dir, code=True)  # the modules it was made with, imported again only by the live config
-    return resume_config(c, saved, run_dir, given if given is not None else _cli_overrides())
+    return resume_config(c, saved, run_dir, given)
 
 
 def _cli_overrides() -> list[str] | None:
@@ -122,8 +125,7 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
     if overrides is None:
         check_same_config(saved, c, run_dir)
         return {**saved, **{k: c[k] for k in RUNTIME_KEYS if k in c}}
-    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
-    keys = [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
+    keys = _given_keys(overrides)
     diff = [k for k in keys if k.split(".")[0] not in PLACEMENT_KEYS
             and select(saved, k, "<unset>") != select(c, k, "<unset>")]
     if diff:
@@ -133,7 +135,17 @@ def resume_config(c: dict[str, Any], saved: dict[str, Any], run_dir: Path,
         raise ResumeError(f"resume={run_dir} refused: the config differs from the run's in {', '.join(diff)}, which "
                           f"change what the search does; continue it as it was with: "
                           f"{' '.join([resume_command(run_dir, saved), *map(_quoted, kept)])} (or start a new run)")
-    return {**saved, **_placement(saved, c, keys), **{k: c[k] for k in RUNTIME_KEYS if k in c}}
+    return {**placed(saved, c, overrides), **{k: c[k] for k in RUNTIME_KEYS if k in c}}
+
+
+def _given_keys(overrides: list[str]) -> list[str]:
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    return [k for k in keys if k.split(".")[0] not in (*RUNTIME_KEYS, "hydra")]
+
+
+def placed(saved: dict[str, Any], c: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """The run's config with the placement keys this command gives again (`_placement`); as saved outside Hydra."""
+    return saved if overrides is None else {**saved, **_placement(saved, c, _given_keys(overrides))}
 
 
 # Keys that say only where and how trainings run, not what is trained (a label's fingerprint is its protocol and

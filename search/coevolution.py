@@ -128,7 +128,9 @@ class CoEvolution:
     def due(self, g: int) -> bool:
         return self.every > 0 and g > 0 and g % self.every == 0
 
-    def fire(self, g: int, pop: Survivors, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
+    def _choose(self, g: int, pop: Survivors, slot: SurrogateSlot, n: int) -> tuple[list[Any], np.ndarray, dict]:
+        """The n picks of an event (never a genome labelled or picked before), their indices into the population,
+        and what the event logs of them: μ, σ, exploit and explore ids."""
         genomes = list(pop.genomes)
         seed_torch(self.seed + 104729 * g)
         mu, sigma = (np.asarray(a, float) for a in slot.predictor.predict(genomes, n_mc=self.n_mc))
@@ -137,27 +139,48 @@ class CoEvolution:
         taken = np.array([x.id in have for x in genomes], dtype=bool)
         if self.acquire == "widest":  # every label on the widest calibrated interval (issue 35 §5)
             lo, hi = _interval(slot, mu, sigma)
-            exploit, explore = pick_widest(lo, hi, front, self.b, [x.id for x in genomes], taken), np.zeros(0, int)
+            exploit, explore = pick_widest(lo, hi, front, n, [x.id for x in genomes], taken), np.zeros(0, int)
         else:
-            exploit, explore = pick(mu, sigma, front, self.b, taken)
+            exploit, explore = pick(mu, sigma, front, n, taken)
         idx = np.concatenate([exploit, explore]).astype(int)
-        picks = [genomes[i] for i in idx]
+        seen = {"mu": mu[idx], "sigma": sigma[idx], "exploit": [genomes[i].id for i in exploit],
+                "explore": [genomes[i].id for i in explore]}
+        return [genomes[i] for i in idx], idx, seen
+
+    def fire(self, g: int, pop: Survivors, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any]:
+        picks, idx, seen = self._choose(g, pop, slot, self.b)
         if self.stop is not None:  # the real-label front so far, the picks' exact costs and priors
-            self.stop.arm(self.trainer, picks, pop.F[idx], mu[idx], self.buffer)
+            self.stop.arm(self.trainer, picks, pop.F[idx], seen["mu"], self.buffer)
         labels = self._train(g, picks)
-        append_jsonl(Path(run_dir) / run_folder.LABELS,
-                     [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
+        event = self._fold(g, slot, Path(run_dir), labels, seen["mu"])
+        dropped = event.pop("dropped")  # the key order of today's coevolution.jsonl
+        event.update(picked=[x.id for x in picks], exploit=seen["exploit"], explore=seen["explore"],
+                     labels=[json_num(lab.label) for lab in labels], dropped=dropped,
+                     sigma=[float(v) for v in seen["sigma"]],
+                     **({"stopped": self.stop.log(labels, run_dir)} if self.stop is not None else {}))
+        return self._log_event(event, run_dir)
+
+    def _fold(self, g: int, slot: SurrogateSlot, run_dir: Path, labels: list[Label], mu: np.ndarray) -> dict[str, Any]:
+        """Real labels into labels.jsonl and (finite ones) the buffer, then the refit; `mu`: their μ when picked."""
+        append_jsonl(run_dir / run_folder.LABELS, [{**json.loads(lab.to_json()), "generation": g} for lab in labels])
         fin = [(k, lab) for k, lab in enumerate(labels) if lab.finite]
         self.buffer += [lab for _, lab in fin]
         self._tell(f"generation {g}: co-evolution refits the surrogate on {len(self.buffer)} real labels")
-        event = self._refit(g, slot, Path(run_dir), mu[idx], [lab for _, lab in fin], [k for k, _ in fin])
-        event.update(picked=[x.id for x in picks], exploit=[genomes[i].id for i in exploit],
-                     explore=[genomes[i].id for i in explore], labels=[json_num(lab.label) for lab in labels],
-                     dropped=len(labels) - len(fin), sigma=[float(sigma[i]) for i in idx],
-                     **({"stopped": self.stop.log(labels, run_dir)} if self.stop is not None else {}))
+        event = self._refit(g, slot, run_dir, np.asarray(mu, float), [lab for _, lab in fin], [k for k, _ in fin])
+        event["dropped"] = len(labels) - len(fin)
+        return event
+
+    def _log_event(self, event: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         self.events.append(event)
         append_jsonl(Path(run_dir) / run_folder.COEVOLUTION, [event])
         return event
+
+    def finish(self, g: int, slot: SurrogateSlot, run_dir: Path) -> dict[str, Any] | None:
+        """At the end of a complete run: nothing left to fold in here (every event waited for its picks)."""
+        return None
+
+    def close(self, wait: bool = True) -> None:
+        """When the run stops, however it stops: nothing in flight here."""
 
     def _train(self, g: int, picks: list[Any]) -> list[Label]:
         """Real labels of the picks, a progress note per trained genome (what, how many of how many)."""

@@ -208,8 +208,16 @@ def build_coevolution(cfg: Mapping[str, Any], space: SearchSpace, run_dir: Path)
         from search.coevolution_stop import stop_knobs
 
         knobs["stop"] = stop_knobs(co["stop"], cfg, trainer, Path(run_dir))
-    return CoEvolution(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
-                       **knobs, seed=int(cfg.get("seed", 0)), load=load)
+    mode = str(co.get("mode") or "sync")
+    cls = CoEvolution
+    if mode != "sync":  # issue 54: W trainings in flight, no barrier per event (search.coevolution_async)
+        from search.coevolution_async import MODES, AsyncCoEvolution
+
+        if mode not in MODES:
+            raise SearchConfigError(f"search.coevolve.mode = {mode!r}; allowed: {' | '.join(MODES)}")
+        cls = AsyncCoEvolution
+    return cls(every, trainer, logged(finetune, logger), base, replay_labels(co.get("replay"), space.name),
+               **knobs, seed=int(cfg.get("seed", 0)), load=load)
 
 
 def refit_source(cfg: Mapping[str, Any], space: SearchSpace) -> tuple[Any, str]:

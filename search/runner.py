@@ -221,18 +221,28 @@ class Search:
                     if stop_after is not None and g >= stop_after and g < self.G:
                         status = "stopped"
                         break
+                if status == "complete":
+                    self._timed("coevolution", self._finish_coevolution)
             except KeyboardInterrupt:
                 status, stopped_by = "interrupted", caught.get("signal", "SIGINT")
             except Exception as e:  # a bug or a full disk: never leave `running` behind; the checkpoint stays
                 self._sync_quietly()
                 self._write_failed(e)
                 raise
+            finally:  # an asynchronous co-evolution's labeller threads: a stop lets the trainings in flight end
+                getattr(self.coevo, "close", lambda wait: None)(status in ("complete", "stopped"))
         if self.gen >= 0 and status != "interrupted":  # an interrupted step may have left the archive half-merged
             self.log.write_front(self.archive.entries, durable=True)
         self.log.sync()
         self.log.write_tables(self.problem.objectives, getattr(self.problem.evaluator, "blind", ()),
                               getattr(getattr(self.problem.evaluator, "predictor", None), "pairwise", None))
         return self.write_summary(status, stopped_by)
+
+    def _finish_coevolution(self) -> None:
+        """Co-evolution's picks still in flight when the last generation ends are folded in, then checkpointed."""
+        finish = getattr(self.coevo, "finish", None)
+        if finish is not None and self.gen >= 0 and finish(self.gen, self.problem.evaluator, self.run_dir):
+            self.checkpoint()
 
     def _sync_quietly(self) -> None:
         """`sync` when the loop failed: the original error is the one to report."""

@@ -14,6 +14,8 @@ GitHub and on the site), holding YAML after `test:`; a number key means the bloc
     not-run: {1: "needs a Slurm cluster"}     # not run, with the reason (a whole block: a string)
     rc: {1: 130}                              # an exit status other than 0 (console blocks: Ctrl-C)
     interrupt: {1: 7}                         # SIGINT command 1 once its run has checkpointed generation 7
+    ray-cluster: why                          # the block runs against a Ray head node the test starts and
+                                              #   stops (RAY_ADDRESS names it: `address=auto` joins it)
     -->
 
 Output is compared line by line, blanks collapsed, with the command's own folder left out of the paths it
@@ -21,6 +23,7 @@ prints. A placeholder `<...>` left without a value fails the test, so a new bloc
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -111,8 +114,8 @@ def _by_index(value: object, n: int) -> object:
     return None
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if env.get("PYTHONPATH"):  # the commands run in other folders: a relative entry must keep meaning the same
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
@@ -169,10 +172,10 @@ def _ctrl_c_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _run(script: str, cwd: Path, interrupt_at: int | None) -> tuple[int, str]:
+def _run(script: str, cwd: Path, interrupt_at: int | None, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run one command line in bash; with interrupt_at, SIGINT it once its run folder holds that many generations."""
     for _ in range(5):  # a busy machine can let the run pass the generation before it is stopped: run it again
-        proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                 preexec_fn=_ctrl_c_default)
         run = cwd / re.search(r"hydra\.run\.dir=(\S+)", script).group(1) if interrupt_at is not None else None
@@ -209,14 +212,15 @@ def _interrupted_at(proc: subprocess.Popen, run: Path, gen: int) -> str:
     return "ended"
 
 
-def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: dict) -> int:
+def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: dict,
+           env: dict[str, str] | None = None) -> int:
     d = block.directive
     text = _fill(cmd.text, values)
     text = _strip_comment(text)
     if extra := _by_index(d.get("args"), n):
         text = f"{text} {extra}"
     script = f"(exit {prev_rc}); {text}" if "$?" in text else text
-    rc, out = _run(script, cwd, _by_index(d.get("interrupt"), n))
+    rc, out = _run(script, cwd, _by_index(d.get("interrupt"), n), env)
     where = f"{block.where} command {n}: {text}\n--- output (tail) ---\n{out[-3000:]}"
     if (message := _by_index(d.get("fails"), n)) is not None:
         assert rc == 2, f"expected exit 2 (documented failure), got {rc}: {where}"
@@ -251,12 +255,26 @@ def test_doc_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureReq
     if before := d.get("before"):
         rc, out = _run(_fill(before, values), cwd, None)
         assert rc == 0, f"{block.where}: the declared `before` command failed:\n{out[-3000:]}"
-    rc = 0
-    for n, cmd in enumerate(block.commands, 1):
-        reason = _by_index(d.get("not-run"), n)
-        if reason:
-            continue
-        rc = _check(block, n, cmd, cwd, rc, values)
+    with _cluster(d, tmp_path) as env:
+        rc = 0
+        for n, cmd in enumerate(block.commands, 1):
+            reason = _by_index(d.get("not-run"), n)
+            if reason:
+                continue
+            rc = _check(block, n, cmd, cwd, rc, values, env)
+
+
+@contextlib.contextmanager
+def _cluster(d: dict, tmp_path: Path):  # noqa: ANN202
+    """`ray-cluster:`: a Ray head node of the block's own for its commands (tests.ray_head); else nothing."""
+    if not d.get("ray-cluster"):
+        yield None
+        return
+    from tests.ray_head import ray_head
+
+    pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
+    with ray_head(tmp_path) as (_, env):
+        yield env
 
 
 def test_every_block_is_found() -> None:

@@ -94,6 +94,8 @@ class LocalTrainer(_Base):
     start_method: str = "fork"
     poll_s: float = 0.5
     preload: bool = True  # fork: import torch/Lightning and read the corpus once in the parent (warm children)
+    first_slot: int = 0  # where this trainer's slots start on the node's GPUs (an asynchronous co-evolution's
+    #                      labeller threads each train through their own copy: one GPU each, not all on the first)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -115,7 +117,7 @@ class LocalTrainer(_Base):
                     attempts[g.id] += 1
                     busy = {r[4] for r in running.values()}
                     slot = min(i for i in range(n_workers) if i not in busy)
-                    device = gpus[slot % len(gpus)] if len(gpus) > 1 else None
+                    device = gpus[(self.first_slot + slot) % len(gpus)] if len(gpus) > 1 else None
                     rx, tx = ctx.Pipe(duplex=False)
                     p = ctx.Process(target=_child, args=(tx, g.to_dict(), self.spec, os.getpid(), device),
                                     daemon=True)

@@ -38,7 +38,7 @@ class RayTrainer(_Base):
         fits = [int(total.get(k, 0) // n + 1e-9) for k, n in (("CPU", self.num_cpus), ("GPU", self.num_gpus)) if n > 0]
         return max(1, min(fits)) if fits else max(1, int(total.get("CPU", 1)))
 
-    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+    def _ray(self):
         try:
             import ray
         except ImportError:
@@ -49,6 +49,14 @@ class RayTrainer(_Base):
             # started on this machine (its /tmp/ray/ray_current_cluster), which is not the one asked for
             ray.init(address=self.address or "local", ignore_reinit_error=True, log_to_driver=False,
                      **dict(self.init_kwargs))
+        return ray
+
+    def slots(self) -> int:
+        """W for an asynchronous co-evolution (search.coevolution_async): `workers`, or what the cluster fits."""
+        return self.workers or self._slots(self._ray())
+
+    def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
+        ray = self._ray()
         remote = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus, max_retries=0)(train_one)
         cap = self.workers or self._slots(ray)
         queue, refs = [(g, 1) for g in todo], {}  # ref -> (genome, attempt, start)

@@ -84,9 +84,22 @@ class SubmititTrainer(_Base):
         ex.update_parameters(timeout_min=_limit_min(self.timeout_s), **dict(self.parameters))
         return ex
 
+    def _beside(self) -> Path:
+        """The folder beside submitit's job folders (`where` up to its `%j`): on the filesystem the jobs share."""
+        return Path(str(self.where).split("%j")[0] or ".")
+
     def _kept(self, g: Genome) -> Path:
         """Where g's job leaves its label, beside submitit's job folders (a name built from ids, not read)."""
-        return Path(str(self.where).split("%j")[0] or ".") / "labels" / f"{g.id}-{self.fingerprint()}.json"
+        return self._beside() / "labels" / f"{g.id}-{self.fingerprint()}.json"
+
+    def job_args(self, g: Genome) -> tuple[dict, dict, str]:
+        """What g's job is called with: its genome, the spec and where it keeps its label. Its trainings leave
+        their rung checkpoints beside the job folders (unless `ckpt_dir` is set), so a job Slurm requeues after a
+        preemption continues from its last rung instead of from step 0."""
+        keep = str(self._kept(g))  # the fingerprint first: the spec carries it (the checkpoints' names)
+        spec = self.spec
+        spec["ckpt_dir"] = spec.get("ckpt_dir") or str(self._beside() / "checkpoints")
+        return g.to_dict(), spec, keep
 
     def _orphan(self, g: Genome) -> Label | None:
         """The result a killed labeller's job left for `g` (jobs outlive their labeller): stored, not retrained."""
@@ -100,7 +113,7 @@ class SubmititTrainer(_Base):
         return lab if lab.genome_id == g.id and lab.status in RESULTS else None
 
     def _submit(self, ex, g: Genome, attempt: int) -> _Job:
-        job = ex.submit(Training(_limit_min(self.timeout_s) * 60), g.to_dict(), self.spec, str(self._kept(g)))
+        job = ex.submit(Training(_limit_min(self.timeout_s) * 60), *self.job_args(g))
         return _Job(job, g, attempt)
 
     def _room(self, ex, jobs: dict[str, _Job]) -> int:

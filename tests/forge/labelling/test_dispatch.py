@@ -149,3 +149,24 @@ def test_submitit_logs_go_under_the_output_folder(tmp_path):
     assert build_trainer(cfg, None, None).where == Path("submitit_logs/%j")  # no folder known: the current one
     own = place(SubmititTrainer(TINY_PROTOCOL, TINY_CORPUS, folder=str(tmp_path / "mine" / "%j")), tmp_path / "o")
     assert own.where == tmp_path / "mine" / "%j"  # an absolute folder is the user's choice
+
+
+def test_async_coevolution_threads_each_train_on_their_own_gpu(monkeypatch):
+    """Issue 54: an asynchronous co-evolution trains through one copy of `dispatch=local` per worker, one genome at
+    a time each: worker k's copy starts its slots at the node's k-th GPU (not every one on the first)."""
+    import dataclasses
+
+    from forge.labelling import dispatch
+    from search.coevolution_async import Labeller
+    from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
+
+    monkeypatch.setattr(dispatch, "_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(dispatch, "train_one", _device_label)
+    t = dispatch.LocalTrainer(protocol=TINY_PROTOCOL, corpus=TINY_CORPUS, workers=2, poll_s=0.05, preload=False)
+    lab = Labeller(t, 2)
+    lab.submit(list(enumerate(tiny_genomes(2))))
+    assert len(lab.collect({0, 1}, 1)) == 2
+    lab.close()
+    assert [c.first_slot for c in lab.trainers] == [0, 1]
+    second = dataclasses.replace(t, workers=1, first_slot=1)
+    assert second.train(tiny_genomes(1))[0].provenance["device"] == "1"

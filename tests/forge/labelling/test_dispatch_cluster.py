@@ -86,7 +86,8 @@ class _Stubbed(SubmititTrainer):
 
 def _stubbed(queue: _StubQueue, **kw) -> SubmititTrainer:
     kw.setdefault("folder", f"{kw.pop('tmp')}/%j")
-    t = _Stubbed(protocol=FAST, corpus=TINY_CORPUS, poll_s=0.05, grace_s=0.0, **kw)
+    kw.setdefault("protocol", FAST)
+    t = _Stubbed(corpus=TINY_CORPUS, poll_s=0.05, grace_s=0.0, **kw)
     t.queue = queue
     return t
 
@@ -290,3 +291,50 @@ def test_a_preempted_job_is_requeued_and_keeps_what_it_finished(tmp_path, monkey
     first = again.function(*again.args)  # trains, and keeps the label beside the job folders
     monkeypatch.setattr(dispatch, "train_one", lambda *a: pytest.fail("a kept training was trained again"))
     assert dispatch.Training(600)(g.to_dict(), t.spec, str(t._kept(g))) == Label.from_json(first).to_json()
+
+
+def _preempted_after_its_first_rung(args: tuple) -> None:
+    """A Slurm job's training (forked) that holds once its first rung checkpoint is on disk, until it is killed."""
+    import os
+    import time
+
+    from forge.labelling import dispatch_submitit as dispatch
+
+    real = os.replace
+
+    def replace(src, dst):
+        real(src, dst)
+        if str(dst).endswith(".ckpt"):
+            time.sleep(3600)
+    os.replace = replace
+    dispatch.Training(600)(*args)
+
+
+def test_a_requeued_job_continues_its_training_from_its_last_checkpoint(tmp_path):
+    """Issue 54 (7): a preempted job (killed mid-training) that submitit requeues continues from the rung
+    checkpoint its first run left beside the job folders, not from step 0."""
+    import multiprocessing as mp
+    import time
+
+    from forge.labelling import dispatch_submitit as dispatch
+    from forge.labelling.curves import checkpoint_path
+
+    g = tiny_genomes(1)[0]
+    t = _stubbed(_StubQueue({}), tmp=tmp_path, protocol={**FAST, "tokens": 4 * 32 * 9, "eta": 3, "rungs": 2})
+    args = t.job_args(g)  # what the job is submitted with
+    ckpt = checkpoint_path(args[1]["ckpt_dir"], g.id, args[1]["fp"])
+    assert ckpt.parent == tmp_path / "checkpoints"
+    first = mp.get_context("fork").Process(target=_preempted_after_its_first_rung, args=(args,), daemon=True)
+    first.start()
+    deadline = time.time() + 120
+    while not ckpt.is_file() and first.is_alive() and time.time() < deadline:
+        time.sleep(0.02)
+    first.kill()  # the preemption: no result, only the checkpoint
+    first.join()
+    assert ckpt.is_file(), "the first run left no rung checkpoint"
+    job = dispatch.Training(600)
+    job.started = time.time() - 60
+    again = job.checkpoint(*args)  # submitit's requeue
+    lab = Label.from_json(again.function(*again.args))
+    assert lab.finite and lab.provenance["resumed_from_step"] == 3 and lab.provenance["tokens_trained"] == 6 * 4 * 32
+    assert not ckpt.exists()  # finished: nothing left to continue

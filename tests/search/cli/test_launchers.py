@@ -74,37 +74,13 @@ def test_a_sweep_joins_a_running_ray_cluster(tmp_path):
     """`+hydra.launcher.ray.init.address=<a running cluster>`: the launcher's object-store size, which Ray
     refuses for a cluster it joins, is not sent (issue 54). The test starts and stops its own head node."""
     import os
-    import shutil
-    import signal
-    import socket
-    import tempfile
-    import time
+
+    from tests.ray_head import ray_head
 
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tmp = tempfile.mkdtemp(prefix="ray54c-", dir="/tmp")  # short: Ray's socket paths are length-limited
-    ray_cli = str(Path(sys.executable).with_name("ray"))
-    home = tmp_path / "home"  # a Ray token someone left in ~/.ray/auth_token makes the head and its clients disagree
-    home.mkdir()
-    env = {**os.environ, "HOME": str(home)}
-    head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-                             "--include-dashboard=false", f"--temp-dir={tmp}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
-    try:
-        for _ in range(60):  # the head is up when `ray status` reaches it
-            if subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], capture_output=True,
-                              timeout=60, env=env).returncode == 0:
-                break
-            assert head.poll() is None, "ray start --head exited"
-            time.sleep(2)
+    with ray_head(tmp_path) as (address, env):
         cmd = [str(Path(sys.executable).with_name("forge-search")), "-m", "hydra/launcher=ray", "seed=0", *TINY,
-               f"+hydra.launcher.ray.init.address=127.0.0.1:{port}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path, env=env)
-    finally:
-        os.killpg(head.pid, signal.SIGKILL)  # the head and what it started, in its own session
-        head.wait(timeout=60)
-        shutil.rmtree(tmp, ignore_errors=True)
+               f"+hydra.launcher.ray.init.address={address}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path, env={**os.environ, **env})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert json.loads((tmp_path / "sweep" / "0" / "summary.json").read_text())["status"] == "complete"

@@ -311,3 +311,23 @@ def test_resume_takes_where_to_run_from_the_command_and_its_refusal_advice_works
     pasted = [a for a in argv[1:] if not a.startswith("resume=")]
     assert resume_config(_composed(*argv[1:]), saved, tmp_path, argv[1:])["dispatch"]["address"] == "auto"
     assert pasted == ["dispatch=ray", "dispatch.address=auto"]
+
+
+def test_a_ray_run_saved_with_one_address_resumes_under_another(tmp_path):
+    """Issue 54: the dispatch keys a resume gives again replace the run's, so a saved non-default Ray address (a
+    host the run folder may not pick) is not refused when the command names the new one; left out, it still is."""
+    import yaml
+
+    from forge.runtime.launch_only import LaunchOnlyError
+    from search.cli import resumed_config
+
+    saved = _composed("experiment=coevolve-tiny", "dispatch=ray", "dispatch.address=ray://10.0.0.1:10001",
+                      "+dispatch.init_kwargs.namespace=old")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**saved, "resume": None}, sort_keys=False))
+    given = [f"resume={tmp_path}", "dispatch=ray", "dispatch.address=ray://10.0.0.2:10001",
+             "+dispatch.init_kwargs.namespace=new"]
+    out = resumed_config(_composed(*given), tmp_path, None, given)
+    assert out["dispatch"]["address"] == "ray://10.0.0.2:10001" and out["dispatch"]["init_kwargs"] == {"namespace": "new"}
+    given = [f"resume={tmp_path}", "dispatch=ray", "dispatch.address=ray://10.0.0.2:10001"]
+    with pytest.raises(LaunchOnlyError, match="saved dispatch.init_kwargs.namespace = 'old' is refused"):
+        resumed_config(_composed(*given), tmp_path, None, given)  # a saved host option not given again: refused
