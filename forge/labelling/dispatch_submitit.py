@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from forge.disk import run_folder
 from forge.genomes.genome import Genome, genome_from_dict
 from forge.genomes.labels import Label
 from forge.labelling.base import DispatchError, _Base, _from_json, train_one
@@ -98,7 +99,7 @@ class SubmititTrainer(_Base):
         preemption continues from its last rung instead of from step 0."""
         keep = str(self._kept(g))  # the fingerprint first: the spec carries it (the checkpoints' names)
         spec = self.spec
-        spec["ckpt_dir"] = spec.get("ckpt_dir") or str(self._beside() / "checkpoints")
+        spec["ckpt_dir"] = spec.get("ckpt_dir") or str(self._beside() / run_folder.CHECKPOINTS_DIR)
         return g.to_dict(), spec, keep
 
     def _orphan(self, g: Genome) -> Label | None:
