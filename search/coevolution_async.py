@@ -140,6 +140,7 @@ class AsyncCoEvolution(CoEvolution):
         self.pending: list[dict[str, Any]] = []  # {"seq", "genome", "generation", "mu"}, in hand-out order
         self.seq = 0
         self._lab: Labeller | None = None
+        self._unsent: list[dict[str, Any]] = []  # restored from a checkpoint, not yet handed to the labeller
 
     @property
     def labeller(self) -> Labeller:
@@ -205,6 +206,11 @@ class AsyncCoEvolution(CoEvolution):
         """As CoEvolution's, then the picks in flight at the checkpoint are handed out again: the run's label
         store returns those that finished since, the rest train now."""
         super().restore(st, slot, run_dir)
-        self.pending = [dict(p, genome=dict(p["genome"])) for p in st.get("pending") or []]
+        self.pending = [dict(p, genome=dict(p["genome"]), seq=int(p["seq"])) for p in st.get("pending") or []]
         self.seq = int(st.get("seq", 0))
-        self.labeller.submit([(int(p["seq"]), genome_from_dict(p["genome"])) for p in self.pending])
+        self._unsent = list(self.pending)  # sent when the run starts (`start`), not by a resume that is refused
+
+    def start(self) -> None:
+        """The run starts: the picks a resume found in flight train again (or come back from the store) now."""
+        unsent, self._unsent = self._unsent, []
+        self.labeller.submit([(p["seq"], genome_from_dict(p["genome"])) for p in unsent])

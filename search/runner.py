@@ -214,6 +214,7 @@ class Search:
         with SearchProgress(self.G, enabled=self.progress) as bar, term_as_interrupt() as caught:
             if self.coevo is not None:
                 self.coevo.note = bar.note  # its trainings and refits show in the progress display
+                getattr(self.coevo, "start", lambda: None)()  # an asynchronous one's picks in flight at resume
             try:
                 for g in range(self.gen + 1, self.G + 1):
                     self.step(g)

@@ -46,6 +46,7 @@ class StoreTrainer(_Base):
     workers: int = 2
     trained: list[str] = field(default_factory=list)
     hold: Callable[[str], None] = lambda gid: None
+    log: str | None = None  # every training also appended here (a log that outlives a killed process)
 
     def fingerprint(self) -> str:
         self._fp = "fake-protocol"
@@ -56,6 +57,9 @@ class StoreTrainer(_Base):
             if self._take(g):
                 self.hold(g.id)
                 self.trained.append(g.id)
+                if self.log:
+                    with open(self.log, "a") as f:
+                        f.write(g.id + "\n")
                 emit(Label(g, float(fake_loss([g], 0.1)[0]), {"protocol": "fake"}))
 
 
@@ -141,3 +145,75 @@ def test_mode_is_checked_and_w_comes_from_the_dispatcher(tmp_path, tiny_space):
     with pytest.raises(SearchConfigError, match="mode=async does not run the stopping rule"):
         _co(AsyncCoEvolution, FakeTrainer(), stop=object())
     assert workers_of(StoreTrainer(protocol={}, corpus={}, workers=3)) == 3
+
+
+KILLED = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from backends.interface import Workload
+from forge.spaces.space import load_space
+from search.cli import run
+from search.coevolution_async import AsyncCoEvolution
+from search.evaluators import LossEvaluator
+from tests.search.conftest import tiny_cfg
+from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune
+from tests.search.test_coevolution_async import StoreTrainer
+
+def hold(gid):  # the first training to start never ends: the process is killed with it in flight
+    try:
+        os.close(os.open({out!r} + "/held", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    time.sleep(3600)
+
+trainer = StoreTrainer(protocol={{"name": "fake"}}, corpus={{}}, store={out!r} + "/labels.db", lease_s=2.0,
+                       log={out!r} + "/trained.log", hold=hold)
+co = AsyncCoEvolution(2, trainer, fake_finetune, "base", None, batch=4, n_mc=3, seed=0)
+cfg = tiny_cfg(out_dir={out!r}, progress=False, search={{"generations": 6}})
+run(cfg, {{"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()), "backend": FakeBackend(),
+          "workload": Workload(), "coevolution": co}})
+"""
+
+
+@pytest.mark.slow  # a subprocess; the stopped run above covers the same bookkeeping in-process
+def test_a_killed_async_run_resumes_without_losing_or_repeating_a_training(tmp_path):
+    """kill -9 with a training in flight: the resume trains it again once its claim lapses (it never finished),
+    reuses what finished, and every pick is trained and folded in exactly once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from backends.interface import Workload
+    from forge.spaces.space import load_space
+    from search.cli import run
+    from search.evaluators import LossEvaluator
+    from search.state import load_checkpoint
+    from tests.search.fakes import FakeBackend, FakePredictor
+
+    root, out = str(Path(__file__).resolve().parents[2]), tmp_path / "run"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED.format(root=root, out=str(out))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt, deadline = out / "state" / "checkpoint.json", time.time() + 300
+    while time.time() < deadline and not (ckpt.is_file() and load_checkpoint(out)["generation"] >= 4):
+        assert proc.poll() is None, "the run ended before it was killed"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert load_checkpoint(out)["coevolution"]["pending"], "killed with nothing in flight"
+    trainer = StoreTrainer(protocol={"name": "fake"}, corpus={}, store=str(out / "labels.db"), lease_s=2.0,
+                           wait_s=0.2, log=str(out / "trained.log"))
+    co = AsyncCoEvolution(2, trainer, fake_finetune, "base", None, batch=4, n_mc=3, seed=0)
+    cfg = tiny_cfg(out_dir=str(out), progress=False, search={"generations": 6}, resume=str(out))
+    summary = run(cfg, {"space": load_space("iha-tiny"), "evaluator": LossEvaluator(FakePredictor()),
+                        "backend": FakeBackend(), "workload": Workload(), "coevolution": co})
+    assert summary["status"] == "complete"
+    trained = (out / "trained.log").read_text().split()
+    events = read_jsonl(out / "coevolution.jsonl")
+    picked = [i for e in events for i in e["picked"]]
+    labels = [r["genome_id"] for r in read_jsonl(out / "labels.jsonl")]
+    assert len(set(trained)) == len(trained)  # nothing trained twice, across the kill
+    assert sorted(labels) == sorted(picked) == sorted(trained)  # nothing handed out and lost
