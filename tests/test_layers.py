@@ -82,3 +82,19 @@ def test_the_order_check_catches_a_back_arrow_and_a_stale_listing(monkeypatch):
     monkeypatch.setitem(BACK_ARROWS, ("forge.genomes.genome", "lm"), "planted")
     with pytest.raises(AssertionError, match="gone.*forge.genomes.genome → lm"):
         test_imports_between_forge_packages_go_down_the_order_but_the_listed_back_arrows()
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/forge/<pkg>/ holds the tests of forge/<pkg>/; tests/forge/ itself only those of forge's top-level modules
+    (a file named after a package's module belongs in its folder); tests/search/ holds its groups' folders only."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in (tests / "forge").iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders <= set(PACKAGES), f"tests/forge/ folders mirroring no package: {sorted(folders - set(PACKAGES))}"
+    top = {p.stem for p in (ROOT / "forge").glob("*.py")}
+    inner = {p.stem: p.parent.name for pkg in PACKAGES for p in (ROOT / "forge" / pkg).glob("*.py")}
+    astray = sorted(f"{p.name} (forge/{inner[p.stem[5:]]}/{p.stem[5:]}.py: tests/forge/{inner[p.stem[5:]]}/)"
+                    for p in (tests / "forge").glob("test_*.py") if p.stem[5:] in inner and p.stem[5:] not in top)
+    assert not astray, f"tests of a package's module at tests/forge/'s top: {astray}"
+    loose = sorted(p.name for p in (tests / "search").glob("test_*.py"))
+    assert not loose, f"tests at tests/search/'s top (put each in the folder of its group: problem, operators, run, " \
+                      f"cli, report, export, verify, serving): {loose}"

@@ -48,7 +48,8 @@ def test_the_layout_names_the_main_job_files():
 def test_no_module_but_the_owner_spells_a_run_folder_name():
     files, folders = _spelled()
     found = [h for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py")) if p != OWNER
-             for h in _hits(p, files, folders) if (h.split(":")[0], h.rpartition(": ")[2].strip("'/ ")) not in ELSEWHERE]
+             for h in _hits(p, files, folders)
+             if (h.split(":")[0], h.rpartition(": ")[2].strip("'/ ")) not in ELSEWHERE]
     assert not found, "run-folder names spelled outside forge/disk/run_folder.py: " + "; ".join(found)
 
 

@@ -1,0 +1,1 @@
+"""Tests of forge-export: export, hf_export, evaluated."""

@@ -1,0 +1,1 @@
+"""Tests of search's operators: operators, operators_mix, operators_plugin, caches."""

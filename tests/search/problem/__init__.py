@@ -1,0 +1,1 @@
+"""Tests of search's problem: objectives, constraints, the pymoo problem, evaluators, the user surrogate, rounding."""

@@ -1,0 +1,1 @@
+"""Tests of forge-verify: verify, picks, race."""
