@@ -27,7 +27,7 @@ def ray_head(tmp_path: Path, num_cpus: int = 2) -> Iterator[tuple[str, dict[str,
     home = tmp_path / "ray-home"  # a Ray token someone left in ~/.ray/auth_token makes the head and clients disagree
     home.mkdir(parents=True, exist_ok=True)
     address = f"127.0.0.1:{port}"
-    env = {"HOME": str(home), "RAY_ADDRESS": address}
+    env = {"HOME": str(home), "RAY_ADDRESS": address, "RAY_TMPDIR": tmp}  # its clients share the head's temp folder
     full = {**os.environ, **env}
     head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", f"--num-cpus={num_cpus}",
                              "--include-dashboard=false", f"--temp-dir={tmp}"],

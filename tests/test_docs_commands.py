@@ -23,13 +23,16 @@ prints. A placeholder `<...>` left without a value fails the test, so a new bloc
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +117,19 @@ def _by_index(value: object, n: int) -> object:
     return None
 
 
+@functools.cache
+def _ray_tmpdir() -> str:
+    """Ray's default temporary folder (/tmp/ray) is shared by every Ray instance on the machine, and local
+    instances started there at once (another suite, another user) race on its `session_latest` link ("Head node
+    temp_dir not found"): the blocks' commands get a folder of this process's own (short: Ray's socket paths must
+    fit 107 bytes), removed at exit."""
+    path = tempfile.mkdtemp(prefix="rdoc-", dir="/tmp")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {**os.environ, **(extra or {})}
+    env = {**os.environ, "RAY_TMPDIR": _ray_tmpdir(), **(extra or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if env.get("PYTHONPATH"):  # the commands run in other folders: a relative entry must keep meaning the same
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))

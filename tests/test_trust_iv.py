@@ -281,6 +281,6 @@ def test_ctrl_c_in_the_teardown_of_a_finished_command_is_ignored(tmp_path):
             "from forge.shell.app import quiet_teardown\n"
             "quiet_teardown()  # what forge_main does once the command returned\n")
     root = Path(__file__).resolve().parents[1]
-    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600,
                        env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 0 and "Exception ignored" not in p.stderr and "KeyboardInterrupt" not in p.stderr, p.stderr

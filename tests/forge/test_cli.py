@@ -42,14 +42,14 @@ def test_forge_space_summary(tmp_path, space, expected):
 
 def test_console_script_writes_run_dir(tmp_path):
     exe = [sys.executable, "-c", "from forge.cli import arch_main; arch_main()"]
-    r = subprocess.run(exe + ["arch=gpt2", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(exe + ["arch=gpt2", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "summary.json").read_text())["params"] == 124_439_808
 
 
 def test_bad_input_is_one_line_not_a_traceback(tmp_path):
     exe = [sys.executable, "-c", "from forge.cli import arch_main; arch_main()"]
-    r = subprocess.run(exe + ["arch=nonexistent", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(exe + ["arch=nonexistent", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
     assert r.returncode != 0
     assert "forge-arch: error: arch = 'nonexistent'" in r.stderr and "Traceback" not in r.stderr
 

@@ -13,7 +13,7 @@ import pytest
 from forge.labelling.dispatch import DispatchError, LocalTrainer, make_trainer, train_one
 from forge.genomes.labels import Label
 from forge.labelling.store import LabelStore
-from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, ray_local, tiny_genomes
+from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, ray_init, ray_local, tiny_genomes
 
 FAST = {**TINY_PROTOCOL, "tokens": 4 * 32 * 2, "val_tokens": 128}
 
@@ -71,6 +71,31 @@ def test_make_trainer_rejects_unknown_and_bad_options():
         make_trainer("local", FAST, TINY_CORPUS, colour="red")
     with pytest.raises(DispatchError, match="timeout_s"):
         make_trainer("local", FAST, TINY_CORPUS, timeout_s=0)
+
+
+def test_the_tests_ray_start_retries_only_rays_startup_timeout():
+    """Ray waits a fixed 30 s for its raylet, which a loaded machine can exceed: the tests' start (ray_init) tries
+    again after that one error, and lets any other error, and a third timeout, through."""
+    class FakeRay:
+        def __init__(self, errors):
+            self.errors, self.inits, self.shutdowns = list(errors), 0, 0
+
+        def init(self, **kw):
+            self.inits += 1
+            if self.errors:
+                raise self.errors.pop(0)
+
+        def shutdown(self):
+            self.shutdowns += 1
+
+    late = Exception("The current node timed out during startup. This could happen because ...")
+    ray = FakeRay([late])
+    ray_init(ray, num_cpus=2)
+    assert (ray.inits, ray.shutdowns) == (2, 1)
+    with pytest.raises(Exception, match="timed out during startup"):
+        ray_init(FakeRay([late, late, late]))
+    with pytest.raises(ValueError, match="bad"):
+        ray_init(FakeRay([ValueError("bad")]))
 
 
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest-xdist (--dist loadgroup)

@@ -12,7 +12,7 @@ import pytest
 from forge.genomes.labels import Label
 from forge.labelling.dispatch import SubmititTrainer
 from forge.labelling.store import LabelStore
-from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, tiny_genomes
+from tests.forge.labelling._train_helpers import TINY_CORPUS, TINY_PROTOCOL, ray_init, tiny_genomes
 
 FAST = {**TINY_PROTOCOL, "tokens": 4 * 32 * 2, "val_tokens": 128}
 
@@ -171,7 +171,7 @@ def ray_two_cpus():
 
     ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
     tmp = tempfile.mkdtemp(prefix="ray54-", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=tmp,
+    ray_init(ray, num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=tmp,
              runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
     try:
         yield ray

@@ -171,7 +171,7 @@ def test_kill9_mid_write_then_resume(tmp_path):
     before = {lab.genome_id: lab.label for lab in store.labels()}
     assert 20 <= len(before) < n  # killed mid-run, every committed row readable
     r = subprocess.run([sys.executable, str(script), str(db), str(n)], env=env, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=600)
     assert r.returncode == 0 and f"start {n - len(before)}" in r.stdout
     after = {lab.genome_id: lab.label for lab in store.labels()}
     assert len(after) == len(store) == n and all(after[k] == v for k, v in before.items())

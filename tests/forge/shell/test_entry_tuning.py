@@ -29,7 +29,7 @@ print(json.dumps({"start": start, "after_null": after_null, "env_after": inside_
 def _probe(on: bool, env: dict[str, str]) -> dict:
     base = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
     out = subprocess.run([sys.executable, "-c", PROBE % on], env={**base, **env}, capture_output=True, text=True,
-                         timeout=120, check=True)
+                         timeout=600, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 

@@ -29,7 +29,7 @@ def _chromium() -> str:
 def load(page: Path, profile: Path) -> tuple[str, list[str]]:
     """(the DOM after the scripts ran, the console messages) of `page` in a fresh profile."""
     p = subprocess.run([_chromium(), *FLAGS, f"--user-data-dir={profile}", page.resolve().as_uri()],
-                       capture_output=True, text=True, timeout=180)
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout, [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln]
 

@@ -184,7 +184,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
     import sys
 
     p = subprocess.run([sys.executable, "-m", "search.verify_cli", f"run={tmp_path}"], capture_output=True, text=True,
-                       cwd=Path(__file__).parents[3], timeout=60)
+                       cwd=Path(__file__).parents[3], timeout=600)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "forge-verify: error: run=" in p.stderr
 
 
