@@ -137,6 +137,7 @@ class RDXEBackend:
                 raise BackendError("evaluate() got an empty population; allowed: a non-empty list of Genomes or a PopArrays")
             keys = [g.id for g in src]
         wkey = (workload.prefill, workload.decode, workload.precision)
+        self._bound()  # before the hits are counted: a clear after it dropped rows the batch was about to read
         miss = [i for i, key in enumerate(keys) if (key, wkey) not in self._rows]
         if miss:
             self._fill(src, keys, miss, workload, wkey)
@@ -144,10 +145,13 @@ class RDXEBackend:
         col = lambda j: np.array([r[j] for r in rows])  # noqa: E731
         return CostTable(col(0), col(1), col(2), col(3), [r[4] for r in rows], [dict(r[5]) for r in rows])
 
-    def _fill(self, src: Any, keys: list, miss: list[int], wl: Workload, wkey: tuple) -> None:
+    def _bound(self) -> None:
+        """Memory stays bounded: a cache past `cache_size` entries starts over (rebuilt exactly on a miss)."""
         for cache in (self._profiles, self._packings, self._rows):
             if len(cache) > self.cache_size:
                 cache.clear()
+
+    def _fill(self, src: Any, keys: list, miss: list[int], wl: Workload, wkey: tuple) -> None:
         need = [i for i in miss if (keys[i], wkey) not in self._profiles]
         if need:
             sub = src.take(np.array(need)) if isinstance(src, PopArrays) else PopArrays.from_genomes([src[i] for i in need])

@@ -187,3 +187,17 @@ def test_command_line_overrides_reach_the_backend():
     b = build_backend(cfg.backend)
     assert b.top_k == 5 and b.n_mac == (32,) and b.k.leak_sram_pj_per_byte == 1e-6 and b.grid_size == 15
     assert cfg.workload.prefill == 512
+
+
+def test_a_batch_that_fills_the_cache_past_its_bound_still_costs_its_cached_genomes():
+    """The caches start over past `cache_size`; the batch's earlier hits were dropped by that clear and read back
+    as a KeyError (a 19,416-evaluation search on rdxe). Now the bound applies before the hits are counted, and
+    the costs equal an unbounded backend's."""
+    space = load_space("iha-tiny")
+    pop = space.sample(12, np.random.default_rng(0))
+    small, big = RDXEBackend(cache_size=4), RDXEBackend()
+    small.evaluate(pop[:6], WL)  # cached: 6 rows, past the bound of 4 (the clear comes with the next miss)
+    got = small.evaluate(pop, WL)  # 6 hits, 6 misses
+    want = big.evaluate(pop, WL)
+    assert np.array_equal(got.ttft_ms, want.ttft_ms) and np.array_equal(got.tpot_ms, want.tpot_ms)
+    assert len(small._rows) <= 12
