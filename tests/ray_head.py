@@ -16,9 +16,11 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def ray_head(tmp_path: Path, num_cpus: int = 2) -> Iterator[tuple[str, dict[str, str]]]:
+def ray_head(tmp_path: Path, num_cpus: int = 2, cwd: Path | None = None) -> Iterator[tuple[str, dict[str, str]]]:
     """(address, env): the head's address, and an environment whose RAY_ADDRESS names it (so `address=auto`
-    joins this cluster, not another one on the machine) and whose HOME holds no stale Ray token."""
+    joins this cluster, not another one on the machine) and whose HOME holds no stale Ray token. The head and its
+    workers run in `cwd` (default tmp_path): a job's relative output folder (Hydra's `multirun/...`) lands there,
+    as on a machine where the user started `ray start --head` in the folder they work in."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -31,7 +33,7 @@ def ray_head(tmp_path: Path, num_cpus: int = 2) -> Iterator[tuple[str, dict[str,
     full = {**os.environ, **env}
     head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", f"--num-cpus={num_cpus}",
                              "--include-dashboard=false", f"--temp-dir={tmp}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=full)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=full, cwd=cwd or tmp_path)
     try:
         for _ in range(60):  # the head is up when `ray status` reaches it
             if subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, timeout=60,

@@ -269,7 +269,7 @@ def test_doc_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureReq
     if before := d.get("before"):
         rc, out = _run(_fill(before, values), cwd, None)
         assert rc == 0, f"{block.where}: the declared `before` command failed:\n{out[-3000:]}"
-    with _cluster(d, tmp_path) as env:
+    with _cluster(d, tmp_path, cwd) as env:
         rc = 0
         for n, cmd in enumerate(block.commands, 1):
             reason = _by_index(d.get("not-run"), n)
@@ -279,7 +279,7 @@ def test_doc_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureReq
 
 
 @contextlib.contextmanager
-def _cluster(d: dict, tmp_path: Path):  # noqa: ANN202
+def _cluster(d: dict, tmp_path: Path, cwd: Path):  # noqa: ANN202
     """`ray-cluster:`: a Ray head node of the block's own for its commands (tests.ray_head); else nothing."""
     if not d.get("ray-cluster"):
         yield None
@@ -287,7 +287,7 @@ def _cluster(d: dict, tmp_path: Path):  # noqa: ANN202
     from tests.ray_head import ray_head
 
     pytest.importorskip("ray", reason="ray is an optional extra (pip install -e '.[ray]' in the Forge clone)")
-    with ray_head(tmp_path) as (_, env):
+    with ray_head(tmp_path, cwd=cwd) as (_, env):  # the jobs' relative multirun/ folder lands in the block's folder
         yield env
 
 
