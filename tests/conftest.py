@@ -3,6 +3,7 @@ which skips locally when it is absent but fails loudly when CI=true."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     long ones start on both workers at once and the many short tests fill the gaps, instead of one long block
     running alone at the end."""
     items.sort(key=lambda it: not (it.get_closest_marker("docs") and it.get_closest_marker("slow")))
+
+
+@pytest.fixture(autouse=True)
+def _the_example_extension_is_unloaded():
+    """A test that loads the example extension (tests/ext: the genes glu and mlp_off and their hooks) and does not
+    forget it leaves it loaded for the next test in that worker, whose refusals then differ (forge-arch accepted a
+    glu layer it must refuse): each test ends with it unloaded."""
+    yield
+    from forge.genomes.genes import LAYER_GENES
+
+    if any(m.startswith("tests.ext.") for m in sys.modules) or any(g in LAYER_GENES for g in ("glu", "mlp_off")):
+        from tests.ext import forget
+
+        forget()
 
 
 @pytest.fixture(autouse=True)
