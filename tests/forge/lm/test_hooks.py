@@ -18,16 +18,6 @@ GENOME = {"d_model": 32, "block_size": 16, "vocab_size": 64, "mlp": "gelu", "nor
 HEAD = "import torch\nimport torch.nn as nn\nfrom forge.lm.hooks import hook\n"
 
 
-@pytest.fixture(autouse=True)
-def _no_extension_left():
-    """Each test starts with no hook of tests.ext on the operators (an earlier test in the worker may have
-    loaded it: the refusals below name every module that hooks an operator)."""
-    from tests.ext import forget
-
-    forget()
-    yield
-
-
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
     """Write plug-in modules `hk_<name>` into a folder on sys.path; import them; forget their hooks after."""
