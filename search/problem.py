@@ -96,7 +96,7 @@ class ForgeProblem(Problem):
         without MC dropout): a sampled or trained loss is never drawn twice."""
         for cache in (self._genomes, self._ids):  # in step: a row in one is in the other
             trim(cache, caches.GENOME_ROWS)
-        for cache in (self._keys, self._cost, self._design):
+        for cache in (self._keys, self._cost, self._design, self._user):  # a user objective: a function of the genome
             trim(cache)
         if getattr(self.evaluator, "kind", None) == "surrogate" and not getattr(self.evaluator, "n_mc", 0):
             trim(self._loss)

@@ -37,6 +37,29 @@ def test_bounded_caches_write_the_same_run_as_unbounded_ones(make_search, tmp_pa
             assert a.read_bytes() == b.read_bytes(), name
 
 
+def test_a_user_objective_s_cache_is_bounded_and_writes_the_same_run(make_search, tmp_path, monkeypatch):
+    """A user function's values are kept per genome id like the backend's costs: the newest `CACHE_ROWS`."""
+    from collections import defaultdict
+
+    from forge import plugins
+
+    monkeypatch.setattr(plugins, "_registered", defaultdict(set))  # the registration ends with the test
+    monkeypatch.setattr(plugins, "_live", {})
+    cfg = tiny_cfg(objectives=["val_loss", {"name": "mlp_width", "fn": "tests.search.user_plugins.width"}],
+                   search={"generations": 10})
+    plugins.trust(cfg)  # the config the user launched names their function
+    full = make_search(tmp_path / "full", cfg)
+    full.run()
+    monkeypatch.setattr(caches, "CACHE_ROWS", 30)
+    small = make_search(tmp_path / "small", cfg)
+    small.run()
+    assert len(full.problem._user) > 60 and len(small.problem._user) <= 30 + 2 * cfg["search"]["offspring"]
+    for name in FILES:
+        a, b = (tmp_path / run / name for run in ("full", "small"))
+        if a.exists() or b.exists():
+            assert a.read_bytes() == b.read_bytes(), name
+
+
 def test_the_codec_s_shared_layers_start_afresh_past_their_bound(monkeypatch):
     """Equal slots share one LayerGene; past `LAYER_CACHE` distinct ones the table starts afresh (same genomes)."""
     import numpy as np
