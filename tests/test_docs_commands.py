@@ -7,6 +7,8 @@ GitHub and on the site), holding YAML after `test:`; a number key means the bloc
 
     <!-- test:
     slow: a search of 40 generations          # the block runs only under -m slow
+    long: why                                 # a slow block over ~15 s: it runs under -m long, not in the
+                                              #   README's test command (its 12-minute budget)
     set: {"<labels>": "labels.jsonl"}         # a placeholder's value (<stamp> is always a small finished search)
     args: {2: "search.generations=2"}         # words appended to command 2 ("all": to every command)
     before: "forge-label ... export=labels.jsonl"  # a command run first, to make what the block reads
@@ -47,7 +49,7 @@ DIRECTIVE = re.compile(r"<!--\s*test:(.*?)-->\s*$", re.S)
 PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\"'=]*>")
 TINY_SEARCH = "search.pop_size=4 search.offspring=4 search.generations=2 progress=false"
 TIMEOUT_S = 900
-pytestmark = pytest.mark.docs  # CI runs every block, slow ones too: `pytest -m "not slow or docs"`
+pytestmark = pytest.mark.docs  # CI runs every block, slow ones too, but the long: ones (`-m "(not slow or docs) and not long"`)
 
 
 @dataclass
@@ -252,6 +254,9 @@ def _check(block: Block, n: int, cmd: Command, cwd: Path, prev_rc: int, values: 
 
 def _param(block: Block):  # noqa: ANN202 (pytest.param)
     marks = [pytest.mark.slow] if block.directive.get("slow") else []
+    if block.directive.get("long"):
+        assert marks, f"{block.where}: a long block is a slow one too"
+        marks.append(pytest.mark.long)
     if any(re.search(r"launcher=ray|dispatch=ray", c.text) for c in block.commands):
         marks.append(pytest.mark.xdist_group("ray"))  # one local Ray cluster at a time under pytest-xdist
     return pytest.param(block, id=block.where, marks=marks)
