@@ -5,48 +5,14 @@ Forge-Former wrapper in `surrogate.compare`.
 """
 from __future__ import annotations
 
-import copy
-
-import lightning as L
 import numpy as np
 import torch
 from scipy.optimize import least_squares
 from sklearn.ensemble import RandomForestRegressor
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from surrogate.dataset import LabelSet
 from surrogate.features import BASE_FIELDS, MinMax, featurize, flat_packed
-from surrogate.training import _trainer
-
-
-class _NetModule(L.LightningModule):
-    """HW-GPT-Bench's "Net": 5 fully connected layers of width 128 with ReLU, trained with MSE."""
-
-    def __init__(self, n_in: int, lr: float) -> None:
-        super().__init__()
-        dims = [n_in, 128, 128, 128, 128]
-        layers: list[nn.Module] = []
-        for a, b in zip(dims[:-1], dims[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        self.net = nn.Sequential(*layers, nn.Linear(128, 1))
-        self.lr, self.best_val, self.best_state = lr, float("inf"), None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).squeeze(-1)
-
-    def training_step(self, batch, _idx):
-        x, y = batch
-        return nn.functional.mse_loss(self(x), y)
-
-    def validation_step(self, batch, _idx):
-        x, y = batch
-        v = float(nn.functional.l1_loss(self(x), y))
-        if v < self.best_val:
-            self.best_val, self.best_state = v, copy.deepcopy(self.net.state_dict())
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
 
 
 class MLPBaseline:
@@ -61,11 +27,14 @@ class MLPBaseline:
         return torch.from_numpy(flat_packed(p)).float()
 
     def fit(self, train: LabelSet, val: LabelSet | None) -> "MLPBaseline":
+        from surrogate.baselines_net import NetModule  # Lightning: imported by the one baseline that trains with it
+        from surrogate.training import _trainer
+
         torch.manual_seed(self.seed)
         self.norm = MinMax.fit(featurize(train.genomes, "paper"))
         self.mu, self.sd = float(train.y.mean()), float(train.y.std()) or 1.0
         ty = lambda d: torch.from_numpy((d.y - self.mu) / self.sd).float()  # noqa: E731
-        self.module = _NetModule(self._x(train.genomes[:1]).shape[1], self.lr)
+        self.module = NetModule(self._x(train.genomes[:1]).shape[1], self.lr)
         gen = torch.Generator().manual_seed(self.seed)
         tl = DataLoader(TensorDataset(self._x(train.genomes), ty(train)), batch_size=self.batch, shuffle=True,
                         generator=gen)

@@ -24,7 +24,7 @@ from surrogate.generic import build_model
 from surrogate.conformal import coverage_cv
 from surrogate.decision import decision_table
 from surrogate.metrics import METRICS, evaluate, summarize
-from surrogate.training import Recipe
+from surrogate.recipe import Recipe
 
 PAPER = {  # LLMForge Table 1, IHA column (n_test = 411), means only
     "forgeformer": {"mae": 0.213, "mae_at_5": 0.057, "spearman": 0.754, "kendall": 0.582, "k_at_1": 96.8, "k_at_5": 261.8},

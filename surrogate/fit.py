@@ -28,7 +28,7 @@ from surrogate.predictor import ForgeFormerPredictor
 from surrogate.loading import load_predictor
 from surrogate.targets import TargetMap
 from surrogate.trees import fit_forests
-from surrogate.training import Recipe, finetune_member, fit_members
+from surrogate.recipe import Recipe
 
 log = logging.getLogger(__name__)
 CALIB_SEED_OFFSET = 104_729  # the calibration carve's split seed = recipe.seed + this (the val carve uses 7,919)
@@ -56,6 +56,7 @@ def _fit(train: LabelSet, val: LabelSet | None, recipe: Recipe, space_name: str,
          cfg: FFConfig | None) -> ForgeFormerPredictor:
     """The uncalibrated predictor: encoder members (epoch picked on `val`) plus, for a hybrid, its forests."""
     from surrogate.predictor import _space_of
+    from surrogate.training import fit_members  # Lightning's imports, paid by what trains
 
     names = field_names(recipe.field_set)
     cfg = cfg or FFConfig(n_fields=len(names), L_max=L_max)
@@ -119,6 +120,8 @@ def finetune(base_ckpt: str | Path, new_labels: LabelSet | Sequence[Label] | str
              replay_data: LabelSet | Sequence[Label] | str | Path, ratio: float = 5.0, epochs: int = 10,
              lr: float = 1e-4, batch: int = 32, seed: int = 0) -> ForgeFormerPredictor:
     """A new predictor fine-tuned from the frozen base checkpoint (re-read from disk every call)."""
+    from surrogate.training import finetune_member  # Lightning's imports, paid by what trains
+
     if ratio < 0 or epochs < 1 or batch < 2:
         raise UserError(f"finetune: ratio={ratio}, epochs={epochs}, batch={batch}; allowed: ratio >= 0, "
                         "epochs >= 1, batch >= 2")

@@ -7,7 +7,7 @@ GitHub and on the site), holding YAML after `test:`; a number key means the bloc
 
     <!-- test:
     slow: a search of 40 generations          # the block runs only under -m slow
-    long: why                                 # a slow block over ~15 s: it runs under -m long, not in the
+    long: why                                 # a slow block over ~10 s: it runs under -m long, not in the
                                               #   README's test command (its 12-minute budget)
     set: {"<labels>": "labels.jsonl"}         # a placeholder's value (<stamp> is always a small finished search)
     args: {2: "search.generations=2"}         # words appended to command 2 ("all": to every command)
