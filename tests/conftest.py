@@ -29,9 +29,11 @@ def shared_csv(shared_data: Path) -> Path:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` starts one worker more than this process may use cores: about a fifth of the suite's wall time is
-    spent waiting (a browser's clicks, Ray and chromium starting, a killed run's grace period), and the extra worker
-    runs a test in those waits (bench/RESULTS.md, issue 56: CI budget). PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
+    """`-n auto` starts one worker more than this process may use cores: tests also wait (a browser's clicks, Ray and
+    chromium starting, a killed run's grace period), and the extra worker runs a test in those waits. At two workers
+    the pytest tree's counted CPU filled about four fifths of the core-seconds; how much of the rest was waiting is
+    not measured apart (Ray's daemons are not counted; bench/RESULTS.md, issue 56: CI budget).
+    PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist reads it
     return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
