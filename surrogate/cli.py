@@ -16,7 +16,7 @@ from forge import plugins
 from forge.errors import UserError
 from forge.shell.app import forge_main
 from forge.runtime.config import output_dir, to_container
-from forge.disk.io import atomic_write_json, check_writable, shared_data_dir
+from forge.disk.io import atomic_write_bytes, atomic_write_json, check_writable, shared_data_dir
 from forge.spaces.space import space_from_config
 from surrogate.compare import compare, model_config, write_markdown
 from surrogate.dataset import duplicate_groups, load_labelset, train_val_test
@@ -153,10 +153,25 @@ def _pairwise(cfg: DictConfig, p: Any, held: Any) -> Any:
     return pairwise_fit(p, held, split, int(cfg.seed))
 
 
+def _calibrated_stem(cfg: DictConfig, stem: Path) -> Path:
+    """Where mode=calibrate writes: `out=` (a copy), else the checkpoint's own sidecar. A shipped checkpoint is
+    the package's data, which a calibration must not rewrite in place (a re-run moves its 6th digit)."""
+    from forge.runtime.config import data_dir
+    from surrogate.checkpoints import checkpoint_stem
+
+    if cfg.get("out"):
+        out = checkpoint_stem(cfg.out)
+        check_writable(out.with_suffix(".safetensors"), "out")
+        return out
+    if stem.parent.resolve() == (data_dir() / "surrogate").resolve():
+        raise UserError(f"ckpt={cfg.ckpt or stem.name} is a shipped checkpoint, which mode=calibrate does not rewrite; "
+                        "allowed: out=<stem> to write a calibrated copy there, or ckpt=<your own checkpoint>")
+    return stem
+
+
 def _calibrate(cfg: DictConfig) -> dict:
     """Conformal interval of a checkpoint from the held-out rows of the split it was trained on (re-made from
     the sidecar's test seed/fraction and checked against its training-data hash), written into its sidecar."""
-    from forge.disk.io import atomic_write_json
     from surrogate.checkpoints import resolve_checkpoint
     from surrogate.predictor import DEFAULT
     from surrogate.loading import load_predictor
@@ -175,10 +190,13 @@ def _calibrate(cfg: DictConfig) -> dict:
     if train.data_hash() != p.meta.get("data_hash"):
         raise UserError(f"data={_data_path(cfg)} does not re-make {stem.name}'s training split (hash "
                         f"{train.data_hash()} != {p.meta.get('data_hash')}); allowed: the label file it was trained on")
+    dest = _calibrated_stem(cfg, stem)
     p.conformal = _conformal(cfg, p, held)
     p.pairwise = _pairwise(cfg, p, held)
-    atomic_write_json(stem.with_suffix(".json"), p.sidecar())
-    return {"mode": "calibrate", "checkpoint": str(stem.with_suffix(".json")), "n_rows": len(held),
+    if dest != stem:  # a calibrated copy: the same weights beside the new sidecar
+        atomic_write_bytes(dest.with_suffix(".safetensors"), stem.with_suffix(".safetensors").read_bytes())
+    atomic_write_json(dest.with_suffix(".json"), p.sidecar())
+    return {"mode": "calibrate", "checkpoint": str(dest.with_suffix(".json")), "n_rows": len(held),
             "cv_check": p.conformal.provenance["cv_check"],
             "pairwise_check": {"max_error": p.pairwise.provenance["check"]["max_error"]}}
 

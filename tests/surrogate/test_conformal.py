@@ -241,3 +241,21 @@ def test_one_tailed_sidecars_written_before_two_tails_still_load_and_stay_symmet
     cal = ConformalInterval.from_dict(old)
     lo, hi = cal.interval(mu[:4], np.zeros(4), 0.9)
     assert not cal.two_tailed and np.allclose((lo + hi) / 2, mu[:4])
+
+
+def test_mode_calibrate_refuses_to_rewrite_a_shipped_checkpoint_and_writes_a_copy_with_out(tmp_path):
+    """A shipped checkpoint is the package's data: calibrating it in place is refused in one line; `out=` writes
+    the same weights and the recomputed sidecar beside each other, and leaves the shipped files untouched."""
+    from forge.errors import UserError
+
+    shipped = data_dir() / "surrogate" / "forgeformer-iha-tiny"
+    before = {ext: shipped.with_suffix(ext).read_bytes() for ext in (".json", ".safetensors")}
+    cfg = _cal_cfg(tmp_path, "forgeformer-iha-tiny", TINY_LABELS)
+    with pytest.raises(UserError, match="shipped checkpoint.*allowed: out=<stem>"):
+        surrogate_run(cfg)
+    cfg.out = str(tmp_path / "copy")
+    res = surrogate_run(cfg)
+    assert res["checkpoint"] == str(tmp_path / "copy.json")
+    assert (tmp_path / "copy.safetensors").read_bytes() == before[".safetensors"]
+    assert load_predictor(tmp_path / "copy").conformal.provenance["n_rows"] == res["n_rows"] == 68
+    assert {ext: shipped.with_suffix(ext).read_bytes() for ext in before} == before
