@@ -186,7 +186,7 @@ def cmd_run(a: argparse.Namespace) -> None:
             print("optuna is not installed (pip install optuna): its arm is left out", file=sys.stderr)
             arms.remove("optuna")
     done = _done()
-    jobs = [(t, arm, s, a.budget) for arm in ("pymoo", "optuna") for s in range(a.seeds) for t in targets
+    jobs = [(t, arm, s, a.budget) for arm in ("pymoo", "optuna") for s in range(a.first_seed, a.seeds) for t in targets
             for arm in [x for x in arms if (x == "optuna") == (arm == "optuna")]  # Optuna's slow runs last
             if (t, arm, s, a.budget) not in done]
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -260,6 +260,7 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--budget", type=int, default=1944)
     r.add_argument("--seeds", type=int, default=10)
+    r.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. seeds-1 (split one cell over runs)")
     r.add_argument("--arms", default="")
     r.add_argument("--targets", default="")
     r.add_argument("--workers", type=int, default=2)
