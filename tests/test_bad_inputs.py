@@ -167,6 +167,7 @@ def test_user_errors_one_line_exit_2_and_bugs_keep_their_traceback(capsys, monke
     with pytest.raises(SystemExit) as e, user_errors("forge-x"):
         raise KeyboardInterrupt
     assert e.value.code == 130
+    assert capsys.readouterr().err == "forge-x: interrupted\n"
     with pytest.raises(SystemExit) as e, user_errors("forge-x"):  # a bug is not bad input: exit 1, traceback
         1 / 0
     err = capsys.readouterr().err
@@ -240,3 +241,24 @@ def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     assert not (run / ".hydra" / "config.yaml").exists()
 
 
+
+
+def test_sigterm_inside_a_command_exits_143_and_says_so(capsys, monkeypatch):
+    """SIGTERM where a command turned it into an interrupt (forge-export's staging, say) exits 143, not Ctrl-C's
+    130; a Ctrl-C after it, in a later block, is a Ctrl-C again."""
+    import os
+    import signal
+    import time
+
+    from forge.runtime.signals import term_as_interrupt
+    from forge.shell.app import user_errors
+
+    monkeypatch.delenv("FORGE_DEBUG", raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"), term_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here, at the next bytecode after the signal
+    assert e.value.code == 143 and capsys.readouterr().err == "forge-x: terminated (SIGTERM)\n"
+    with pytest.raises(SystemExit) as e, user_errors("forge-x"), term_as_interrupt():
+        raise KeyboardInterrupt
+    assert e.value.code == 130 and capsys.readouterr().err == "forge-x: interrupted\n"

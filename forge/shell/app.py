@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 from forge.runtime.config import CONFIG_PATH, as_choices, check_override_types, ray_cluster
+from forge.runtime.signals import interrupt_was_sigterm
 from forge.errors import REPORT_BUG, ForgeError
 from forge.shell.run_guard import GUARD, RunDirGuard, hydra_output_dir
 from forge.disk import run_folder
@@ -59,8 +60,9 @@ def user_errors(app: str) -> Iterator[None]:
     except KeyboardInterrupt:
         if not outer:
             raise
-        print(f"{app}: interrupted", file=sys.stderr)
-        raise SystemExit(EXIT_SIGINT) from None
+        term = interrupt_was_sigterm()
+        print(f"{app}: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
+        raise SystemExit(EXIT_SIGTERM if term else EXIT_SIGINT) from None
     except BrokenPipeError:  # `forge-x --help | head`: the reader left; not a bug, nothing more to say
         if not outer:
             raise
