@@ -41,7 +41,8 @@ MODES = ("sync", "async")
 
 class Labeller:
     """W threads, each training one genome at a time on its own shallow copy of `trainer` (a Forge dispatcher's
-    `train` keeps per-call state, so one object is not shared by two calls in flight); first in, first out."""
+    `train` keeps per-call state, so one object is not shared by two calls in flight); first in, first out.
+    dispatch=local's `start_method: auto` starts their workers from a fork server, not by forking the threads."""
 
     def __init__(self, trainer: Any, workers: int):
         self.trainer, self.workers = trainer, int(workers)

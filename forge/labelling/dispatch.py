@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,18 @@ def _die_with_parent(ppid: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: no parent-death signal
         return
-    if os.getppid() != ppid:  # the parent died before prctl took effect
-        os._exit(1)
+    if os.getppid() != ppid and not _alive(ppid):  # the labeller died before prctl took effect
+        os._exit(1)  # (under forkserver the parent is the server, which exits when the labeller dies)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's: a reused pid
+        return True
+    return True
 
 
 def _gpus() -> list[str]:
@@ -73,6 +84,22 @@ def _child(conn, genome_dict: dict, spec: dict, ppid: int, device: str | None = 
         conn.close()
 
 
+START_METHODS = ("auto", "fork", "forkserver", "spawn")
+
+
+def start_method(asked: str) -> str:
+    """`auto`: fork (warm children, the parent's imports shared) when this is the process's only thread, else
+    forkserver. Forking while another thread runs (an asynchronous co-evolution's other labellers and its search,
+    a progress bar's refresh) copies the locks that thread holds, such as stderr's, into a child that can never
+    take them: the training would hang until its timeout."""
+    if asked != "auto":
+        return asked
+    return "fork" if threading.active_count() == 1 else "forkserver"
+
+
+PRELOAD = ("lightning.pytorch", "forge.lm.model", "forge.labelling.base")  # what a training imports first
+
+
 def _preload(corpus_cfg: Mapping[str, Any]) -> None:
     """Import torch/Lightning and read the corpus once in the parent, so forked children start warm."""
     try:
@@ -91,20 +118,27 @@ class LocalTrainer(_Base):
     """A process per genome, `workers` at a time (default: the cores); kill on timeout, retry lost ones."""
 
     workers: int | None = None
-    start_method: str = "fork"
+    start_method: str = "auto"  # auto: fork when the labeller is its process's only thread, else forkserver
     poll_s: float = 0.5
-    preload: bool = True  # fork: import torch/Lightning and read the corpus once in the parent (warm children)
+    preload: bool = True  # fork: import torch/Lightning and read the corpus once in the parent (warm children);
+    #                       forkserver: import them once in the server
     first_slot: int = 0  # where this trainer's slots start on the node's GPUs (an asynchronous co-evolution's
     #                      labeller threads each train through their own copy: one GPU each, not all on the first)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_workers(self.workers, "one per core")
+        if self.start_method not in START_METHODS:
+            raise DispatchError(f"dispatch.start_method = {self.start_method!r} is unknown; allowed: "
+                                f"{', '.join(START_METHODS)}")
 
     def _run(self, todo: list[Genome], emit: Callable[[Label], None]) -> None:
-        ctx = mp.get_context(self.start_method)
-        if self.start_method == "fork" and self.preload:
+        method = start_method(self.start_method)
+        ctx = mp.get_context(method)
+        if method == "fork" and self.preload:
             _preload(self.corpus)
+        elif method == "forkserver" and self.preload:  # the server imports them once, not each child
+            ctx.set_forkserver_preload(list(PRELOAD))
         n_workers = self.workers or os.cpu_count() or 1
         gpus = _gpus()
         queue, running, attempts = list(todo), {}, {g.id: 0 for g in todo}

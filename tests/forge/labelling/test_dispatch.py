@@ -71,6 +71,35 @@ def test_make_trainer_rejects_unknown_and_bad_options():
         make_trainer("local", FAST, TINY_CORPUS, colour="red")
     with pytest.raises(DispatchError, match="timeout_s"):
         make_trainer("local", FAST, TINY_CORPUS, timeout_s=0)
+    with pytest.raises(DispatchError, match="start_method = 'threads' is unknown; allowed: auto, fork, forkserver"):
+        make_trainer("local", FAST, TINY_CORPUS, start_method="threads")
+
+
+def test_auto_start_method_forks_only_where_no_other_thread_runs():
+    """A fork beside a running thread copies the locks it holds into a child that can never take them."""
+    import threading
+
+    from forge.labelling.dispatch import start_method
+
+    assert start_method("auto") == "fork" and start_method("spawn") == "spawn"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert start_method("auto") == "forkserver" and start_method("fork") == "fork"
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_forkserver_children_train_the_labels_forked_ones_do():
+    """Under forkserver a worker's parent is the server, not the labeller: it must not take that for the
+    labeller's death (it did: every genome was lost, then failed)."""
+    gs = tiny_genomes(2)
+    forked = _local(start_method="fork").train(gs)
+    served = _local(start_method="forkserver").train(gs)
+    assert all(lab.finite for lab in served), [lab.reason for lab in served]
+    assert [lab.label for lab in served] == [lab.label for lab in forked]
 
 
 def test_the_tests_ray_start_retries_only_rays_startup_timeout():
@@ -187,7 +216,9 @@ def test_async_coevolution_threads_each_train_on_their_own_gpu(monkeypatch):
 
     monkeypatch.setattr(dispatch, "_gpus", lambda: ["0", "1"])
     monkeypatch.setattr(dispatch, "train_one", _device_label)
-    t = dispatch.LocalTrainer(protocol=TINY_PROTOCOL, corpus=TINY_CORPUS, workers=2, poll_s=0.05, preload=False)
+    # fork: the monkeypatched train_one reaches only forked children (`auto` picks forkserver beside the threads)
+    t = dispatch.LocalTrainer(protocol=TINY_PROTOCOL, corpus=TINY_CORPUS, workers=2, poll_s=0.05, preload=False,
+                              start_method="fork")
     lab = Labeller(t, 2)
     lab.submit(list(enumerate(tiny_genomes(2))))
     assert len(lab.collect({0, 1}, 1)) == 2

@@ -157,7 +157,7 @@ from search.coevolution_async import AsyncCoEvolution
 from search.evaluators import LossEvaluator
 from tests.search.conftest import tiny_cfg
 from tests.search.fakes import FakeBackend, FakePredictor, fake_finetune
-from tests.search.test_coevolution_async import StoreTrainer
+from tests.search.run.test_coevolution_async import StoreTrainer
 
 def hold(gid):  # the first training to start never ends: the process is killed with it in flight
     try:
@@ -193,7 +193,7 @@ def test_a_killed_async_run_resumes_without_losing_or_repeating_a_training(tmp_p
     from search.state import load_checkpoint
     from tests.search.fakes import FakeBackend, FakePredictor
 
-    root, out = str(Path(__file__).resolve().parents[2]), tmp_path / "run"
+    root, out = str(Path(__file__).resolve().parents[3]), tmp_path / "run"
     out.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", KILLED.format(root=root, out=str(out))],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
