@@ -241,8 +241,6 @@ def test_run_dir_guard_never_deletes_work_written_before_the_error(tmp_path):
     assert not (run / ".hydra" / "config.yaml").exists()
 
 
-
-
 def test_sigterm_inside_a_command_exits_143_and_says_so(capsys, monkeypatch):
     """SIGTERM where a command turned it into an interrupt (forge-export's staging, say) exits 143, not Ctrl-C's
     130; a Ctrl-C after it, in a later block, is a Ctrl-C again."""
